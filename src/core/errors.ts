@@ -1,0 +1,207 @@
+import type { IdempotencyRecord } from "./store.js";
+
+/** Every error code the library raises, with the HTTP status an API would answer with. */
+export const ErrorCode = {
+  keyMissing: "idempotency_key_missing",
+  keyInvalid: "idempotency_key_invalid",
+  keyConflict: "idempotency_key_conflict",
+  keyInUse: "idempotency_key_in_use",
+  outcomeUnknown: "outcome_unknown",
+  storeUnavailable: "store_unavailable",
+  storeFull: "store_full",
+  invalidArguments: "invalid_arguments",
+  invalidOptions: "invalid_options",
+  resultTooLarge: "result_too_large",
+  resultUnserializable: "result_unserializable",
+  leaseLost: "lease_lost",
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+const httpStatusOf: Record<ErrorCode, number> = {
+  idempotency_key_missing: 400,
+  idempotency_key_invalid: 400,
+  idempotency_key_conflict: 422,
+  idempotency_key_in_use: 409,
+  outcome_unknown: 409,
+  store_unavailable: 503,
+  store_full: 503,
+  invalid_arguments: 400,
+  invalid_options: 500,
+  result_too_large: 413,
+  result_unserializable: 500,
+  lease_lost: 409,
+};
+
+/** The base of every error idempotool raises: a stable `code` to branch on and the HTTP status to answer with. */
+export class IdempotencyError extends Error {
+  override name = "IdempotencyError";
+  readonly code: ErrorCode;
+  readonly httpStatus: number;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.httpStatus = httpStatusOf[code];
+  }
+}
+
+/**
+ * Whether `value` is an idempotool error, optionally of one code.
+ * @example
+ * try { await sendEmail(args, { key }) } catch (error) {
+ *   if (isIdempotencyError(error, "idempotency_key_conflict")) console.error(error.originalFingerprint);
+ * }
+ */
+export function isIdempotencyError<C extends ErrorCode>(
+  value: unknown,
+  code?: C,
+): value is IdempotencyError & ErrorOfCode<C> {
+  return value instanceof IdempotencyError && (code === undefined || value.code === code);
+}
+
+type ErrorOfCode<C extends ErrorCode> = C extends "idempotency_key_conflict"
+  ? KeyConflictError
+  : C extends "outcome_unknown"
+    ? OutcomeUnknownError
+    : C extends "idempotency_key_in_use"
+      ? KeyInUseError
+      : C extends "result_too_large"
+        ? ResultTooLargeError
+        : IdempotencyError;
+
+/** The same key arrived with different arguments: a caller bug, never absorbed and never run (seed Case 3). */
+export class KeyConflictError extends IdempotencyError {
+  override name = "KeyConflictError";
+  readonly key: string;
+  readonly scope: string;
+  /** The fingerprint the key was first used with. */
+  readonly originalFingerprint: string;
+  /** The fingerprint of the rejected call. */
+  readonly fingerprint: string;
+  /** When the original call was made (ISO-8601). */
+  readonly originalCalledAt: string;
+
+  constructor(record: IdempotencyRecord, fingerprint: string) {
+    super(
+      "idempotency_key_conflict",
+      `Idempotency key "${record.key}" was already used at ${iso(record.createdAt)} for ${record.tool} with different arguments. ` +
+        "A key names one operation: do not reuse it for new arguments; use a new key for a new intent.",
+    );
+    this.key = record.key;
+    this.scope = record.scope;
+    this.originalFingerprint = record.fingerprint;
+    this.fingerprint = fingerprint;
+    this.originalCalledAt = iso(record.createdAt);
+  }
+}
+
+/** The first call with this key is still running and did not finish within the wait. */
+export class KeyInUseError extends IdempotencyError {
+  override name = "KeyInUseError";
+  readonly key: string;
+  /** How long this caller waited before giving up (ms). */
+  readonly waitedMs: number;
+  /** When a retry is worth trying (ms from now). */
+  readonly retryAfterMs: number;
+
+  constructor(record: IdempotencyRecord, waitedMs: number, retryAfterMs: number) {
+    super(
+      "idempotency_key_in_use",
+      `Idempotency key "${record.key}" is in use by a call to ${record.tool} started at ${iso(record.createdAt)} ` +
+        `that has not finished (waited ${waitedMs} ms). Retry later with the same key and the same arguments.`,
+    );
+    this.key = record.key;
+    this.waitedMs = waitedMs;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Nobody knows whether the effect happened; the tool will not run again until it is resolved. */
+export class OutcomeUnknownError extends IdempotencyError {
+  override name = "OutcomeUnknownError";
+  /** The record as the store holds it. */
+  readonly record: IdempotencyRecord;
+
+  constructor(record: IdempotencyRecord, reason: string, options?: { cause?: unknown }) {
+    super(
+      "outcome_unknown",
+      `The outcome of ${record.tool} with key "${record.key}" (called at ${iso(record.createdAt)}) is unknown: ${reason}. ` +
+        "It will not run again until a verify hook or an operator resolves it; check whether the effect happened before trying again.",
+      options,
+    );
+    this.record = record;
+  }
+}
+
+/** The store could not be reached or failed: the tool did not run (fail closed). */
+export class StoreUnavailableError extends IdempotencyError {
+  override name = "StoreUnavailableError";
+  constructor(operation: string, options?: { cause?: unknown }) {
+    const detail = options?.cause instanceof Error ? `: ${options.cause.message}` : "";
+    super("store_unavailable", `The idempotency store failed during ${operation}${detail}. The tool did not run.`, options);
+  }
+}
+
+/** A bounded store is full of live records; it refuses new claims rather than forget one. */
+export class StoreFullError extends IdempotencyError {
+  override name = "StoreFullError";
+  readonly maxRecords: number;
+  constructor(maxRecords: number) {
+    super(
+      "store_full",
+      `The idempotency store holds its maximum of ${maxRecords} live records and none has expired. ` +
+        "The tool did not run: evicting a live record would let a repeat run again. Raise maxRecords or use a durable store.",
+    );
+    this.maxRecords = maxRecords;
+  }
+}
+
+/** The completed call's result exceeded the size limit and was not kept; the effect still happened. */
+export class ResultTooLargeError extends IdempotencyError {
+  override name = "ResultTooLargeError";
+  readonly record: IdempotencyRecord | undefined;
+  readonly sizeBytes: number;
+  readonly maxBytes: number;
+  constructor(sizeBytes: number, maxBytes: number, record?: IdempotencyRecord) {
+    super(
+      "result_too_large",
+      `The result is ${sizeBytes} bytes, over the ${maxBytes}-byte limit (maxResultBytes), so it was not stored.` +
+        (record ? ` The call already completed at ${iso(record.updatedAt)}: do not run it again.` : ""),
+    );
+    this.record = record;
+    this.sizeBytes = sizeBytes;
+    this.maxBytes = maxBytes;
+  }
+}
+
+/** The completed call's result could not be serialized and was not kept; the effect still happened. */
+export class ResultUnserializableError extends IdempotencyError {
+  override name = "ResultUnserializableError";
+  readonly record: IdempotencyRecord;
+  constructor(record: IdempotencyRecord, reason: string) {
+    super(
+      "result_unserializable",
+      `The call already completed at ${iso(record.updatedAt)}, but its result could not be stored (${reason}). Do not run it again.`,
+    );
+    this.record = record;
+  }
+}
+
+/** This worker's claim was taken over while its call ran: its outcome was not recorded. */
+export class LeaseLostError extends IdempotencyError {
+  override name = "LeaseLostError";
+  readonly key: string;
+  constructor(key: string, options?: { cause?: unknown }) {
+    super(
+      "lease_lost",
+      `The claim on key "${key}" was lost while the call ran (its lease passed and another caller took over), ` +
+        "so this call's outcome was not recorded. Check whether the effect happened.",
+      options,
+    );
+    this.key = key;
+  }
+}
+
+export function iso(epochMs: number): string {
+  return new Date(epochMs).toISOString();
+}

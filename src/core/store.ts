@@ -1,0 +1,167 @@
+/**
+ * The store contract: a few atomic domain operations over idempotency records.
+ *
+ * The core owns tokens, fingerprints, serialization and policy; a store keeps strings,
+ * compares numbers and makes each operation atomic. All times are epoch milliseconds.
+ */
+
+/** Where a record is in its life (DESIGN §3). */
+export const RecordStatus = {
+  /** Claimed; the owner is (or was) running the tool. */
+  inProgress: "in_progress",
+  /** The tool finished; its result is replayed until the record expires. */
+  completed: "completed",
+  /** The tool failed definitively; the failure is replayed until the record expires. */
+  failed: "failed",
+  /** Nobody knows whether the effect happened; callers fail closed until it is resolved. */
+  unknown: "unknown",
+} as const;
+export type RecordStatus = (typeof RecordStatus)[keyof typeof RecordStatus];
+
+/** Everything a store keeps for one (scope, key). */
+export interface IdempotencyRecord {
+  readonly scope: string;
+  readonly key: string;
+  /** The tool's name, as given to `idempotent({ name })`. */
+  readonly tool: string;
+  /** SHA-256 (hex) of the canonical JSON of the significant arguments. */
+  readonly fingerprint: string;
+  readonly status: RecordStatus;
+  /** The owner token of the current or last claim. Settle, renew and release must present it. */
+  readonly token: string;
+  /** When the first attempt claimed the key: the `original_called_at` a replay reports. */
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** While in progress: when the owner's lease passes unless renewed. */
+  readonly leaseExpiresAt: number;
+  /** When the record stops absorbing repeats and may be removed. */
+  readonly expiresAt: number;
+  /** How many claims (first claim and takeovers) this key has seen. */
+  readonly attempts: number;
+  /** The serialized result of a completed call, or null. */
+  readonly result: string | null;
+  /** The serialized failure (failed, unknown) or why the result was not kept (completed), or null. */
+  readonly error: string | null;
+}
+
+/** A request to claim (scope, key): insert an in-progress record unless a live one exists. */
+export interface ClaimRequest {
+  readonly scope: string;
+  readonly key: string;
+  readonly tool: string;
+  readonly fingerprint: string;
+  /** A fresh owner token, unguessable, made by the core. */
+  readonly token: string;
+  readonly leaseMs: number;
+  readonly ttlMs: number;
+  /** The core's clock. Stores with a clock of their own (a database server) use theirs instead. */
+  readonly now: number;
+}
+
+/** What a claim found. `now` is the clock the store judged by, so the core can tell a live lease from a stale one. */
+export type ClaimResult =
+  | { readonly claimed: true; readonly record: IdempotencyRecord; readonly now: number }
+  | { readonly claimed: false; readonly record: IdempotencyRecord; readonly now: number };
+
+/**
+ * Take over a record from a previous owner: a compare-and-swap on the token.
+ * Succeeds only if the record still carries `fromToken` and is either `unknown`, or
+ * `in_progress` with its lease passed by the store's clock.
+ */
+export interface TakeoverRequest {
+  readonly scope: string;
+  readonly key: string;
+  readonly fromToken: string;
+  readonly token: string;
+  readonly leaseMs: number;
+  readonly now: number;
+}
+
+/** Record the outcome of a claim. Fenced: applies only while the record carries `token` and is `in_progress` or `unknown`. */
+export interface SettleRequest {
+  readonly scope: string;
+  readonly key: string;
+  readonly token: string;
+  readonly status: "completed" | "failed" | "unknown";
+  readonly result: string | null;
+  readonly error: string | null;
+  /** The record absorbs repeats until `now + ttlMs`. */
+  readonly ttlMs: number;
+  readonly now: number;
+}
+
+/** Extend the owner's lease. Fenced like settle; only `in_progress` records are renewed. */
+export interface RenewRequest {
+  readonly scope: string;
+  readonly key: string;
+  readonly token: string;
+  readonly leaseMs: number;
+  readonly now: number;
+}
+
+/** Remove the record: the effect certainly did not happen. Fenced like settle. */
+export interface ReleaseRequest {
+  readonly scope: string;
+  readonly key: string;
+  readonly token: string;
+}
+
+export interface RecordId {
+  readonly scope: string;
+  readonly key: string;
+}
+
+/** Filters and paging for `list`. Every filter is optional; they combine with AND. */
+export interface ListQuery {
+  readonly scope?: string;
+  readonly tool?: string;
+  readonly status?: RecordStatus;
+  readonly keyPrefix?: string;
+  /** Only records created before this time (epoch ms). */
+  readonly createdBefore?: number;
+  /** Only records created at or after this time (epoch ms). */
+  readonly createdAfter?: number;
+  /** At most this many records (default 100, at most 1000). */
+  readonly limit?: number;
+  /** The `nextCursor` of the previous page. */
+  readonly cursor?: string;
+}
+
+export interface ListPage {
+  readonly records: readonly IdempotencyRecord[];
+  /** Pass it back as `cursor` for the next page; absent on the last page. */
+  readonly nextCursor?: string;
+}
+
+export interface PurgeRequest {
+  /** Records with `expiresAt <= now` are removed. */
+  readonly now: number;
+  /** Remove at most this many in one call (default 1000). */
+  readonly limit?: number;
+}
+
+/**
+ * What every store implements. Each method is one atomic operation.
+ * Expired records (`expiresAt <= now`) count as absent for claim and get.
+ * A store signals "unreachable" by throwing; the core turns it into `store_unavailable` and fails closed.
+ */
+export interface IdempotencyStore {
+  /** Insert-if-absent; when a live record exists, return it instead. Two callers can never both claim. */
+  claim(request: ClaimRequest): Promise<ClaimResult>;
+  /** Compare-and-swap the owner token of a stale or unknown record. Returns the new record, or null if it moved on. */
+  takeover(request: TakeoverRequest): Promise<IdempotencyRecord | null>;
+  /** Record the outcome; returns the settled record, or null if the token no longer owns it. */
+  settle(request: SettleRequest): Promise<IdempotencyRecord | null>;
+  /** Extend the lease; returns false if the token no longer owns an in-progress record. */
+  renew(request: RenewRequest): Promise<boolean>;
+  /** Delete the record if the token still owns it (in progress or unknown); returns whether it did. */
+  release(request: ReleaseRequest): Promise<boolean>;
+  /** The live record for (scope, key), or undefined. */
+  get(id: RecordId, now: number): Promise<IdempotencyRecord | undefined>;
+  /** Operator removal, whatever the record's state. Returns whether a record was there. */
+  delete(id: RecordId): Promise<boolean>;
+  list(query: ListQuery): Promise<ListPage>;
+  /** Remove expired records; the cost is proportional to what expired. Returns how many went. */
+  purge(request: PurgeRequest): Promise<{ readonly deleted: number }>;
+  close?(): Promise<void>;
+}
