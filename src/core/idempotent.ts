@@ -1,0 +1,538 @@
+import { randomUUID } from "node:crypto";
+import {
+  ErrorCode,
+  IdempotencyError,
+  KeyConflictError,
+  KeyInUseError,
+  LeaseLostError,
+  OutcomeUnknownError,
+  ResultTooLargeError,
+  ResultUnserializableError,
+  StoreUnavailableError,
+  iso,
+} from "./errors.js";
+import { type EventType, type IdempotencyEvent } from "./events.js";
+import { fingerprint } from "./fingerprint.js";
+import { startLease } from "./lease.js";
+import {
+  type CallOptions,
+  Effect,
+  type IdempotentOptions,
+  type ResolvedOptions,
+  resolveOptions,
+} from "./options.js";
+import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
+import {
+  decodeFailure,
+  decodeResult,
+  decodeResultProblem,
+  encodeFailure,
+  encodeResult,
+} from "./serialize.js";
+import { type IdempotencyRecord, RecordStatus } from "./store.js";
+import { waitForOutcome, withInFlight } from "./in-flight.js";
+
+/** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
+export interface Envelope<R> {
+  /** The tool's result: this call's, or the original one on a replay. */
+  readonly result: R;
+  /** True when the tool did not run for this call and the original outcome was handed back. */
+  readonly was_replay: boolean;
+  /** When the original call claimed the key (ISO-8601). */
+  readonly original_called_at: string;
+  readonly idempotency_key: string;
+  /** Until when a repeat is still absorbed (ISO-8601). */
+  readonly expires_at: string;
+}
+
+/** What the wrapped function receives beside its arguments. */
+export interface ToolContext {
+  readonly key: string;
+  readonly scope: string;
+  readonly tool: string;
+  /** 1 for the first claim; higher after a takeover (pass `key` downstream so the downstream dedupes). */
+  readonly attempt: number;
+  /** Aborts when the caller aborts or this worker loses its claim. */
+  readonly signal: AbortSignal;
+}
+
+export type Tool<A, R> = (args: A, context: ToolContext) => R | Promise<R>;
+
+/** A tool made safe to call twice. */
+export interface IdempotentTool<A, R> {
+  (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;
+  readonly toolName: string;
+  readonly effect: Effect;
+  readonly ttlMs: number;
+  readonly waitMs: number;
+}
+
+const maxKeyLength = 255;
+const settleAttempts = 3;
+
+/**
+ * Wrap a side-effectful tool so every repeat of one intended action becomes a no-op that
+ * returns the original outcome.
+ *
+ * @example
+ * import { idempotent, memoryStore } from "idempotool";
+ *
+ * const sendEmail = idempotent(
+ *   async (args: { to: string; subject: string }) => ({ messageId: `m-${args.to}` }),
+ *   { name: "send_email", store: memoryStore(), effect: "irreversible" },
+ * );
+ * const first = await sendEmail({ to: "alice@example.com", subject: "Hi" }, { key: "turn-7-alice" });
+ * const again = await sendEmail({ to: "alice@example.com", subject: "Hi" }, { key: "turn-7-alice" });
+ * // again.was_replay === true, again.result equals first.result, and one email went out.
+ */
+export function idempotent<A, R>(fn: Tool<A, R>, options: IdempotentOptions<A, Awaited<R>>): IdempotentTool<A, R> {
+  if (typeof fn !== "function") {
+    throw new IdempotencyError(ErrorCode.invalidOptions, "idempotent(): the first argument must be the tool function.");
+  }
+  const resolved = resolveOptions(options);
+  const wrapped = (args: A, call: CallOptions = {}) => callOnce(fn, resolved, args, call);
+  return Object.assign(wrapped, {
+    toolName: resolved.name,
+    effect: resolved.effect,
+    ttlMs: resolved.ttlMs,
+    waitMs: resolved.waitMs,
+  });
+}
+
+/** Everything one call carries through its life. */
+interface Call<A, R> {
+  readonly fn: Tool<A, R>;
+  readonly o: ResolvedOptions<A, Awaited<R>>;
+  readonly args: A;
+  readonly key: string;
+  readonly scope: string;
+  readonly fingerprint: string;
+  readonly startedAt: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+async function callOnce<A, R>(
+  fn: Tool<A, R>,
+  o: ResolvedOptions<A, Awaited<R>>,
+  args: A,
+  options: CallOptions,
+): Promise<Envelope<Awaited<R>>> {
+  // Bad input is rejected here, before the store or the tool is touched.
+  const key = validateKey(options.key ?? o.key?.(args, options), o.name);
+  const scope = validateScope(options.scope);
+  const print = fingerprint(o.significant ? o.significant(args) : args, { bigint: o.bigint });
+  const c: Call<A, R> = {
+    fn,
+    o,
+    args,
+    key,
+    scope,
+    fingerprint: print,
+    startedAt: o.clock.now(),
+    signal: options.signal,
+  };
+
+  let waitingSince: number | undefined;
+  let pollMs = 10;
+  for (;;) {
+    options.signal?.throwIfAborted();
+    const claim = await storeOp(c, "claim", () =>
+      o.store.claim({
+        scope,
+        key,
+        tool: o.name,
+        fingerprint: print,
+        token: randomUUID(),
+        leaseMs: o.leaseMs,
+        ttlMs: o.ttlMs,
+        now: o.clock.now(),
+      }),
+    );
+    if (claim.claimed) return execute(c, claim.record);
+
+    const record = claim.record;
+    if (record.fingerprint !== print) {
+      const error = new KeyConflictError(record, print);
+      emit(c, "conflict", { error });
+      throw error;
+    }
+    switch (record.status) {
+      case RecordStatus.completed:
+        return replayCompleted(c, record);
+      case RecordStatus.failed:
+        emit(c, "replay", { attempt: record.attempts });
+        throw new ReplayedFailureError(decodeFailure(record.error), iso(record.createdAt), key);
+      case RecordStatus.unknown: {
+        const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(record)}`;
+        const outcome = await resolveUnknown(c, record, reason);
+        if (outcome) return outcome;
+        continue;
+      }
+      case RecordStatus.inProgress: {
+        if (record.leaseExpiresAt <= claim.now) {
+          const reason =
+            `the worker that claimed it stopped renewing its lease at ${iso(record.leaseExpiresAt)} ` +
+            "(it may have crashed after the effect)";
+          const outcome = await resolveUnknown(c, record, reason);
+          if (outcome) return outcome;
+          continue;
+        }
+        const now = o.clock.now();
+        if (waitingSince === undefined) {
+          waitingSince = now;
+          emit(c, "in_flight_wait", { attempt: record.attempts });
+        }
+        const waited = now - waitingSince;
+        if (waited >= o.waitMs) {
+          const retryAfterMs = Math.min(Math.max(record.leaseExpiresAt - claim.now, 100), 5_000);
+          throw new KeyInUseError(record, waited, retryAfterMs);
+        }
+        await waitForOutcome(o.store, scope, key, o.clock, Math.min(jitter(pollMs), o.waitMs - waited), c.signal);
+        pollMs = Math.min(pollMs * 2, 250);
+        continue;
+      }
+    }
+  }
+}
+
+/** Run the tool under a claim this call owns, and record what happened. */
+async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
+  emit(c, "run", { attempt: record.attempts });
+  return withInFlight(c.o.store, c.scope, c.key, async () => {
+    const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", { error }));
+    let result: Awaited<R>;
+    try {
+      result = await c.fn(c.args, {
+        key: c.key,
+        scope: c.scope,
+        tool: c.o.name,
+        attempt: record.attempts,
+        signal: lease.signal,
+      });
+    } catch (error) {
+      await lease.stop();
+      return settleThrow(c, record, error);
+    }
+    await lease.stop();
+    return settleResult(c, record, result);
+  });
+}
+
+async function settleResult<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  result: Awaited<R>,
+): Promise<Envelope<Awaited<R>>> {
+  const encoded = encodeResult(result, c.o.maxResultBytes);
+  const settled = await settleFenced(c, record, {
+    status: RecordStatus.completed,
+    result: encoded.ok ? encoded.text : null,
+    error: encoded.ok ? null : encoded.error,
+  });
+  if (settled === "lost") throw leaseLost(c, record);
+  const notKept = encoded.ok
+    ? undefined
+    : encoded.problem.code === ErrorCode.resultTooLarge
+      ? new ResultTooLargeError(encoded.problem.sizeBytes, encoded.problem.maxBytes)
+      : new IdempotencyError(ErrorCode.resultUnserializable, encoded.problem.reason);
+  emit(c, "completed", { attempt: record.attempts, ...(notKept ? { error: notKept } : {}) });
+  // The effect happened: this caller gets its result even if the store could not record it.
+  const kept = settled === "store_failed" ? record : settled;
+  const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : kept.expiresAt;
+  return envelope(c, result, false, kept.createdAt, expiresAt);
+}
+
+/** The tool threw: decide by what it declared and by the effect class. Always throws. */
+async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error: unknown): Promise<never> {
+  if (error instanceof NotExecuted) {
+    await releaseFenced(c, record);
+    throw error.cause;
+  }
+  if (error instanceof DefinitiveFailure) {
+    const settled = await settleFenced(c, record, {
+      status: RecordStatus.failed,
+      result: null,
+      error: encodeFailure(error.cause, error.data),
+    });
+    if (settled === "lost") throw leaseLost(c, record, error.cause);
+    emit(c, "failed", { attempt: record.attempts, error: error.cause });
+    throw error.cause;
+  }
+  if (c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore) {
+    await releaseFenced(c, record);
+    throw error;
+  }
+  const settled = await settleFenced(c, record, {
+    status: RecordStatus.unknown,
+    result: null,
+    error: encodeFailure(error),
+  });
+  if (settled === "lost") throw leaseLost(c, record, error);
+  const kept = settled === "store_failed" ? record : settled;
+  const unknown = new OutcomeUnknownError(
+    kept,
+    `the tool threw before reporting an outcome (${errorMessage(error)}), and a ${c.o.effect} effect may have happened`,
+    { cause: error },
+  );
+  emit(c, "outcome_unknown", { attempt: record.attempts, error: unknown });
+  throw unknown;
+}
+
+function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
+  emit(c, "replay", { attempt: record.attempts });
+  if (record.result === null) {
+    const problem = decodeResultProblem(record.error);
+    if (problem?.code === ErrorCode.resultTooLarge) {
+      throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
+    }
+    if (problem?.code === ErrorCode.resultUnserializable) {
+      throw new ResultUnserializableError(record, problem.reason);
+    }
+  }
+  return envelope(c, decodeResult(record.result) as Awaited<R>, true, record.createdAt, record.expiresAt);
+}
+
+/**
+ * A record whose outcome nobody knows (a stale claim, or a throw under an irreversible effect).
+ * Returns the call's envelope, or undefined when another caller moved the record first (look again).
+ */
+async function resolveUnknown<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  reason: string,
+): Promise<Envelope<Awaited<R>> | undefined> {
+  const takesOver = c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore;
+  if (!takesOver && !c.o.verify) {
+    const error = new OutcomeUnknownError(record, reason);
+    emit(c, "outcome_unknown", { attempt: record.attempts, error });
+    throw error;
+  }
+  const taken = await storeOp(c, "takeover", () =>
+    c.o.store.takeover({
+      scope: c.scope,
+      key: c.key,
+      fromToken: record.token,
+      token: randomUUID(),
+      leaseMs: c.o.leaseMs,
+      now: c.o.clock.now(),
+    }),
+  );
+  if (!taken) return undefined;
+  emit(c, "takeover", { attempt: taken.attempts });
+  if (takesOver) return execute(c, taken);
+  return verifyTakenOver(c, taken, reason);
+}
+
+/** Ask the verify hook what became of the earlier attempt, holding the claim while it answers. */
+async function verifyTakenOver<A, R>(
+  c: Call<A, R>,
+  taken: IdempotencyRecord,
+  reason: string,
+): Promise<Envelope<Awaited<R>>> {
+  const verify = c.o.verify!;
+  emit(c, "verify", { attempt: taken.attempts });
+  const lease = startLease(c.o, taken, c.signal, (error) => emit(c, "store_error", { error }));
+  let outcome: Awaited<ReturnType<typeof verify>> | undefined;
+  let verifyError: unknown;
+  try {
+    outcome = await verify(taken, { args: c.args, key: c.key, scope: c.scope, signal: lease.signal });
+  } catch (error) {
+    verifyError = error;
+  } finally {
+    await lease.stop();
+  }
+
+  switch (outcome?.status) {
+    case "not_executed":
+      return execute(c, taken);
+    case "completed": {
+      const encoded = encodeResult(outcome.result, c.o.maxResultBytes);
+      const settled = await settleFenced(c, taken, {
+        status: RecordStatus.completed,
+        result: encoded.ok ? encoded.text : null,
+        error: encoded.ok ? null : encoded.error,
+      });
+      if (settled === "lost") throw leaseLost(c, taken);
+      emit(c, "replay", { attempt: taken.attempts });
+      const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : settled.expiresAt;
+      // The effect happened on an earlier attempt: this is its outcome, handed back.
+      return envelope(c, outcome.result, true, taken.createdAt, expiresAt);
+    }
+    case "failed": {
+      const settled = await settleFenced(c, taken, {
+        status: RecordStatus.failed,
+        result: null,
+        error: encodeFailure(outcome.error, outcome.data),
+      });
+      if (settled === "lost") throw leaseLost(c, taken);
+      emit(c, "replay", { attempt: taken.attempts });
+      const failure = decodeFailure(encodeFailure(outcome.error, outcome.data));
+      throw new ReplayedFailureError(failure, iso(taken.createdAt), c.key);
+    }
+    default: {
+      // Still unknown, the hook failed, or it answered something we do not understand: fail closed.
+      const settled = await settleFenced(c, taken, {
+        status: RecordStatus.unknown,
+        result: null,
+        error: taken.error,
+      });
+      const kept = typeof settled === "string" ? taken : settled;
+      const why =
+        outcome?.status === "unknown"
+          ? `${reason}; verify could not tell${outcome.reason ? `: ${outcome.reason}` : ""}`
+          : verifyError !== undefined
+            ? `${reason}; verify failed: ${errorMessage(verifyError)}`
+            : `${reason}; verify returned an unrecognised outcome`;
+      const error = new OutcomeUnknownError(kept, why, verifyError === undefined ? undefined : { cause: verifyError });
+      emit(c, "outcome_unknown", { attempt: taken.attempts, error });
+      throw error;
+    }
+  }
+}
+
+/**
+ * Settle under the owner token. Returns the settled record, "lost" when another owner took over,
+ * or "store_failed" when the store could not be reached (the record then stays in progress, and its
+ * lease decides what a repeat gets).
+ */
+async function settleFenced<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  outcome: { status: "completed" | "failed" | "unknown"; result: string | null; error: string | null },
+): Promise<IdempotencyRecord | "lost" | "store_failed"> {
+  const request = { scope: c.scope, key: c.key, token: record.token, ttlMs: c.o.ttlMs, ...outcome };
+  let failed = false;
+  for (let attempt = 0; attempt < settleAttempts; attempt++) {
+    try {
+      const settled = await c.o.store.settle({ ...request, now: c.o.clock.now() });
+      if (settled) return settled;
+      if (!failed) return "lost";
+      // An earlier attempt may have landed with its reply lost: if the record holds our outcome, it did.
+      const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
+      return current?.token === record.token && current.status === outcome.status ? current : "lost";
+    } catch (error) {
+      failed = true;
+      emit(c, "store_error", { error: new StoreUnavailableError("settle", { cause: error }) });
+    }
+  }
+  return "store_failed";
+}
+
+async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {
+  try {
+    await c.o.store.release({ scope: c.scope, key: c.key, token: record.token });
+    emit(c, "released", { attempt: record.attempts });
+  } catch (error) {
+    // The record stays in progress; once its lease passes a repeat is judged by the effect class.
+    emit(c, "store_error", { error: new StoreUnavailableError("release", { cause: error }) });
+  }
+}
+
+async function storeOp<A, R, T>(c: Call<A, R>, operation: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    const failure = error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+    emit(c, "store_error", { error: failure });
+    throw failure;
+  }
+}
+
+function leaseLost<A, R>(c: Call<A, R>, record: IdempotencyRecord, cause?: unknown): LeaseLostError {
+  const error = new LeaseLostError(c.key, cause === undefined ? undefined : { cause });
+  emit(c, "lease_lost", { attempt: record.attempts, error });
+  return error;
+}
+
+function envelope<A, R>(
+  c: Call<A, R>,
+  result: Awaited<R>,
+  wasReplay: boolean,
+  calledAt: number,
+  expiresAt: number,
+): Envelope<Awaited<R>> {
+  return {
+    result,
+    was_replay: wasReplay,
+    original_called_at: iso(calledAt),
+    idempotency_key: c.key,
+    expires_at: iso(expiresAt),
+  };
+}
+
+function emit<A, R>(
+  c: Call<A, R>,
+  type: EventType,
+  extra: { attempt?: number; error?: unknown } = {},
+): void {
+  const onEvent = c.o.onEvent;
+  if (!onEvent) return;
+  const at = c.o.clock.now();
+  const event: IdempotencyEvent = {
+    type,
+    tool: c.o.name,
+    effect: c.o.effect,
+    scope: c.scope,
+    key: c.key,
+    at,
+    durationMs: at - c.startedAt,
+    ...extra,
+  };
+  try {
+    onEvent(event);
+  } catch {
+    // Observability must never change what a call does.
+  }
+}
+
+/**
+ * Check a caller's key: a string of 1–255 characters. A missing key is an error, never a fresh UUID.
+ * @example
+ * validateKey("turn-7-alice", "send_email"); // "turn-7-alice"
+ */
+export function validateKey(key: unknown, tool: string): string {
+  if (key === undefined || key === null) {
+    throw new IdempotencyError(
+      ErrorCode.keyMissing,
+      `${tool}: no idempotency key. Pass { key }, chosen by the caller before the call and stable across ` +
+        "every repeat (see keys.fromState and keys.intent); idempotool never makes one up.",
+    );
+  }
+  if (typeof key !== "string") {
+    throw new IdempotencyError(ErrorCode.keyInvalid, `${tool}: the idempotency key must be a string, got ${typeof key}.`);
+  }
+  if (key.length === 0 || key.length > maxKeyLength) {
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: the idempotency key must be 1–${maxKeyLength} characters, got ${key.length}.`,
+    );
+  }
+  return key;
+}
+
+function validateScope(scope: unknown): string {
+  if (scope === undefined) return "default";
+  if (typeof scope !== "string" || scope.length === 0 || scope.length > maxKeyLength) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `The scope must be a string of 1–${maxKeyLength} characters, got ${typeof scope === "string" ? `${scope.length} characters` : typeof scope}.`,
+    );
+  }
+  return scope;
+}
+
+function failureNote(record: IdempotencyRecord): string {
+  if (record.error === null) return "";
+  return ` (${decodeFailure(record.error).message})`;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Spread pollers apart so a crowd of waiters does not hit the store in lockstep. */
+function jitter(ms: number): number {
+  return Math.round(ms * (0.75 + Math.random() * 0.5));
+}
+
+export type { CallOptions, IdempotentOptions };

@@ -1,0 +1,182 @@
+import { type Clock, systemClock } from "./clock.js";
+import { IdempotencyError } from "./errors.js";
+import type { IdempotencyEvent } from "./events.js";
+import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
+
+/** The class of side effect (the seed's Step 1), which picks what a throw and a crash mean (DESIGN §5). */
+export const Effect = {
+  /** The downstream takes an idempotency key (Stripe): a throw releases the key, a stale claim is taken over. */
+  nativeKey: "native-key",
+  /** A write to a store you own, in one transaction: a throw releases the key, a stale claim is taken over. */
+  ownedStore: "owned-store",
+  /** The effect can be undone (refund): a throw leaves the outcome unknown; `reconcile` decides a stale claim. */
+  compensatable: "compensatable",
+  /** The effect cannot be undone (SMS, email): a throw or a crash fails closed until `verify` or an operator resolves it. */
+  irreversible: "irreversible",
+} as const;
+export type Effect = (typeof Effect)[keyof typeof Effect];
+
+/** What a `verify` or `reconcile` hook learned from the downstream system about an earlier attempt. */
+export type VerifyOutcome<R> =
+  /** The effect happened; this is its result. It is recorded and replayed. */
+  | { readonly status: "completed"; readonly result: R }
+  /** The attempt failed definitively; the failure is recorded and replayed. */
+  | { readonly status: "failed"; readonly error: unknown; readonly data?: unknown }
+  /** The effect certainly did not happen: the tool runs now. */
+  | { readonly status: "not_executed" }
+  /** Still unknown (needs review): callers keep failing closed. */
+  | { readonly status: "unknown"; readonly reason?: string };
+
+export interface VerifyContext<A> {
+  /** The arguments of the current call; they match the record's fingerprint. */
+  readonly args: A;
+  readonly key: string;
+  readonly scope: string;
+  readonly signal: AbortSignal;
+}
+
+/** Asks the downstream system whether an attempt whose outcome is unknown took effect (look the message up by its key). */
+export type VerifyHook<A, R> = (
+  record: IdempotencyRecord,
+  context: VerifyContext<A>,
+) => VerifyOutcome<R> | Promise<VerifyOutcome<R>>;
+
+/** Per-call input: the key and scope, chosen by the caller before the call. */
+export interface CallOptions {
+  /** Stable across every repeat of one logical operation. Required unless the `key` option derives it. */
+  readonly key?: string;
+  /** A namespace (tenant, user, agent). The same key in two scopes is two operations. Default "default". */
+  readonly scope?: string;
+  /** Abort waiting for an in-flight call (the tool itself sees it too, through its context). */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link idempotent}. */
+export interface IdempotentOptions<A, R> {
+  /** The tool's name, kept in the record. */
+  readonly name: string;
+  readonly store: IdempotencyStore;
+  /** The class of side effect. Default "irreversible" (fail closed). */
+  readonly effect?: Effect;
+  /** How long a settled record absorbs repeats. Default 24 h (Stripe's window); below 1 h warns. */
+  readonly ttlMs?: number;
+  /** How long a claim holds before another caller may judge it stale. Renewed while the tool runs. Default 60 s. */
+  readonly leaseMs?: number;
+  /** How long a repeat waits for an in-flight call's outcome before `idempotency_key_in_use`. 0 fails at once. Default 10 s. */
+  readonly waitMs?: number;
+  /**
+   * Which arguments count for the fingerprint: top-level field names, or a function picking them.
+   * Default: all of them.
+   */
+  readonly significant?: readonly string[] | ((args: A) => unknown);
+  /** How BigInt arguments are fingerprinted. Default "reject" (`invalid_arguments`). */
+  readonly bigint?: "reject" | "string";
+  /** Derives the key from the arguments when the call gives none (for integrations). */
+  readonly key?: (args: A, call: CallOptions) => string | undefined;
+  /** Resolves an unknown outcome by asking the downstream system (DESIGN §5). */
+  readonly verify?: VerifyHook<A, R>;
+  /** The same hook under the saga's name, for `compensatable` tools. Give `verify` or `reconcile`, not both. */
+  readonly reconcile?: VerifyHook<A, R>;
+  /** The largest serialized result kept (bytes). Default 1 MiB. */
+  readonly maxResultBytes?: number;
+  /** Injectable time, for tests. */
+  readonly clock?: Clock;
+  /** Called synchronously for every event; a hook that throws is ignored. */
+  readonly onEvent?: (event: IdempotencyEvent) => void;
+}
+
+export interface ResolvedOptions<A, R> {
+  readonly name: string;
+  readonly store: IdempotencyStore;
+  readonly effect: Effect;
+  readonly ttlMs: number;
+  readonly leaseMs: number;
+  readonly waitMs: number;
+  readonly significant: ((args: A) => unknown) | undefined;
+  readonly bigint: "reject" | "string";
+  readonly key: ((args: A, call: CallOptions) => string | undefined) | undefined;
+  readonly verify: VerifyHook<A, R> | undefined;
+  readonly maxResultBytes: number;
+  readonly clock: Clock;
+  readonly onEvent: ((event: IdempotencyEvent) => void) | undefined;
+}
+
+export const defaults = {
+  ttlMs: 24 * 60 * 60 * 1000,
+  leaseMs: 60_000,
+  waitMs: 10_000,
+  maxResultBytes: 1024 * 1024,
+} as const;
+
+const warnBelowTtlMs = 60 * 60 * 1000;
+const effects = new Set<string>(Object.values(Effect));
+
+/** Validate and complete the options once, at configuration time, naming the option at fault. */
+export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): ResolvedOptions<A, R> {
+  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options.name !== "string" || options.name.trim() === "") invalid("name", "must be a non-empty string");
+  const store = options.store;
+  if (typeof store !== "object" || store === null || typeof store.claim !== "function") {
+    invalid("store", "must be an idempotency store (memoryStore(), sqliteStore(), …)");
+  }
+  const effect = options.effect ?? Effect.irreversible;
+  if (!effects.has(effect)) invalid("effect", `must be one of ${[...effects].map((e) => `"${e}"`).join(", ")}`);
+  const ttlMs = duration("ttlMs", options.ttlMs, defaults.ttlMs, 1);
+  const leaseMs = duration("leaseMs", options.leaseMs, defaults.leaseMs, 1);
+  const waitMs = duration("waitMs", options.waitMs, defaults.waitMs, 0);
+  const maxResultBytes = duration("maxResultBytes", options.maxResultBytes, defaults.maxResultBytes, 1);
+  if (options.verify && options.reconcile) invalid("reconcile", "give either verify or reconcile, not both");
+  for (const hook of ["verify", "reconcile", "key", "onEvent"] as const) {
+    if (options[hook] !== undefined && typeof options[hook] !== "function") invalid(hook, "must be a function");
+  }
+  if (options.bigint !== undefined && options.bigint !== "reject" && options.bigint !== "string") {
+    invalid("bigint", 'must be "reject" or "string"');
+  }
+  if (ttlMs < warnBelowTtlMs) {
+    process.emitWarning(
+      `idempotent(${options.name}): ttlMs is ${ttlMs} ms. Below 1 h, a retry after the window runs the tool again.`,
+      { code: "IDEMPOTOOL_SHORT_TTL" },
+    );
+  }
+  return {
+    name: options.name,
+    store,
+    effect,
+    ttlMs,
+    leaseMs,
+    waitMs,
+    significant: significantPicker(options.significant),
+    bigint: options.bigint ?? "reject",
+    key: options.key,
+    verify: options.verify ?? options.reconcile,
+    maxResultBytes,
+    clock: options.clock ?? systemClock,
+    onEvent: options.onEvent,
+  };
+}
+
+function significantPicker<A>(significant: IdempotentOptions<A, unknown>["significant"]) {
+  if (significant === undefined || typeof significant === "function") return significant;
+  if (!Array.isArray(significant) || significant.some((field) => typeof field !== "string")) {
+    invalid("significant", "must be an array of field names or a function");
+  }
+  const fields = [...significant].sort();
+  return (args: A): unknown => {
+    const source = (args ?? {}) as Record<string, unknown>;
+    const picked: Record<string, unknown> = {};
+    for (const field of fields) if (Object.hasOwn(source, field)) picked[field] = source[field];
+    return picked;
+  };
+}
+
+function duration(name: string, value: number | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
+    invalid(name, `must be an integer ≥ ${min} (milliseconds or bytes), got ${String(value)}`);
+  }
+  return value;
+}
+
+function invalid(option: string, problem: string): never {
+  throw new IdempotencyError("invalid_options", `idempotent(): option \`${option}\` ${problem}.`);
+}

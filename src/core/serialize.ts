@@ -1,0 +1,87 @@
+/**
+ * How results and failures become the strings a store keeps, and back.
+ * Results are kept as their JSON form: a replay hands back what JSON.parse makes of it.
+ */
+import { ErrorCode } from "./errors.js";
+import type { StoredFailure } from "./outcomes.js";
+
+/** A result ready for the store, or the reason it could not be kept (the call still completed). */
+export type EncodedResult =
+  | { readonly ok: true; readonly text: string | null }
+  | { readonly ok: false; readonly error: string; readonly problem: ResultProblem };
+
+export type ResultProblem =
+  | { readonly code: typeof ErrorCode.resultTooLarge; readonly sizeBytes: number; readonly maxBytes: number }
+  | { readonly code: typeof ErrorCode.resultUnserializable; readonly reason: string };
+
+export function encodeResult(result: unknown, maxBytes: number): EncodedResult {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(result);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return notKept({ code: ErrorCode.resultUnserializable, reason });
+  }
+  // undefined (and functions) have no JSON form: the replay hands back undefined.
+  if (text === undefined) return { ok: true, text: null };
+  // Most results are small; only count bytes when the character count could be over the limit.
+  if (text.length * 3 > maxBytes) {
+    const sizeBytes = Buffer.byteLength(text, "utf8");
+    if (sizeBytes > maxBytes) return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes });
+  }
+  return { ok: true, text };
+}
+
+function notKept(problem: ResultProblem): EncodedResult {
+  return { ok: false, error: JSON.stringify(problem), problem };
+}
+
+export function decodeResult(text: string | null): unknown {
+  return text === null ? undefined : JSON.parse(text);
+}
+
+/** Why a completed record kept no result, if it says so. */
+export function decodeResultProblem(error: string | null): ResultProblem | undefined {
+  if (error === null) return undefined;
+  const parsed = safeParse(error) as Partial<ResultProblem> | undefined;
+  if (parsed?.code === ErrorCode.resultTooLarge || parsed?.code === ErrorCode.resultUnserializable) {
+    return parsed as ResultProblem;
+  }
+  return undefined;
+}
+
+/** Keep what a caller can use of an error: its name, message, code and the declared data. Never its stack. */
+export function encodeFailure(error: unknown, data?: unknown): string {
+  const failure: { name: string; message: string; code?: string | number; data?: unknown } =
+    error instanceof Error
+      ? { name: error.name, message: error.message }
+      : { name: "Error", message: String(error) };
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === "string" || typeof code === "number") failure.code = code;
+  if (data !== undefined) failure.data = data;
+  try {
+    return JSON.stringify(failure);
+  } catch {
+    // Data that cannot be serialized is dropped rather than losing the failure itself.
+    delete failure.data;
+    return JSON.stringify(failure);
+  }
+}
+
+export function decodeFailure(text: string | null): StoredFailure {
+  const parsed = text === null ? undefined : (safeParse(text) as Partial<StoredFailure> | undefined);
+  return {
+    name: typeof parsed?.name === "string" ? parsed.name : "Error",
+    message: typeof parsed?.message === "string" ? parsed.message : "the tool failed",
+    ...(parsed?.code !== undefined ? { code: parsed.code } : {}),
+    ...(parsed?.data !== undefined ? { data: parsed.data } : {}),
+  };
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

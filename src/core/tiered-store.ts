@@ -1,0 +1,92 @@
+import { ErrorCode, IdempotencyError } from "./errors.js";
+import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "./store.js";
+
+export interface TieredStoreOptions {
+  /** The durable store that holds every record. */
+  readonly store: IdempotencyStore;
+  /** The most settled records kept in process. Default 10 000. */
+  readonly maxEntries?: number;
+}
+
+/**
+ * A bounded in-process LRU of settled records in front of a durable store: a replay is answered
+ * without a round trip. Completed and failed records never change until they expire, so the cache
+ * may evict anything at any time: the durable store still holds the record (DESIGN §9).
+ * In-progress and unknown records are never cached: another worker may settle them at any moment.
+ * An operator's `delete` made through another process is not seen here until the record expires.
+ *
+ * @example
+ * import { idempotent, tieredStore } from "idempotool";
+ * import { sqliteStore } from "idempotool/sqlite";
+ *
+ * const store = tieredStore({ store: sqliteStore({ path: "idempotool.db" }), maxEntries: 50_000 });
+ * const sendEmail = idempotent(async (args: { to: string }) => ({ sent: args.to }), { name: "send_email", store });
+ */
+export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
+  const durable = options.store;
+  if (typeof durable !== "object" || durable === null || typeof durable.claim !== "function") {
+    throw new IdempotencyError(ErrorCode.invalidOptions, "tieredStore(): option `store` must be an idempotency store.");
+  }
+  const maxEntries = options.maxEntries ?? 10_000;
+  if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      `tieredStore(): option \`maxEntries\` must be a positive integer, got ${String(maxEntries)}.`,
+    );
+  }
+  // A Map iterates in insertion order: re-inserting on a hit keeps the least recently used first.
+  const cache = new Map<string, IdempotencyRecord>();
+  const idOf = (scope: string, key: string) => `${scope.length}:${scope}${key}`;
+
+  const remember = (record: IdempotencyRecord | null | undefined) => {
+    if (!record || (record.status !== RecordStatus.completed && record.status !== RecordStatus.failed)) return;
+    const id = idOf(record.scope, record.key);
+    cache.delete(id);
+    cache.set(id, record);
+    if (cache.size > maxEntries) cache.delete(cache.keys().next().value as string);
+  };
+  const cached = (scope: string, key: string, now: number): IdempotencyRecord | undefined => {
+    const id = idOf(scope, key);
+    const record = cache.get(id);
+    if (!record) return undefined;
+    cache.delete(id);
+    if (record.expiresAt <= now) return undefined;
+    cache.set(id, record);
+    return record;
+  };
+
+  return {
+    async claim(request) {
+      const hit = cached(request.scope, request.key, request.now);
+      if (hit) return { claimed: false, record: hit, now: request.now };
+      const result = await durable.claim(request);
+      if (!result.claimed) remember(result.record);
+      return result;
+    },
+    async settle(request) {
+      const settled = await durable.settle(request);
+      remember(settled);
+      return settled;
+    },
+    takeover: (request) => durable.takeover(request),
+    renew: (request) => durable.renew(request),
+    release: (request) => durable.release(request),
+    async get(id, now) {
+      const hit = cached(id.scope, id.key, now);
+      if (hit) return hit;
+      const record = await durable.get(id, now);
+      remember(record);
+      return record;
+    },
+    async delete(id) {
+      cache.delete(idOf(id.scope, id.key));
+      return durable.delete(id);
+    },
+    list: (query) => durable.list(query),
+    purge: (request) => durable.purge(request),
+    async close() {
+      cache.clear();
+      await durable.close?.();
+    },
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * @module idempotool
+ *
+ * Make the side-effectful tools of LLM agents safe to call twice. The caller is at-least-once;
+ * `idempotent()` makes the tool at-most-once: every repeat of one intended action becomes a no-op
+ * that returns the original outcome.
+ *
+ * This entry imports nothing heavy: stores that need a driver live in their own subpaths
+ * (`idempotool/sqlite`, …).
+ */
+export { type Clock, systemClock } from "./core/clock.js";
+export {
+  ErrorCode,
+  IdempotencyError,
+  isIdempotencyError,
+  KeyConflictError,
+  KeyInUseError,
+  LeaseLostError,
+  OutcomeUnknownError,
+  ResultTooLargeError,
+  ResultUnserializableError,
+  StoreFullError,
+  StoreUnavailableError,
+} from "./core/errors.js";
+export { EventType, type IdempotencyEvent } from "./core/events.js";
+export { type Envelope, type IdempotentTool, idempotent, type Tool, type ToolContext, validateKey } from "./core/idempotent.js";
+export { canonicalJson, type CanonicalJsonOptions } from "./core/canonical-json.js";
+export { fingerprint } from "./core/fingerprint.js";
+export { keys } from "./core/keys.js";
+export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
+export {
+  type CallOptions,
+  Effect,
+  type IdempotentOptions,
+  type VerifyContext,
+  type VerifyHook,
+  type VerifyOutcome,
+} from "./core/options.js";
+export {
+  DefinitiveFailure,
+  definitiveFailure,
+  NotExecuted,
+  notExecuted,
+  ReplayedFailureError,
+  type StoredFailure,
+} from "./core/outcomes.js";
+export {
+  type ClaimRequest,
+  type ClaimResult,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ListPage,
+  type ListQuery,
+  type PurgeRequest,
+  type RecordId,
+  RecordStatus,
+  type ReleaseRequest,
+  type RenewRequest,
+  type SettleRequest,
+  type TakeoverRequest,
+} from "./core/store.js";
+export { type TieredStoreOptions, tieredStore } from "./core/tiered-store.js";
