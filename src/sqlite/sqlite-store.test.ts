@@ -1,0 +1,294 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import { isIdempotencyError } from "../core/errors.js";
+import type { ClaimRequest } from "../core/store.js";
+import { storeConformanceCases } from "../testing/conformance.js";
+import { fakeClock } from "../testing/fake-clock.js";
+import { type SqliteDatabase, type SqliteStatement, sqliteStore } from "./index.js";
+
+const directories: string[] = [];
+
+function tempFile(): string {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "idempotool-sqlite-"));
+  directories.push(directory);
+  return path.join(directory, "records.db");
+}
+
+afterEach(() => {
+  for (const directory of directories.splice(0)) fs.rmSync(directory, { recursive: true, force: true });
+});
+
+const t0 = Date.parse("2026-01-01T00:00:00.000Z");
+
+/** A real database whose prepare() passes through `wrap`: to see the store's SQL, or to inject a race. */
+function intercepted(
+  real: Database.Database,
+  wrap: (source: string, statement: SqliteStatement) => SqliteStatement,
+): SqliteDatabase {
+  return {
+    prepare: (source) => wrap(source, real.prepare(source)),
+    exec: (source) => real.exec(source),
+    pragma: (source, options) => real.pragma(source, options),
+    transaction: (fn) => real.transaction(fn),
+    close: () => real.close(),
+  };
+}
+
+function claimRequest(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return {
+    scope: "tenant-a",
+    key: "order-1",
+    tool: "send_email",
+    fingerprint: "f".repeat(64),
+    token: "token-a",
+    leaseMs: 60_000,
+    ttlMs: 86_400_000,
+    now: t0,
+    ...overrides,
+  };
+}
+
+describe("sqliteStore conformance", () => {
+  for (const c of storeConformanceCases({
+    name: "sqlite",
+    create: () => {
+      const directory = fs.mkdtempSync(path.join(os.tmpdir(), "idempotool-sqlite-"));
+      const store = sqliteStore({ path: path.join(directory, "records.db") });
+      return {
+        store,
+        clock: fakeClock(),
+        cleanup: async () => {
+          await store.close();
+          fs.rmSync(directory, { recursive: true, force: true });
+        },
+      };
+    },
+  })) {
+    it(c.name, c.run);
+  }
+});
+
+describe("sqliteStore", () => {
+  it("accepts a better-sqlite3 Database as its database shape", () => {
+    const database: SqliteDatabase = new Database(":memory:");
+    const store = sqliteStore({ database });
+    expect(store.database).toBe(database);
+    database.close();
+  });
+
+  it("opens a path in WAL mode with a busy timeout and NORMAL synchronous by default", async () => {
+    const store = sqliteStore({ path: tempFile() });
+    expect(store.database.pragma("journal_mode", { simple: true })).toBe("wal");
+    expect(store.database.pragma("busy_timeout", { simple: true })).toBeGreaterThanOrEqual(1000);
+    expect(store.database.pragma("synchronous", { simple: true })).toBe(1);
+    await store.close();
+
+    const full = sqliteStore({ path: tempFile(), synchronous: "FULL" });
+    expect(full.database.pragma("synchronous", { simple: true })).toBe(2);
+    await full.close();
+  });
+
+  it("rejects a table name that is not a plain identifier, naming the option", () => {
+    const database = new Database(":memory:");
+    for (const table of ["", "1records", "records; DROP TABLE x", 'a"b', "a-b", "x".repeat(64)]) {
+      let thrown: unknown;
+      try {
+        sqliteStore({ database, table });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(isIdempotencyError(thrown, "invalid_options"), `table ${JSON.stringify(table)}`).toBe(true);
+      expect((thrown as Error).message).toContain("table");
+    }
+    expect(() => sqliteStore({ database, table: "_Tool_records_2" })).not.toThrow();
+    database.close();
+  });
+
+  it("keeps stores with different tables apart in one database", async () => {
+    const database = new Database(":memory:");
+    const first = sqliteStore({ database, table: "first" });
+    const second = sqliteStore({ database, table: "second" });
+    expect((await first.claim(claimRequest())).claimed).toBe(true);
+    expect((await second.claim(claimRequest({ token: "token-b" }))).claimed).toBe(true);
+    database.close();
+  });
+
+  it("leaves a caller's database open on close()", async () => {
+    const database = new Database(":memory:");
+    const store = sqliteStore({ database });
+    await store.claim(claimRequest());
+    await store.close();
+    expect(database.open).toBe(true);
+    expect(database.prepare("SELECT count(*) AS n FROM idempotool_records").get()).toEqual({ n: 1 });
+    database.close();
+  });
+
+  it("closes the database it opened from a path", async () => {
+    const store = sqliteStore({ path: tempFile() });
+    await store.claim(claimRequest());
+    await store.close();
+    await expect(store.get({ scope: "tenant-a", key: "order-1" }, t0)).rejects.toThrow();
+  });
+
+  it("keeps a completed record across close and reopen", async () => {
+    const file = tempFile();
+    const first = sqliteStore({ path: file });
+    await first.claim(claimRequest());
+    const settled = await first.settle({
+      scope: "tenant-a",
+      key: "order-1",
+      token: "token-a",
+      status: "completed",
+      result: '{"id":"msg_1"}',
+      error: null,
+      ttlMs: 86_400_000,
+      now: t0 + 10,
+    });
+    await first.close();
+
+    const reopened = sqliteStore({ path: file });
+    expect(await reopened.get({ scope: "tenant-a", key: "order-1" }, t0 + 20)).toEqual(settled);
+    const repeat = await reopened.claim(claimRequest({ token: "token-b", now: t0 + 20 }));
+    expect(repeat).toMatchObject({
+      claimed: false,
+      record: { status: "completed", result: '{"id":"msg_1"}' },
+    });
+    await reopened.close();
+  });
+
+  it("lets two connections to one file see each other's claims and never both claim", async () => {
+    const file = tempFile();
+    const a = sqliteStore({ path: file });
+    const b = sqliteStore({ path: file });
+    const first = await a.claim(claimRequest());
+    const second = await b.claim(claimRequest({ token: "token-b" }));
+    expect(first.claimed).toBe(true);
+    expect(second).toMatchObject({ claimed: false, record: { token: "token-a" } });
+
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 === 0 ? a : b).claim(claimRequest({ key: "race", token: `t${i}` })),
+      ),
+    );
+    expect(results.filter((r) => r.claimed)).toHaveLength(1);
+    await a.close();
+    await b.close();
+  });
+
+  it("replaces an expired record written by another connection", async () => {
+    const file = tempFile();
+    const a = sqliteStore({ path: file });
+    const b = sqliteStore({ path: file });
+    await a.claim(claimRequest({ ttlMs: 1_000, leaseMs: 1_000 }));
+    const again = await b.claim(claimRequest({ token: "token-b", now: t0 + 1_000 }));
+    expect(again).toMatchObject({
+      claimed: true,
+      record: { token: "token-b", attempts: 1, createdAt: t0 + 1_000 },
+    });
+    expect(await a.get({ scope: "tenant-a", key: "order-1" }, t0 + 1_000)).toEqual(again.record);
+    await a.close();
+    await b.close();
+  });
+
+  it("returns the winner when another connection claims between its read and its insert", async () => {
+    const file = tempFile();
+    const rival = sqliteStore({ path: file });
+    let rivalClaim: ReturnType<typeof rival.claim> | undefined;
+    const real = new Database(file);
+    // The rival's claim runs (synchronously underneath) just before this store's first INSERT.
+    const database = intercepted(real, (source, statement) => {
+      if (!source.trimStart().startsWith("INSERT")) return statement;
+      return {
+        run: (...params) => {
+          rivalClaim ??= rival.claim(claimRequest({ token: "rival" }));
+          return statement.run(...params);
+        },
+        get: (...params) => statement.get(...params),
+        all: (...params) => statement.all(...params),
+        safeIntegers: (toggle) => statement.safeIntegers(toggle),
+      };
+    });
+    const store = sqliteStore({ database });
+
+    const outcome = await store.claim(claimRequest({ token: "late" }));
+    expect(await rivalClaim).toMatchObject({ claimed: true, record: { token: "rival" } });
+    expect(outcome).toMatchObject({ claimed: false, record: { token: "rival", status: "in_progress" } });
+    await rival.close();
+    real.close();
+  });
+
+  it("reads records back with plain numbers even when the database defaults to BigInt", async () => {
+    const database = new Database(":memory:");
+    database.defaultSafeIntegers(true);
+    const store = sqliteStore({ database });
+    await store.claim(claimRequest());
+    const record = await store.get({ scope: "tenant-a", key: "order-1" }, t0);
+    expect(typeof record?.createdAt).toBe("number");
+    expect(typeof (await store.list({})).records[0]?.attempts).toBe("number");
+    database.close();
+  });
+
+  it("treats % and _ in a key prefix literally and finds keys with characters beyond U+FFFF", async () => {
+    const store = sqliteStore({ database: new Database(":memory:") });
+    for (const key of [
+      "50%_off",
+      "50x_off",
+      "50%xoff",
+      "50%_off\u{1F600}",
+      "50%_ofg",
+      "\u{10FFFF}\u{10FFFF}x",
+    ]) {
+      await store.claim(claimRequest({ key }));
+    }
+    const keys = async (keyPrefix: string) => (await store.list({ keyPrefix })).records.map((r) => r.key);
+    expect(await keys("50%_")).toEqual(["50%_off", "50%_off\u{1F600}", "50%_ofg"]);
+    expect(await keys("50%_off")).toEqual(["50%_off", "50%_off\u{1F600}"]);
+    expect(await keys("\u{10FFFF}")).toEqual(["\u{10FFFF}\u{10FFFF}x"]);
+    await store.close();
+    store.database.close();
+  });
+
+  it("rejects a list cursor it did not issue", async () => {
+    const store = sqliteStore({ database: new Database(":memory:") });
+    await expect(store.list({ cursor: "not-a-cursor" })).rejects.toThrow(TypeError);
+    store.database.close();
+  });
+
+  it("purges through the expires_at index, removing only expired records", async () => {
+    const real = new Database(":memory:");
+    const sources: string[] = [];
+    // Records the store's SQL, so the plan checked is the one purge really runs.
+    const database = intercepted(real, (source, statement) => {
+      sources.push(source);
+      return statement;
+    });
+    const store = sqliteStore({ database });
+    for (let i = 0; i < 20; i++) {
+      await store.claim(claimRequest({ key: `k${i}`, ttlMs: i < 5 ? 1_000 : 5_000, leaseMs: 1_000 }));
+    }
+    expect(await store.purge({ now: t0 + 1_000 })).toEqual({ deleted: 5 });
+    expect((await store.list({})).records).toHaveLength(15);
+
+    const purge = sources.find((source) => /^\s*DELETE\b/.test(source) && source.includes("expires_at <="));
+    expect(purge).toBeDefined();
+    const plan = real.prepare(`EXPLAIN QUERY PLAN ${purge}`).all(t0, 1000) as { detail: string }[];
+    expect(plan.map((step) => step.detail).join("\n")).toMatch(
+      /USING (COVERING )?INDEX idempotool_records_expires_at/,
+    );
+    real.close();
+  });
+
+  it("creates its table on first use, or earlier through migrate()", () => {
+    const database = new Database(":memory:");
+    const store = sqliteStore({ database, table: "records" });
+    const tables = () => database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all();
+    expect(tables()).toEqual([]);
+    store.migrate();
+    store.migrate();
+    expect(tables()).toEqual([{ name: "records" }]);
+    database.close();
+  });
+});

@@ -1,0 +1,382 @@
+import { createRequire } from "node:module";
+import { IdempotencyError } from "../core/errors.js";
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ListPage,
+  ListQuery,
+} from "../core/store.js";
+
+/** The part of a better-sqlite3 statement we use. */
+export interface SqliteStatement {
+  run(...params: unknown[]): { readonly changes: number };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+  safeIntegers(toggle?: boolean): unknown;
+}
+
+/** The part of better-sqlite3 we use; a `Database` fits, so the store never imports the package's types. */
+export interface SqliteDatabase {
+  prepare(source: string): SqliteStatement;
+  exec(source: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  transaction<A extends unknown[], R>(fn: (...args: A) => R): { immediate(...args: A): R };
+  close(): unknown;
+}
+
+/**
+ * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default, a 5 s busy timeout),
+ * or a better-sqlite3 `Database` the caller opened and keeps owning. Share a file across processes
+ * only in WAL mode with a busy timeout: set both yourself when you pass `database`.
+ */
+export type SqliteStoreOptions =
+  | {
+      readonly path: string;
+      /** Table name; default `idempotool_records`. */
+      readonly table?: string;
+      /** `FULL` also survives power loss; `NORMAL` (default) survives process crashes. */
+      readonly synchronous?: "NORMAL" | "FULL";
+    }
+  | {
+      readonly database: SqliteDatabase;
+      /** Table name; default `idempotool_records`. */
+      readonly table?: string;
+    };
+
+/** An idempotency store on one SQLite file. */
+export interface SqliteStore extends IdempotencyStore {
+  /** The connection the store uses. */
+  readonly database: SqliteDatabase;
+  /** Create the table and indexes if missing. Runs on first use anyway; call it to fail early. */
+  migrate(): void;
+  /** Closes the database if the store opened it (`path`); a caller's `database` stays open. */
+  close(): Promise<void>;
+}
+
+const tableNamePattern = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const busyTimeoutMs = 5000;
+const defaultListLimit = 100;
+const maxListLimit = 1000;
+const defaultPurgeLimit = 1000;
+
+// Aliased so a row comes back already shaped as an IdempotencyRecord: no mapping on the hot path.
+const recordColumns =
+  "scope, key, tool, fingerprint, status, token, created_at AS createdAt, updated_at AS updatedAt, " +
+  "lease_expires_at AS leaseExpiresAt, expires_at AS expiresAt, attempts, result, error";
+
+/**
+ * A store on SQLite (better-sqlite3): the embedded default, safe across processes sharing one file.
+ * @example
+ * import { sqliteStore } from "idempotool/sqlite";
+ *
+ * const store = sqliteStore({ path: "./idempotency.db" });
+ * const claim = await store.claim({
+ *   scope: "tenant-1", key: "order-42", tool: "send_email", fingerprint: "ab12", token: "t1",
+ *   leaseMs: 60_000, ttlMs: 86_400_000, now: Date.now(),
+ * });
+ * await store.close();
+ */
+export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
+  const table = options.table ?? "idempotool_records";
+  if (typeof table !== "string" || !tableNamePattern.test(table)) {
+    throw new IdempotencyError(
+      "invalid_options",
+      `sqliteStore: table must be a plain SQL identifier (letters, digits, _; at most 63), got ${JSON.stringify(table)}.`,
+    );
+  }
+  const ownsDatabase = "path" in options;
+  const db = ownsDatabase ? openDatabase(options) : options.database;
+  if (!ownsDatabase && typeof db?.prepare !== "function") {
+    throw new IdempotencyError(
+      "invalid_options",
+      "sqliteStore: pass { path } or a better-sqlite3 { database }.",
+    );
+  }
+
+  let prepared: ReturnType<typeof prepareStatements> | undefined;
+  const statements = () => {
+    prepared ??= prepareStatements(db, table);
+    return prepared;
+  };
+
+  return {
+    database: db,
+    migrate() {
+      statements();
+    },
+
+    async claim(request) {
+      const s = statements();
+      return s.claimOnce(request) ?? s.claimLocked(request);
+    },
+
+    async takeover({ scope, key, fromToken, token, leaseMs, now }) {
+      const leaseExpiresAt = now + leaseMs;
+      const row = statements().takeover.get(
+        token,
+        leaseExpiresAt,
+        leaseExpiresAt,
+        now,
+        scope,
+        key,
+        fromToken,
+        now,
+        now,
+      );
+      return (row as IdempotencyRecord | undefined) ?? null;
+    },
+
+    async settle({ scope, key, token, status, result, error, ttlMs, now }) {
+      const row = statements().settle.get(status, result, error, now, now, now + ttlMs, scope, key, token);
+      return (row as IdempotencyRecord | undefined) ?? null;
+    },
+
+    async renew({ scope, key, token, leaseMs, now }) {
+      const leaseExpiresAt = now + leaseMs;
+      return statements().renew.run(leaseExpiresAt, leaseExpiresAt, now, scope, key, token).changes === 1;
+    },
+
+    async release({ scope, key, token }) {
+      return statements().release.run(scope, key, token).changes === 1;
+    },
+
+    async get({ scope, key }, now) {
+      return statements().get.get(scope, key, now) as IdempotencyRecord | undefined;
+    },
+
+    async delete({ scope, key }) {
+      return statements().delete.run(scope, key).changes === 1;
+    },
+
+    async list(query) {
+      return statements().list(query);
+    },
+
+    async purge({ now, limit }) {
+      const max = positiveInteger("purge limit", limit ?? defaultPurgeLimit, Number.MAX_SAFE_INTEGER);
+      return { deleted: statements().purge.run(now, max).changes };
+    },
+
+    async close() {
+      if (ownsDatabase) db.close();
+    },
+  };
+}
+
+function openDatabase(options: { readonly path: string; readonly synchronous?: "NORMAL" | "FULL" }) {
+  const synchronous = options.synchronous ?? "NORMAL";
+  if (typeof options.path !== "string" || options.path === "") {
+    throw new IdempotencyError("invalid_options", "sqliteStore: path must be a non-empty file path.");
+  }
+  if (synchronous !== "NORMAL" && synchronous !== "FULL") {
+    throw new IdempotencyError("invalid_options", `sqliteStore: synchronous must be "NORMAL" or "FULL".`);
+  }
+  let Database: new (path: string) => SqliteDatabase;
+  try {
+    // Loaded only here, synchronously, so `idempotool/sqlite` imports nothing native until a path is opened.
+    Database = createRequire(import.meta.url)("better-sqlite3");
+  } catch (cause) {
+    throw new IdempotencyError(
+      "invalid_options",
+      "sqliteStore({ path }) could not load better-sqlite3: install better-sqlite3@12 to use sqliteStore({ path }), " +
+        "or pass an open database as { database }.",
+      { cause },
+    );
+  }
+  const db = new Database(options.path);
+  try {
+    db.pragma("journal_mode = WAL");
+    db.pragma(`synchronous = ${synchronous}`);
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+function prepareStatements(db: SqliteDatabase, table: string) {
+  const t = `"${table}"`;
+  db.transaction(() =>
+    db.exec(
+      `CREATE TABLE IF NOT EXISTS ${t} (
+        scope TEXT NOT NULL, key TEXT NOT NULL, tool TEXT NOT NULL, fingerprint TEXT NOT NULL,
+        status TEXT NOT NULL, token TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+        lease_expires_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, attempts INTEGER NOT NULL,
+        result TEXT, error TEXT,
+        PRIMARY KEY (scope, key)
+      );
+      CREATE INDEX IF NOT EXISTS "${table}_expires_at" ON ${t} (expires_at);`,
+    ),
+  ).immediate();
+
+  // A caller's database may default to BigInt integers; records carry plain numbers.
+  const reader = (sql: string) => {
+    const statement = db.prepare(sql);
+    statement.safeIntegers(false);
+    return statement;
+  };
+
+  // One statement inserts, or replaces an expired record; a live record (in progress, stale or settled)
+  // fails the WHERE and is left alone, so two claimants can never both change a row.
+  const claim = db.prepare(
+    `INSERT INTO ${t} (scope, key, tool, fingerprint, status, token, created_at, updated_at,
+       lease_expires_at, expires_at, attempts, result, error)
+     VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?, ?, 1, NULL, NULL)
+     ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
+       status = 'in_progress', token = excluded.token, created_at = excluded.created_at,
+       updated_at = excluded.updated_at, lease_expires_at = excluded.lease_expires_at,
+       expires_at = excluded.expires_at, attempts = 1, result = NULL, error = NULL
+     WHERE expires_at <= excluded.created_at`,
+  );
+  const get = reader(`SELECT ${recordColumns} FROM ${t} WHERE scope = ? AND key = ? AND expires_at > ?`);
+
+  // Read first: a repeat (the common case for an idempotency store) finds its holder without taking
+  // the write lock, and a live record seen by that read is a correct answer at that instant.
+  // Returns undefined only when another claimant wrote between the read and the insert.
+  const claimOnce = (request: ClaimRequest): ClaimResult | undefined => {
+    const { scope, key, now } = request;
+    const holder = get.get(scope, key, now) as IdempotencyRecord | undefined;
+    if (holder) return { claimed: false, record: holder, now };
+    const { tool, fingerprint, token } = request;
+    const leaseExpiresAt = now + request.leaseMs;
+    const expiresAt = Math.max(now + request.ttlMs, leaseExpiresAt);
+    if (claim.run(scope, key, tool, fingerprint, token, now, now, leaseExpiresAt, expiresAt).changes !== 1) {
+      return undefined;
+    }
+    const record: IdempotencyRecord = {
+      scope,
+      key,
+      tool,
+      fingerprint,
+      status: "in_progress",
+      token,
+      createdAt: now,
+      updatedAt: now,
+      leaseExpiresAt,
+      expiresAt,
+      attempts: 1,
+      result: null,
+      error: null,
+    };
+    return { claimed: true, record, now };
+  };
+  // Lost a race: answer again under the write lock (BEGIN IMMEDIATE), where no other connection can move the row.
+  const claimLocked = db.transaction((request: ClaimRequest): ClaimResult => {
+    const result = claimOnce(request);
+    if (!result) throw new Error("sqliteStore: claim found neither a live record nor room to insert one");
+    return result;
+  }).immediate;
+
+  const listStatements = new Map<string, SqliteStatement>();
+  const list = (query: ListQuery): ListPage => {
+    const limit = positiveInteger("list limit", query.limit ?? defaultListLimit, maxListLimit);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    const filter = (condition: string, ...values: unknown[]) => {
+      where.push(condition);
+      params.push(...values);
+    };
+    if (query.scope !== undefined) filter("scope = ?", query.scope);
+    if (query.tool !== undefined) filter("tool = ?", query.tool);
+    if (query.status !== undefined) filter("status = ?", query.status);
+    if (query.keyPrefix) {
+      // A range, not LIKE: % and _ in a prefix are plain characters, and the primary key serves the range.
+      filter("key >= ?", query.keyPrefix);
+      const upper = prefixUpperBound(query.keyPrefix);
+      if (upper !== undefined) filter("key < ?", upper);
+    }
+    if (query.createdBefore !== undefined) filter("created_at < ?", query.createdBefore);
+    if (query.createdAfter !== undefined) filter("created_at >= ?", query.createdAfter);
+    if (query.cursor !== undefined) filter("(scope, key) > (?, ?)", ...decodeCursor(query.cursor));
+    const sql =
+      `SELECT ${recordColumns} FROM ${t}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}` +
+      " ORDER BY scope, key LIMIT ?";
+    let statement = listStatements.get(sql);
+    if (!statement) {
+      statement = reader(sql);
+      listStatements.set(sql, statement);
+    }
+    // One extra row tells whether another page exists, so the last page carries no cursor.
+    const records = statement.all(...params, limit + 1) as IdempotencyRecord[];
+    if (records.length <= limit) return { records };
+    records.length = limit;
+    const last = records[limit - 1]!;
+    return { records, nextCursor: encodeCursor(last.scope, last.key) };
+  };
+
+  return {
+    claimOnce,
+    claimLocked,
+    get,
+    list,
+    takeover: reader(
+      `UPDATE ${t} SET token = ?, status = 'in_progress', lease_expires_at = ?,
+         expires_at = MAX(expires_at, ?), attempts = attempts + 1, updated_at = ?, result = NULL
+       WHERE scope = ? AND key = ? AND token = ? AND expires_at > ?
+         AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ?))
+       RETURNING ${recordColumns}`,
+    ),
+    settle: reader(
+      `UPDATE ${t} SET status = ?, result = ?, error = ?, updated_at = ?, lease_expires_at = ?, expires_at = ?
+       WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')
+       RETURNING ${recordColumns}`,
+    ),
+    renew: db.prepare(
+      `UPDATE ${t} SET lease_expires_at = ?, expires_at = MAX(expires_at, ?), updated_at = ?
+       WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress'`,
+    ),
+    release: db.prepare(
+      `DELETE FROM ${t} WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')`,
+    ),
+    delete: db.prepare(`DELETE FROM ${t} WHERE scope = ? AND key = ?`),
+    // Walks the expires_at index from the oldest, so the cost follows what expired, not the table size.
+    purge: db.prepare(
+      `DELETE FROM ${t} WHERE rowid IN
+         (SELECT rowid FROM ${t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`,
+    ),
+  };
+}
+
+function positiveInteger(name: string, value: number, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new TypeError(`sqliteStore: ${name} must be an integer from 1 to ${max}, got ${String(value)}.`);
+  }
+  return value;
+}
+
+/**
+ * The least string above every string that starts with `prefix`, in SQLite's BINARY (UTF-8 byte) order,
+ * which is code point order: the prefix with its last code point raised by one.
+ */
+function prefixUpperBound(prefix: string): string | undefined {
+  const codePoints = Array.from(prefix, (char) => char.codePointAt(0)!);
+  while (codePoints.length > 0) {
+    const last = codePoints.pop()!;
+    if (last < 0x10ffff) {
+      // Surrogates are not characters; the next one after U+D7FF is U+E000.
+      return String.fromCodePoint(...codePoints, last === 0xd7ff ? 0xe000 : last + 1);
+    }
+  }
+  return undefined;
+}
+
+function encodeCursor(scope: string, key: string): string {
+  return Buffer.from(JSON.stringify([scope, key])).toString("base64url");
+}
+
+function decodeCursor(cursor: string): [string, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString());
+    if (Array.isArray(value) && value.length === 2 && value.every((part) => typeof part === "string")) {
+      return value as [string, string];
+    }
+  } catch {
+    // Reported below, with the cursor.
+  }
+  throw new TypeError(
+    `sqliteStore: list cursor ${JSON.stringify(cursor)} is not a nextCursor this store returned.`,
+  );
+}
