@@ -8,6 +8,8 @@ export interface FakeClock extends Clock {
   next(): Promise<boolean>;
   /** How many sleepers are waiting. */
   readonly pending: number;
+  /** When the next sleeper wakes (epoch ms), if any sleeps. */
+  readonly nextWakeAt: number | undefined;
 }
 
 interface Sleeper {
@@ -82,6 +84,12 @@ export function fakeClock(start = Date.parse("2026-01-01T00:00:00.000Z")): FakeC
     },
     get pending() {
       return sleepers.length;
+    },
+    get nextWakeAt() {
+      return sleepers.reduce<number | undefined>(
+        (min, s) => (min === undefined || s.at < min ? s.at : min),
+        undefined,
+      );
     },
   };
 }

@@ -1,0 +1,380 @@
+import { IdempotencyError, StoreFullError } from "./errors.js";
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ListPage,
+  ListQuery,
+  RecordStatus,
+} from "./store.js";
+
+/** Options of {@link memoryStore}. */
+export interface MemoryStoreOptions {
+  /**
+   * The most records held at once (default 10_000). When full, a claim first removes expired
+   * records, and otherwise fails with `store_full`: a live record is never dropped to make room.
+   */
+  readonly maxRecords?: number;
+}
+
+const DEFAULT_MAX_RECORDS = 10_000;
+const DEFAULT_LIST_LIMIT = 100;
+const MAX_LIST_LIMIT = 1_000;
+const DEFAULT_PURGE_LIMIT = 1_000;
+
+/**
+ * An in-process store: one process, lost on exit. Good for tests, scripts and single-process agents;
+ * use a durable store when repeats can come from another process or after a restart.
+ *
+ * Records are frozen and replaced on every change, so the store hands out its own objects without
+ * copying. Expiry times sit in a min-heap, so purge costs in proportion to what expired. `list` shows
+ * every record still held, including expired ones that no purge or lookup has removed yet.
+ *
+ * @example
+ * import { memoryStore } from "idempotool";
+ *
+ * const store = memoryStore({ maxRecords: 50_000 });
+ * const now = Date.now();
+ * const { claimed } = await store.claim({
+ *   scope: "user-42", key: "order-7", tool: "send_email", fingerprint: "9f2c…", token: "t-1",
+ *   leaseMs: 60_000, ttlMs: 86_400_000, now,
+ * });
+ */
+export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
+  const maxRecords = resolveMaxRecords(options.maxRecords);
+  // scope -> key -> record: no composite key to build on every call, and no separator that could collide.
+  const scopes = new Map<string, Map<string, IdempotencyRecord>>();
+  let size = 0;
+  // When to look at each record again, earliest first. Invariant: every stored record has an entry due no
+  // later than its expiresAt. Settle, renew and takeover usually move expiry later, which needs no new entry:
+  // a popped entry whose record now lives longer is pushed back at the new time. Entries of removed records
+  // are skipped when popped, and the heap is rebuilt when they pile up.
+  let expiries: IdempotencyRecord[] = [];
+
+  const find = (scope: string, key: string) => scopes.get(scope)?.get(key);
+
+  const put = (previous: IdempotencyRecord | undefined, record: IdempotencyRecord) => {
+    let keys = scopes.get(record.scope);
+    if (keys === undefined) {
+      keys = new Map();
+      scopes.set(record.scope, keys);
+    }
+    keys.set(record.key, record);
+    if (previous === undefined) size++;
+    else if (previous.expiresAt <= record.expiresAt) return;
+    heapPush(expiries, record);
+    if (expiries.length > 2 * size + 1_024) expiries = heapFrom(allRecords(scopes));
+  };
+
+  const remove = (scope: string, key: string): boolean => {
+    const keys = scopes.get(scope);
+    if (keys === undefined || !keys.delete(key)) return false;
+    size--;
+    if (keys.size === 0) scopes.delete(scope);
+    return true;
+  };
+
+  const removeExpired = (now: number, limit: number): number => {
+    let deleted = 0;
+    while (deleted < limit) {
+      const due = expiries[0];
+      if (due === undefined || due.expiresAt > now) break;
+      heapPop(expiries);
+      const current = find(due.scope, due.key);
+      if (current === undefined) continue;
+      if (current.expiresAt <= now) {
+        remove(due.scope, due.key);
+        deleted++;
+      } else {
+        heapPush(expiries, current);
+      }
+    }
+    return deleted;
+  };
+
+  return {
+    async claim(request: ClaimRequest): Promise<ClaimResult> {
+      const existing = find(request.scope, request.key);
+      if (existing !== undefined && existing.expiresAt > request.now) {
+        return { claimed: false, record: existing, now: request.now };
+      }
+      if (existing === undefined && size >= maxRecords) {
+        removeExpired(request.now, Number.POSITIVE_INFINITY);
+        if (size >= maxRecords) throw new StoreFullError(maxRecords);
+      }
+      const leaseExpiresAt = request.now + request.leaseMs;
+      const record = freeze(
+        request.scope,
+        request.key,
+        request.tool,
+        request.fingerprint,
+        "in_progress",
+        request.token,
+        request.now,
+        request.now,
+        leaseExpiresAt,
+        Math.max(request.now + request.ttlMs, leaseExpiresAt),
+        1,
+        null,
+        null,
+      );
+      put(existing, record);
+      return { claimed: true, record, now: request.now };
+    },
+
+    async takeover(request) {
+      const r = find(request.scope, request.key);
+      if (r === undefined || r.expiresAt <= request.now || r.token !== request.fromToken) return null;
+      const stale = r.status === "unknown" || (r.status === "in_progress" && r.leaseExpiresAt <= request.now);
+      if (!stale) return null;
+      const leaseExpiresAt = request.now + request.leaseMs;
+      const next = freeze(
+        r.scope,
+        r.key,
+        r.tool,
+        r.fingerprint,
+        "in_progress",
+        request.token,
+        r.createdAt,
+        request.now,
+        leaseExpiresAt,
+        Math.max(r.expiresAt, leaseExpiresAt),
+        r.attempts + 1,
+        null,
+        r.error,
+      );
+      put(r, next);
+      return next;
+    },
+
+    async settle(request) {
+      const r = find(request.scope, request.key);
+      if (r === undefined || r.expiresAt <= request.now || r.token !== request.token || !isOpen(r))
+        return null;
+      const next = freeze(
+        r.scope,
+        r.key,
+        r.tool,
+        r.fingerprint,
+        request.status,
+        r.token,
+        r.createdAt,
+        request.now,
+        request.now,
+        request.now + request.ttlMs,
+        r.attempts,
+        request.result,
+        request.error,
+      );
+      put(r, next);
+      return next;
+    },
+
+    async renew(request) {
+      const r = find(request.scope, request.key);
+      if (r === undefined || r.expiresAt <= request.now || r.token !== request.token) return false;
+      if (r.status !== "in_progress") return false;
+      const leaseExpiresAt = request.now + request.leaseMs;
+      const next = freeze(
+        r.scope,
+        r.key,
+        r.tool,
+        r.fingerprint,
+        r.status,
+        r.token,
+        r.createdAt,
+        request.now,
+        leaseExpiresAt,
+        Math.max(r.expiresAt, leaseExpiresAt),
+        r.attempts,
+        r.result,
+        r.error,
+      );
+      put(r, next);
+      return true;
+    },
+
+    async release(request) {
+      const r = find(request.scope, request.key);
+      if (r === undefined || r.token !== request.token || !isOpen(r)) return false;
+      return remove(r.scope, r.key);
+    },
+
+    async get(recordId, now) {
+      const r = find(recordId.scope, recordId.key);
+      if (r === undefined) return undefined;
+      if (r.expiresAt <= now) {
+        remove(r.scope, r.key);
+        return undefined;
+      }
+      return r;
+    },
+
+    async delete(recordId) {
+      return remove(recordId.scope, recordId.key);
+    },
+
+    async list(query) {
+      const inScope =
+        query.scope === undefined ? allRecords(scopes) : (scopes.get(query.scope)?.values() ?? []);
+      return listPage(inScope, query);
+    },
+
+    async purge(request) {
+      const limit = request.limit ?? DEFAULT_PURGE_LIMIT;
+      if (!Number.isInteger(limit) || limit < 1) {
+        throw new RangeError(`purge limit must be a positive integer, got ${String(request.limit)}`);
+      }
+      return { deleted: removeExpired(request.now, limit) };
+    },
+  };
+}
+
+function resolveMaxRecords(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_MAX_RECORDS;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new IdempotencyError(
+      "invalid_options",
+      `maxRecords must be a positive integer, got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+function* allRecords(scopes: Map<string, Map<string, IdempotencyRecord>>): Generator<IdempotencyRecord> {
+  for (const keys of scopes.values()) yield* keys.values();
+}
+
+/** Whether the owner may still settle or release it. */
+function isOpen(record: IdempotencyRecord): boolean {
+  return record.status === "in_progress" || record.status === "unknown";
+}
+
+// Positional so every record is built with one property order: one hidden class, fast property reads.
+function freeze(
+  scope: string,
+  key: string,
+  tool: string,
+  fingerprint: string,
+  status: RecordStatus,
+  token: string,
+  createdAt: number,
+  updatedAt: number,
+  leaseExpiresAt: number,
+  expiresAt: number,
+  attempts: number,
+  result: string | null,
+  error: string | null,
+): IdempotencyRecord {
+  return Object.freeze({
+    scope,
+    key,
+    tool,
+    fingerprint,
+    status,
+    token,
+    createdAt,
+    updatedAt,
+    leaseExpiresAt,
+    expiresAt,
+    attempts,
+    result,
+    error,
+  });
+}
+
+function listPage(all: Iterable<IdempotencyRecord>, query: ListQuery): ListPage {
+  const limit = query.limit ?? DEFAULT_LIST_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw new RangeError(
+      `list limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${String(query.limit)}`,
+    );
+  }
+  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const matches: IdempotencyRecord[] = [];
+  for (const r of all) {
+    if (query.scope !== undefined && r.scope !== query.scope) continue;
+    if (query.tool !== undefined && r.tool !== query.tool) continue;
+    if (query.status !== undefined && r.status !== query.status) continue;
+    if (query.keyPrefix !== undefined && !r.key.startsWith(query.keyPrefix)) continue;
+    if (query.createdBefore !== undefined && !(r.createdAt < query.createdBefore)) continue;
+    if (query.createdAfter !== undefined && !(r.createdAt >= query.createdAfter)) continue;
+    if (after !== undefined && compareIds(r.scope, r.key, after[0], after[1]) <= 0) continue;
+    matches.push(r);
+  }
+  matches.sort((a, b) => compareIds(a.scope, a.key, b.scope, b.key));
+  if (matches.length <= limit) return { records: matches };
+  const records = matches.slice(0, limit);
+  const last = records[limit - 1]!;
+  return { records, nextCursor: Buffer.from(JSON.stringify([last.scope, last.key])).toString("base64url") };
+}
+
+// Pages are ordered by (scope, key), so a cursor is the last pair returned and stays valid while records
+// come and go between pages.
+function compareIds(scopeA: string, keyA: string, scopeB: string, keyB: string): number {
+  if (scopeA !== scopeB) return scopeA < scopeB ? -1 : 1;
+  if (keyA !== keyB) return keyA < keyB ? -1 : 1;
+  return 0;
+}
+
+function decodeCursor(cursor: string): readonly [string, string] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    !Array.isArray(parsed) ||
+    parsed.length !== 2 ||
+    typeof parsed[0] !== "string" ||
+    typeof parsed[1] !== "string"
+  ) {
+    throw new TypeError("list cursor is not a nextCursor this store returned");
+  }
+  return [parsed[0], parsed[1]];
+}
+
+// A binary min-heap on expiresAt, kept in a plain array.
+
+function heapPush(heap: IdempotencyRecord[], record: IdempotencyRecord): void {
+  let index = heap.length;
+  heap.push(record);
+  while (index > 0) {
+    const parentIndex = (index - 1) >> 1;
+    const parent = heap[parentIndex]!;
+    if (parent.expiresAt <= record.expiresAt) break;
+    heap[index] = parent;
+    index = parentIndex;
+  }
+  heap[index] = record;
+}
+
+function heapPop(heap: IdempotencyRecord[]): void {
+  const last = heap.pop();
+  if (last === undefined || heap.length === 0) return;
+  siftDown(heap, 0, last);
+}
+
+function siftDown(heap: IdempotencyRecord[], start: number, record: IdempotencyRecord): void {
+  const size = heap.length;
+  let index = start;
+  for (;;) {
+    let child = 2 * index + 1;
+    if (child >= size) break;
+    const right = child + 1;
+    if (right < size && heap[right]!.expiresAt < heap[child]!.expiresAt) child = right;
+    const smaller = heap[child]!;
+    if (smaller.expiresAt >= record.expiresAt) break;
+    heap[index] = smaller;
+    index = child;
+  }
+  heap[index] = record;
+}
+
+function heapFrom(records: Iterable<IdempotencyRecord>): IdempotencyRecord[] {
+  const heap = [...records];
+  for (let index = (heap.length >> 1) - 1; index >= 0; index--) siftDown(heap, index, heap[index]!);
+  return heap;
+}

@@ -1,0 +1,973 @@
+/**
+ * The store conformance suite: the executable form of the store contract in `core/store.ts`.
+ *
+ * Every store — memory, SQLite, PostgreSQL, Redis, or one of your own — must pass every case.
+ * The suite is runner-agnostic: each case is a name and an async function that throws (via
+ * `node:assert/strict`) when the store breaks the contract, so vitest, jest and `node:test` all run it.
+ *
+ * What the cases pin down (all times epoch ms; a record is *expired* when `expiresAt <= now`):
+ * - **claim** is an atomic insert-if-absent. An expired record counts as absent and is replaced. A new
+ *   record is `in_progress` with the request's token, `createdAt = updatedAt = now`,
+ *   `leaseExpiresAt = now + leaseMs`, `expiresAt = max(now + ttlMs, leaseExpiresAt)`, `attempts = 1`,
+ *   `result = error = null`. When a live record exists the claim returns it unchanged with `claimed: false`,
+ *   whatever its state: claim never takes over a stale lease (that is takeover's job). `now` in the result
+ *   is the clock the store judged by.
+ * - **takeover** is a compare-and-swap: it succeeds only on a live record that still carries `fromToken` and
+ *   is `unknown`, or `in_progress` with `leaseExpiresAt <= now`. The record gets the new token, status
+ *   `in_progress`, `leaseExpiresAt = now + leaseMs`, `expiresAt = max(expiresAt, leaseExpiresAt)`,
+ *   `attempts + 1`, `updatedAt = now` and `result = null`; `createdAt`, `tool`, `fingerprint` and `error`
+ *   (why the previous attempt ended) are kept. Completed and failed records are never taken over.
+ * - **settle** applies only while the record carries the token and is `in_progress` or `unknown` — even
+ *   after the lease passed, as long as nobody took over. It sets status, result and error, `updatedAt = now`,
+ *   `leaseExpiresAt = now`, `expiresAt = now + ttlMs`. Completed and failed are final.
+ * - **renew** applies only to an `in_progress` record carrying the token: `leaseExpiresAt = now + leaseMs`,
+ *   `expiresAt = max(expiresAt, leaseExpiresAt)`, `updatedAt = now`.
+ * - **release** deletes the record only while it carries the token and is `in_progress` or `unknown`.
+ * - **get** returns the live record or undefined; **delete** removes a record in any state.
+ * - **list** combines its filters with AND (`createdAfter` inclusive, `createdBefore` exclusive, `keyPrefix`
+ *   literal and case-sensitive), returns at most `limit` records (default 100; a limit that is not an
+ *   integer from 1 to 1000 is rejected), and its cursor pages cover every matching record exactly once.
+ *   Whether list shows expired records not yet purged is up to the store: the suite does not pin it.
+ * - **purge** removes expired records only, at most `limit` per call, and reports how many.
+ * - Scopes are isolated, and (scope, key) pairs never run together: ("ab", "c") and ("a", "bc") differ.
+ * - Returned records are copies (or frozen): mutating one never changes what the store holds.
+ *
+ * Each case creates a fresh harness, so the store must start empty, and always calls `cleanup`. Time moves
+ * only through the harness's fake clock; a store with a clock of its own (a database server) must be built
+ * so that its clock follows the fake one. No case sleeps.
+ *
+ * @example
+ * // vitest or jest
+ * import { describe, it } from "vitest";
+ * import { fakeClock, storeConformanceCases } from "idempotool/testing";
+ *
+ * describe("my store", () => {
+ *   for (const c of storeConformanceCases({ name: "my store", create: () => ({ store: myStore(), clock: fakeClock() }) })) {
+ *     it(c.name, c.run);
+ *   }
+ * });
+ *
+ * @example
+ * // node:test
+ * import { test } from "node:test";
+ * import { fakeClock, storeConformanceCases } from "idempotool/testing";
+ *
+ * for (const c of storeConformanceCases({ name: "my store", create: () => ({ store: myStore(), clock: fakeClock() }) })) {
+ *   test(c.name, c.run);
+ * }
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type {
+  ClaimRequest,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ListQuery,
+  RecordId,
+  RenewRequest,
+  SettleRequest,
+  TakeoverRequest,
+} from "../core/store.js";
+import type { FakeClock } from "./fake-clock.js";
+
+/** A fresh, empty store for one case, and the clock that moves it. */
+export interface ConformanceHarness {
+  store: IdempotencyStore;
+  /** The only source of time: requests carry `clock.now()`, and a store with its own clock must follow it. */
+  clock: FakeClock;
+  /** Runs after every case, passed or failed: close the store, drop its tables. */
+  cleanup?: () => Promise<void>;
+}
+
+export interface ConformanceOptions {
+  /** The store's name; failure messages start with it. */
+  name: string;
+  /** Called once per case; every call must return an empty store. */
+  create: () => Promise<ConformanceHarness> | ConformanceHarness;
+  /** How many callers race in the concurrency cases (default 50, at least 2). */
+  concurrency?: number;
+}
+
+/** One spec sentence and the check behind it. `run` rejects when the store breaks the contract. */
+export interface ConformanceCase {
+  name: string;
+  run: () => Promise<void>;
+}
+
+/**
+ * The conformance cases for a store, ready to hand to any test runner.
+ * @example
+ * import { it } from "vitest";
+ * import { memoryStore } from "idempotool";
+ * import { fakeClock, storeConformanceCases } from "idempotool/testing";
+ *
+ * for (const c of storeConformanceCases({ name: "memory", create: () => ({ store: memoryStore(), clock: fakeClock() }) })) {
+ *   it(c.name, c.run);
+ * }
+ */
+export function storeConformanceCases(options: ConformanceOptions): ConformanceCase[] {
+  const concurrency = options.concurrency ?? 50;
+  if (!Number.isInteger(concurrency) || concurrency < 2) {
+    throw new TypeError(`concurrency must be an integer of at least 2, got ${String(options.concurrency)}`);
+  }
+  return specs.map(([name, body]) => ({
+    name,
+    run: async () => {
+      const harness = await options.create();
+      try {
+        await body({ store: harness.store, clock: harness.clock, concurrency });
+      } catch (error) {
+        if (error instanceof Error) error.message = `[${options.name}] ${error.message}`;
+        throw error;
+      } finally {
+        await harness.cleanup?.();
+      }
+    },
+  }));
+}
+
+interface Tools {
+  readonly store: IdempotencyStore;
+  readonly clock: FakeClock;
+  readonly concurrency: number;
+}
+
+type Spec = readonly [name: string, body: (t: Tools) => Promise<void>];
+
+const LEASE_MS = 60_000;
+const TTL_MS = 86_400_000;
+const SCOPE = "tenant-a";
+const OTHER_SCOPE = "tenant-b";
+const KEY = "order-1";
+const TOOL = "send_email";
+const FINGERPRINT = "a".repeat(64);
+const OTHER_FINGERPRINT = "b".repeat(64);
+
+function claimRequest(t: Tools, overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return {
+    scope: SCOPE,
+    key: KEY,
+    tool: TOOL,
+    fingerprint: FINGERPRINT,
+    token: "token-a",
+    leaseMs: LEASE_MS,
+    ttlMs: TTL_MS,
+    now: t.clock.now(),
+    ...overrides,
+  };
+}
+
+function settleRequest(t: Tools, token: string, overrides: Partial<SettleRequest> = {}): SettleRequest {
+  return {
+    scope: SCOPE,
+    key: KEY,
+    token,
+    status: "completed",
+    result: '{"sent":true}',
+    error: null,
+    ttlMs: TTL_MS,
+    now: t.clock.now(),
+    ...overrides,
+  };
+}
+
+function takeoverRequest(
+  t: Tools,
+  fromToken: string,
+  token: string,
+  overrides: Partial<TakeoverRequest> = {},
+): TakeoverRequest {
+  return { scope: SCOPE, key: KEY, fromToken, token, leaseMs: LEASE_MS, now: t.clock.now(), ...overrides };
+}
+
+function renewRequest(t: Tools, token: string, overrides: Partial<RenewRequest> = {}): RenewRequest {
+  return { scope: SCOPE, key: KEY, token, leaseMs: LEASE_MS, now: t.clock.now(), ...overrides };
+}
+
+async function claimFree(t: Tools, overrides: Partial<ClaimRequest> = {}): Promise<IdempotencyRecord> {
+  const request = claimRequest(t, overrides);
+  const outcome = await t.store.claim(request);
+  assert.equal(
+    outcome.claimed,
+    true,
+    `claim of the free key (${request.scope}, ${request.key}) must succeed`,
+  );
+  return outcome.record;
+}
+
+async function settled(t: Tools, token: string, overrides: Partial<SettleRequest> = {}) {
+  const record = await t.store.settle(settleRequest(t, token, overrides));
+  assert.ok(record, `settle by the owner token ${token} must apply`);
+  return record;
+}
+
+function current(t: Tools, scope = SCOPE, key = KEY): Promise<IdempotencyRecord | undefined> {
+  return t.store.get({ scope, key }, t.clock.now());
+}
+
+type RecordFields = { -readonly [K in keyof IdempotencyRecord]: IdempotencyRecord[K] };
+
+/** The contract's fields as a plain object, so deep equality ignores extra properties and prototypes. */
+function fields(record: IdempotencyRecord | null | undefined): RecordFields {
+  assert.ok(record, "expected a record");
+  const { scope, key, tool, fingerprint, status, token, createdAt, updatedAt } = record;
+  const { leaseExpiresAt, expiresAt, attempts, result, error } = record;
+  return {
+    scope,
+    key,
+    tool,
+    fingerprint,
+    status,
+    token,
+    createdAt,
+    updatedAt,
+    leaseExpiresAt,
+    expiresAt,
+    attempts,
+    result,
+    error,
+  };
+}
+
+function newRecord(request: ClaimRequest): RecordFields {
+  const leaseExpiresAt = request.now + request.leaseMs;
+  return {
+    scope: request.scope,
+    key: request.key,
+    tool: request.tool,
+    fingerprint: request.fingerprint,
+    status: "in_progress",
+    token: request.token,
+    createdAt: request.now,
+    updatedAt: request.now,
+    leaseExpiresAt,
+    expiresAt: Math.max(request.now + request.ttlMs, leaseExpiresAt),
+    attempts: 1,
+    result: null,
+    error: null,
+  };
+}
+
+/** Compares strings without printing 100 KB on failure. */
+function assertSameString(actual: string | null, expected: string | null, what: string): void {
+  if (actual === expected) return;
+  if (actual === null || expected === null) assert.fail(`${what}: expected ${expected}, got ${actual}`);
+  let index = 0;
+  while (index < actual.length && actual[index] === expected[index]) index++;
+  assert.fail(
+    `${what} changed in the store: lengths ${actual.length} vs ${expected.length}, first difference at ` +
+      `index ${index}: ${JSON.stringify(actual.slice(index, index + 20))} vs ${JSON.stringify(expected.slice(index, index + 20))}`,
+  );
+}
+
+/** Tries to change a returned record; a frozen record refuses silently (Reflect.set does not throw). */
+function scribble(record: IdempotencyRecord | null | undefined): void {
+  if (!record) return;
+  const changes: readonly [string, unknown][] = [
+    ["status", "completed"],
+    ["token", "stolen"],
+    ["result", "scribbled"],
+    ["error", "scribbled"],
+    ["expiresAt", 0],
+    ["leaseExpiresAt", 0],
+    ["attempts", 99],
+  ];
+  for (const [field, value] of changes) Reflect.set(record, field, value);
+}
+
+const idOf = (record: RecordId) => `${record.scope}/${record.key}`;
+
+/** Every page of a query, checking page sizes and that no record is returned twice. */
+async function listAll(t: Tools, query: ListQuery): Promise<IdempotencyRecord[]> {
+  const records: IdempotencyRecord[] = [];
+  const seen = new Set<string>();
+  let cursor: string | undefined;
+  for (let page = 0; ; page++) {
+    assert.ok(page <= 2_000, "list kept returning a nextCursor");
+    const result = await t.store.list(cursor === undefined ? query : { ...query, cursor });
+    if (query.limit !== undefined) {
+      assert.ok(result.records.length <= query.limit, `a page held ${result.records.length} > limit records`);
+    }
+    for (const record of result.records) {
+      assert.ok(!seen.has(idOf(record)), `list returned ${idOf(record)} twice`);
+      seen.add(idOf(record));
+      records.push(record);
+    }
+    if (result.nextCursor === undefined) return records;
+    cursor = result.nextCursor;
+  }
+}
+
+async function listIds(t: Tools, query: ListQuery): Promise<string[]> {
+  return (await listAll(t, query)).map(idOf).sort();
+}
+
+function sampleLargeString(): string {
+  const parts: string[] = [];
+  for (let i = 0; parts.length < 10_000; i++) parts.push(`${i}:ü€😀\u2028;`);
+  return JSON.stringify({ body: parts.join("") });
+}
+
+const specs: readonly Spec[] = [
+  [
+    "claim inserts an in_progress record carrying the request, its lease and its expiry",
+    async (t) => {
+      const request = claimRequest(t);
+      const outcome = await t.store.claim(request);
+      assert.equal(outcome.claimed, true);
+      assert.equal(outcome.now, request.now, "claim reports the clock it judged by");
+      assert.deepEqual(fields(outcome.record), newRecord(request));
+      assert.deepEqual(fields(await current(t)), newRecord(request));
+    },
+  ],
+  [
+    "a claim never expires before its lease passes, even when ttlMs is below leaseMs",
+    async (t) => {
+      const t0 = t.clock.now();
+      const record = await claimFree(t, { ttlMs: 1_000, leaseMs: 5_000 });
+      assert.equal(record.leaseExpiresAt, t0 + 5_000);
+      assert.equal(record.expiresAt, t0 + 5_000);
+      await t.clock.advance(4_999);
+      assert.ok(await current(t), "the record is live until its lease passes");
+      await t.clock.advance(1);
+      assert.equal(await current(t), undefined, "a record with expiresAt <= now is absent");
+    },
+  ],
+  [
+    "a second claim of a held key returns the holder unchanged and claims nothing",
+    async (t) => {
+      const holder = await claimFree(t);
+      await t.clock.advance(1_000);
+      const request = claimRequest(t, {
+        token: "token-b",
+        tool: "other_tool",
+        fingerprint: OTHER_FINGERPRINT,
+        leaseMs: 1,
+        ttlMs: 1,
+      });
+      const second = await t.store.claim(request);
+      assert.equal(second.claimed, false);
+      assert.equal(second.now, request.now);
+      assert.deepEqual(fields(second.record), fields(holder));
+      assert.deepEqual(fields(await current(t)), fields(holder));
+    },
+  ],
+  [
+    "claim returns completed, failed and unknown holders without claiming",
+    async (t) => {
+      for (const status of ["completed", "failed", "unknown"] as const) {
+        const key = `settled-${status}`;
+        await claimFree(t, { key });
+        const record = await settled(t, "token-a", {
+          key,
+          status,
+          error: status === "completed" ? null : "boom",
+        });
+        const again = await t.store.claim(claimRequest(t, { key, token: "token-b" }));
+        assert.equal(again.claimed, false, `a ${status} record must not be claimed again`);
+        assert.deepEqual(fields(again.record), fields(record));
+      }
+    },
+  ],
+  [
+    "claim never takes over a stale lease: it returns the stale holder for the caller to decide",
+    async (t) => {
+      const holder = await claimFree(t);
+      await t.clock.advance(LEASE_MS * 2);
+      const again = await t.store.claim(claimRequest(t, { token: "token-b" }));
+      assert.equal(again.claimed, false, "a passed lease is takeover's business, not claim's");
+      assert.deepEqual(fields(again.record), fields(holder));
+      assert.deepEqual(fields(await current(t)), fields(holder));
+    },
+  ],
+  [
+    "concurrent claims of one key: exactly one wins and every other caller sees the winner's token",
+    async (t) => {
+      const outcomes = await Promise.all(
+        Array.from({ length: t.concurrency }, (_, i) =>
+          t.store.claim(claimRequest(t, { token: `token-${i}` })),
+        ),
+      );
+      const winners = outcomes.filter((outcome) => outcome.claimed);
+      assert.equal(
+        winners.length,
+        1,
+        `${winners.length} of ${t.concurrency} concurrent claims won; exactly one may`,
+      );
+      const token = winners[0]!.record.token;
+      for (const outcome of outcomes) assert.equal(outcome.record.token, token, "a loser saw another token");
+      const stored = await current(t);
+      assert.equal(stored?.token, token);
+      assert.equal(stored?.attempts, 1);
+    },
+  ],
+  [
+    "concurrent claims of different keys all succeed",
+    async (t) => {
+      const keys = Array.from({ length: t.concurrency }, (_, i) => `key-${i}`);
+      const outcomes = await Promise.all(
+        keys.map((key, i) => t.store.claim(claimRequest(t, { key, token: `token-${i}` }))),
+      );
+      for (const [i, outcome] of outcomes.entries()) {
+        assert.equal(outcome.claimed, true, `claim of key-${i} failed`);
+        assert.equal((await current(t, SCOPE, `key-${i}`))?.token, `token-${i}`);
+      }
+    },
+  ],
+  [
+    "scopes are isolated: the same key in two scopes is two records",
+    async (t) => {
+      await claimFree(t, { scope: SCOPE, token: "token-a" });
+      const other = await claimFree(t, {
+        scope: OTHER_SCOPE,
+        token: "token-b",
+        fingerprint: OTHER_FINGERPRINT,
+      });
+      assert.equal(await t.store.settle(settleRequest(t, "token-a", { scope: OTHER_SCOPE })), null);
+      assert.equal(await t.store.release({ scope: OTHER_SCOPE, key: KEY, token: "token-a" }), false);
+      const done = await settled(t, "token-a", { result: '"from a"' });
+      assert.equal(done.scope, SCOPE);
+      assert.deepEqual(fields(await current(t, OTHER_SCOPE)), fields(other));
+      assert.equal(await t.store.delete({ scope: SCOPE, key: KEY }), true);
+      assert.equal(await current(t, SCOPE), undefined);
+      assert.deepEqual(fields(await current(t, OTHER_SCOPE)), fields(other));
+    },
+  ],
+  [
+    'scope and key never run together: ("ab", "c") and ("a", "bc") are different records',
+    async (t) => {
+      const pairs = [
+        ["ab", "c"],
+        ["a", "bc"],
+        ["a:b", "c"],
+        ["a", "b:c"],
+        ["a|b", "c"],
+        ["a", "b|c"],
+        ["a\u001fb", "c"],
+        ["a", "\u001fbc"],
+        ['["a"', '"bc"]'],
+        ["1:a", "bc"],
+      ] as const;
+      for (const [i, [scope, key]] of pairs.entries())
+        await claimFree(t, { scope, key, token: `token-${i}` });
+      for (const [i, [scope, key]] of pairs.entries()) {
+        const record = await current(t, scope, key);
+        assert.equal(
+          record?.token,
+          `token-${i}`,
+          `(${JSON.stringify(scope)}, ${JSON.stringify(key)}) was mixed up`,
+        );
+        assert.equal(record?.scope, scope);
+        assert.equal(record?.key, key);
+      }
+    },
+  ],
+  [
+    "an expired record counts as absent: get returns undefined and a claim replaces it",
+    async (t) => {
+      await claimFree(t);
+      await settled(t, "token-a", { ttlMs: 10_000 });
+      await t.clock.advance(9_999);
+      assert.ok(await current(t), "the record is live until expiresAt");
+      await t.clock.advance(1);
+      assert.equal(await current(t), undefined, "a record with expiresAt <= now is absent");
+      const request = claimRequest(t, {
+        token: "token-b",
+        fingerprint: OTHER_FINGERPRINT,
+        tool: "other_tool",
+      });
+      const again = await t.store.claim(request);
+      assert.equal(again.claimed, true, "an expired record must not block a claim");
+      assert.deepEqual(fields(again.record), newRecord(request));
+      assert.deepEqual(fields(await current(t)), newRecord(request));
+    },
+  ],
+  [
+    "settle with the owner token completes the record and keeps result and error strings byte-exact",
+    async (t) => {
+      const samples: readonly { result: string | null; error: string | null }[] = [
+        {
+          result: JSON.stringify({ text: 'héllo wörld — ☃ 中文 𝄞 👩‍👩‍👧 \u2028\u2029 \\ "quoted" \t' }),
+          error: null,
+        },
+        { result: sampleLargeString(), error: null },
+        { result: "", error: "" },
+        {
+          result: null,
+          error: JSON.stringify({ name: "TypeError", message: "Converting circular structure — ‘é’" }),
+        },
+        { result: "  leading and trailing whitespace \n\t ", error: "  \n" },
+      ];
+      const t0 = t.clock.now();
+      for (let i = 0; i < samples.length; i++) await claimFree(t, { key: `sample-${i}` });
+      await t.clock.advance(1_000);
+      const t1 = t.clock.now();
+      for (const [i, sample] of samples.entries()) {
+        const key = `sample-${i}`;
+        const record = await settled(t, "token-a", { key, ...sample });
+        const stored = await current(t, SCOPE, key);
+        for (const got of [record, stored]) {
+          assertSameString(got?.result ?? null, sample.result, `result of sample ${i}`);
+          assertSameString(got?.error ?? null, sample.error, `error of sample ${i}`);
+          assert.deepEqual(fields(got), {
+            ...newRecord(claimRequest(t, { key, now: t0 })),
+            status: "completed",
+            updatedAt: t1,
+            leaseExpiresAt: t1,
+            expiresAt: t1 + TTL_MS,
+            ...sample,
+          });
+        }
+      }
+    },
+  ],
+  [
+    "a settled record absorbs repeats until ttlMs after it was settled",
+    async (t) => {
+      const t0 = t.clock.now();
+      await claimFree(t);
+      await t.clock.advance(5_000);
+      const record = await settled(t, "token-a", { ttlMs: 10_000 });
+      assert.equal(record.expiresAt, t0 + 15_000);
+      await t.clock.advance(9_999);
+      assert.equal((await current(t))?.status, "completed");
+      await t.clock.advance(1);
+      assert.equal(await current(t), undefined);
+    },
+  ],
+  [
+    "settle with a wrong token returns null and leaves the record unchanged",
+    async (t) => {
+      const holder = await claimFree(t);
+      assert.equal(await t.store.settle(settleRequest(t, "token-b")), null);
+      assert.equal(await t.store.settle(settleRequest(t, "token-b", { status: "failed", error: "x" })), null);
+      assert.deepEqual(fields(await current(t)), fields(holder));
+    },
+  ],
+  [
+    "after a takeover the old token can no longer settle, renew or release (fencing)",
+    async (t) => {
+      await claimFree(t);
+      await t.clock.advance(LEASE_MS + 1);
+      const taken = await t.store.takeover(takeoverRequest(t, "token-a", "token-b"));
+      assert.ok(taken, "takeover after the lease passed must succeed");
+      assert.equal(
+        await t.store.settle(settleRequest(t, "token-a")),
+        null,
+        "the late owner's settle must be rejected",
+      );
+      assert.equal(await t.store.renew(renewRequest(t, "token-a")), false);
+      assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: "token-a" }), false);
+      assert.deepEqual(fields(await current(t)), fields(taken));
+      assert.equal((await settled(t, "token-b")).token, "token-b");
+    },
+  ],
+  [
+    "settle and renew by the owner succeed after the lease passed, as long as nobody took over",
+    async (t) => {
+      await claimFree(t);
+      await t.clock.advance(LEASE_MS * 2);
+      assert.equal(await t.store.renew(renewRequest(t, "token-a")), true);
+      await t.clock.advance(LEASE_MS * 2);
+      const record = await settled(t, "token-a");
+      assert.equal(record.status, "completed");
+      assert.equal(record.expiresAt, t.clock.now() + TTL_MS);
+    },
+  ],
+  [
+    "settle records failed and unknown outcomes; completed and failed are final, unknown can be settled again",
+    async (t) => {
+      await claimFree(t, { key: "failed" });
+      const failed = await settled(t, "token-a", {
+        key: "failed",
+        status: "failed",
+        result: null,
+        error: "declined",
+      });
+      assert.equal(failed.status, "failed");
+      assert.equal(failed.error, "declined");
+      assert.equal(await t.store.settle(settleRequest(t, "token-a", { key: "failed" })), null);
+      assert.deepEqual(fields(await current(t, SCOPE, "failed")), fields(failed));
+
+      await claimFree(t, { key: "unknown" });
+      const unknown = await settled(t, "token-a", {
+        key: "unknown",
+        status: "unknown",
+        result: null,
+        error: "timeout",
+      });
+      assert.equal(unknown.status, "unknown");
+      await t.clock.advance(1_000);
+      const resolved = await settled(t, "token-a", { key: "unknown", result: '"verified"', error: null });
+      assert.equal(resolved.status, "completed");
+      assert.equal(resolved.result, '"verified"');
+      assert.equal(resolved.updatedAt, t.clock.now());
+
+      assert.equal(
+        await t.store.settle(settleRequest(t, "token-a", { key: "unknown", status: "failed" })),
+        null,
+      );
+      assert.deepEqual(fields(await current(t, SCOPE, "unknown")), fields(resolved));
+    },
+  ],
+  [
+    "renew extends the owner's lease and keeps the record alive at least as long",
+    async (t) => {
+      const t0 = t.clock.now();
+      const holder = await claimFree(t, { ttlMs: 10_000, leaseMs: 5_000 });
+      await t.clock.advance(4_000);
+      assert.equal(await t.store.renew(renewRequest(t, "token-a", { leaseMs: 20_000 })), true);
+      const renewed = await current(t);
+      assert.deepEqual(fields(renewed), {
+        ...fields(holder),
+        updatedAt: t0 + 4_000,
+        leaseExpiresAt: t0 + 24_000,
+        expiresAt: t0 + 24_000,
+      });
+      await t.clock.advance(19_999);
+      assert.equal(
+        await t.store.takeover(takeoverRequest(t, "token-a", "token-b")),
+        null,
+        "the renewed lease holds",
+      );
+      assert.deepEqual(fields(await current(t)), fields(renewed));
+    },
+  ],
+  [
+    "renew with a wrong token returns false and leaves the record unchanged",
+    async (t) => {
+      const holder = await claimFree(t);
+      await t.clock.advance(1_000);
+      assert.equal(await t.store.renew(renewRequest(t, "token-b")), false);
+      assert.deepEqual(fields(await current(t)), fields(holder));
+    },
+  ],
+  [
+    "renew of a completed, failed or unknown record returns false",
+    async (t) => {
+      for (const status of ["completed", "failed", "unknown"] as const) {
+        const key = `renew-${status}`;
+        await claimFree(t, { key });
+        const record = await settled(t, "token-a", { key, status });
+        assert.equal(
+          await t.store.renew(renewRequest(t, "token-a", { key })),
+          false,
+          `renewed a ${status} record`,
+        );
+        assert.deepEqual(fields(await current(t, SCOPE, key)), fields(record));
+      }
+    },
+  ],
+  [
+    "release deletes the record only for the owner token, and the key can be claimed again",
+    async (t) => {
+      const holder = await claimFree(t);
+      assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: "token-b" }), false);
+      assert.deepEqual(fields(await current(t)), fields(holder));
+      assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: "token-a" }), true);
+      assert.equal(await current(t), undefined);
+      await claimFree(t, { token: "token-b" });
+
+      await claimFree(t, { key: "unknown" });
+      await settled(t, "token-a", { key: "unknown", status: "unknown", error: "timeout" });
+      assert.equal(await t.store.release({ scope: SCOPE, key: "unknown", token: "token-a" }), true);
+      assert.equal(await current(t, SCOPE, "unknown"), undefined);
+    },
+  ],
+  [
+    "release of a completed or failed record returns false and keeps it",
+    async (t) => {
+      for (const status of ["completed", "failed"] as const) {
+        const key = `release-${status}`;
+        await claimFree(t, { key });
+        const record = await settled(t, "token-a", { key, status });
+        assert.equal(await t.store.release({ scope: SCOPE, key, token: "token-a" }), false);
+        assert.deepEqual(fields(await current(t, SCOPE, key)), fields(record));
+      }
+    },
+  ],
+  [
+    "takeover of a live lease returns null and leaves the record unchanged",
+    async (t) => {
+      const holder = await claimFree(t);
+      await t.clock.advance(LEASE_MS - 1);
+      assert.equal(await t.store.takeover(takeoverRequest(t, "token-a", "token-b")), null);
+      assert.deepEqual(fields(await current(t)), fields(holder));
+    },
+  ],
+  [
+    "takeover after the lease passed gives a new token and lease, counts the attempt and keeps createdAt",
+    async (t) => {
+      const t0 = t.clock.now();
+      const holder = await claimFree(t);
+      await t.clock.advance(LEASE_MS);
+      assert.equal(
+        await t.store.takeover(takeoverRequest(t, "token-x", "token-b")),
+        null,
+        "fromToken must match",
+      );
+      const taken = await t.store.takeover(takeoverRequest(t, "token-a", "token-b", { leaseMs: 30_000 }));
+      const expected = {
+        ...fields(holder),
+        token: "token-b",
+        updatedAt: t0 + LEASE_MS,
+        leaseExpiresAt: t0 + LEASE_MS + 30_000,
+        attempts: 2,
+      };
+      assert.deepEqual(fields(taken), expected);
+      assert.deepEqual(fields(await current(t)), expected);
+
+      await claimFree(t, { key: "short", ttlMs: 2_000, leaseMs: 1_000 });
+      await t.clock.advance(1_000);
+      const short = await t.store.takeover(
+        takeoverRequest(t, "token-a", "token-b", { key: "short", leaseMs: 5_000 }),
+      );
+      assert.equal(
+        short?.expiresAt,
+        t.clock.now() + 5_000,
+        "the record lives at least as long as the new lease",
+      );
+    },
+  ],
+  [
+    "concurrent takeovers from the same token: exactly one wins and the record carries its token",
+    async (t) => {
+      await claimFree(t);
+      await t.clock.advance(LEASE_MS + 1);
+      const results = await Promise.all(
+        Array.from({ length: t.concurrency }, (_, i) =>
+          t.store.takeover(takeoverRequest(t, "token-a", `token-${i}`)),
+        ),
+      );
+      const winners = results.filter((record) => record !== null);
+      assert.equal(winners.length, 1, `${winners.length} of ${t.concurrency} concurrent takeovers won`);
+      const stored = await current(t);
+      assert.equal(stored?.token, winners[0]!.token);
+      assert.equal(stored?.attempts, 2);
+    },
+  ],
+  [
+    "takeover of an unknown record succeeds at once, clears its result and keeps its error",
+    async (t) => {
+      const holder = await claimFree(t);
+      await t.clock.advance(1_000);
+      const t1 = t.clock.now();
+      await settled(t, "token-a", { status: "unknown", result: '"partial"', error: "timeout" });
+      const taken = await t.store.takeover(takeoverRequest(t, "token-a", "token-b"));
+      assert.deepEqual(fields(taken), {
+        ...fields(holder),
+        token: "token-b",
+        status: "in_progress",
+        updatedAt: t1,
+        leaseExpiresAt: t1 + LEASE_MS,
+        expiresAt: t1 + TTL_MS,
+        attempts: 2,
+        result: null,
+        error: "timeout",
+      });
+    },
+  ],
+  [
+    "takeover of a completed or failed record returns null: a settled outcome is never run again",
+    async (t) => {
+      for (const status of ["completed", "failed"] as const) {
+        const key = `takeover-${status}`;
+        await claimFree(t, { key });
+        const record = await settled(t, "token-a", { key, status });
+        await t.clock.advance(LEASE_MS + 1);
+        assert.equal(await t.store.takeover(takeoverRequest(t, "token-a", "token-b", { key })), null);
+        assert.deepEqual(fields(await current(t, SCOPE, key)), fields(record));
+      }
+    },
+  ],
+  [
+    "takeover of an expired record returns null",
+    async (t) => {
+      await claimFree(t, { ttlMs: 1_000, leaseMs: 1_000 });
+      await t.clock.advance(1_000);
+      assert.equal(await t.store.takeover(takeoverRequest(t, "token-a", "token-b")), null);
+      assert.equal(await current(t), undefined);
+    },
+  ],
+  [
+    "records are copies: mutating a returned record does not change the store",
+    async (t) => {
+      const claimed = await t.store.claim(claimRequest(t));
+      const original = fields(claimed.record);
+      scribble(claimed.record);
+      scribble(await current(t));
+      scribble((await t.store.claim(claimRequest(t, { token: "token-b" }))).record);
+      for (const record of (await t.store.list({})).records) scribble(record);
+      assert.deepEqual(fields(await current(t)), original);
+
+      await t.clock.advance(LEASE_MS);
+      const taken = await t.store.takeover(takeoverRequest(t, "token-a", "token-c"));
+      const afterTakeover = fields(taken);
+      scribble(taken);
+      assert.deepEqual(fields(await current(t)), afterTakeover);
+
+      const done = await settled(t, "token-c");
+      const afterSettle = fields(done);
+      scribble(done);
+      assert.deepEqual(fields(await current(t)), afterSettle);
+    },
+  ],
+  [
+    "delete removes a record in any state and reports whether one was there",
+    async (t) => {
+      await claimFree(t);
+      assert.equal(await t.store.delete({ scope: SCOPE, key: KEY }), true);
+      assert.equal(await current(t), undefined);
+      assert.equal(await t.store.delete({ scope: SCOPE, key: KEY }), false);
+      await claimFree(t, { token: "token-b" });
+      await settled(t, "token-b");
+      assert.equal(await t.store.delete({ scope: SCOPE, key: KEY }), true);
+      assert.equal(await current(t), undefined);
+      assert.equal(await t.store.delete({ scope: OTHER_SCOPE, key: "never-claimed" }), false);
+    },
+  ],
+  [
+    "list filters by scope, tool, status and literal, case-sensitive key prefix, combined with AND",
+    async (t) => {
+      const seeds = [
+        [SCOPE, "order-1", "send_email", "in_progress"],
+        [SCOPE, "order-2", "send_email", "completed"],
+        [SCOPE, "order-3", "charge_card", "failed"],
+        [SCOPE, "refund-1", "charge_card", "unknown"],
+        [OTHER_SCOPE, "order-1", "send_email", "completed"],
+        [OTHER_SCOPE, "a_b", "charge_card", "in_progress"],
+        [OTHER_SCOPE, "axb", "charge_card", "in_progress"],
+        [OTHER_SCOPE, "a%c", "send_email", "in_progress"],
+        [OTHER_SCOPE, "a\\d", "send_email", "in_progress"],
+      ] as const;
+      for (const [scope, key, tool, status] of seeds) {
+        await claimFree(t, { scope, key, tool });
+        if (status !== "in_progress") await settled(t, "token-a", { scope, key, status });
+      }
+      const a = (key: string) => `${SCOPE}/${key}`;
+      const b = (key: string) => `${OTHER_SCOPE}/${key}`;
+      const cases: readonly [ListQuery, string[]][] = [
+        [{}, seeds.map(([scope, key]) => `${scope}/${key}`)],
+        [{ scope: SCOPE }, [a("order-1"), a("order-2"), a("order-3"), a("refund-1")]],
+        [{ tool: "charge_card" }, [a("order-3"), a("refund-1"), b("a_b"), b("axb")]],
+        [{ status: "completed" }, [a("order-2"), b("order-1")]],
+        [{ status: "unknown" }, [a("refund-1")]],
+        [{ keyPrefix: "order-" }, [a("order-1"), a("order-2"), a("order-3"), b("order-1")]],
+        [{ keyPrefix: "ORDER-" }, []],
+        [{ keyPrefix: "a_" }, [b("a_b")]],
+        [{ keyPrefix: "a%" }, [b("a%c")]],
+        [{ keyPrefix: "a\\" }, [b("a\\d")]],
+        [{ scope: SCOPE, tool: "send_email", status: "completed" }, [a("order-2")]],
+        [{ scope: OTHER_SCOPE, keyPrefix: "order-" }, [b("order-1")]],
+        [{ scope: "tenant-c" }, []],
+      ];
+      for (const [query, expected] of cases) {
+        assert.deepEqual(await listIds(t, query), [...expected].sort(), `list(${JSON.stringify(query)})`);
+      }
+    },
+  ],
+  [
+    "list filters by creation time: createdAfter is inclusive and createdBefore exclusive",
+    async (t) => {
+      const t0 = t.clock.now();
+      for (const key of ["k0", "k1", "k2"]) {
+        await claimFree(t, { key });
+        await t.clock.advance(1_000);
+      }
+      const ids = (...keys: string[]) => keys.map((key) => `${SCOPE}/${key}`);
+      assert.deepEqual(await listIds(t, { createdAfter: t0 + 1_000 }), ids("k1", "k2"));
+      assert.deepEqual(await listIds(t, { createdBefore: t0 + 1_000 }), ids("k0"));
+      assert.deepEqual(await listIds(t, { createdAfter: t0 + 1_000, createdBefore: t0 + 2_000 }), ids("k1"));
+      assert.deepEqual(await listIds(t, { createdAfter: t0 + 1, createdBefore: t0 + 1_000 }), []);
+    },
+  ],
+  [
+    "list pages cover every record exactly once, at most limit per page",
+    async (t) => {
+      const expected: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const scope = i % 3 === 0 ? OTHER_SCOPE : SCOPE;
+        await claimFree(t, { scope, key: `page-${i}` });
+        expected.push(`${scope}/page-${i}`);
+      }
+      const records = await listAll(t, { limit: 3 });
+      assert.deepEqual(records.map(idOf).sort(), expected.sort());
+      for (const record of records)
+        assert.deepEqual(fields(record), fields(await current(t, record.scope, record.key)));
+      assert.deepEqual(
+        await listIds(t, { scope: SCOPE, limit: 2 }),
+        expected.filter((id) => id.startsWith(`${SCOPE}/`)).sort(),
+      );
+      const first = await t.store.list({ limit: 3 });
+      assert.equal(first.records.length, 3);
+      assert.notEqual(first.nextCursor, undefined, "a full page with more to come must carry a cursor");
+      const everything = await t.store.list({ limit: 1000 });
+      assert.equal(everything.records.length, 10);
+      assert.equal(everything.nextCursor, undefined, "the last page carries no cursor");
+    },
+  ],
+  [
+    "list returns at most 100 records when no limit is given",
+    async (t) => {
+      for (let i = 0; i < 105; i++) await claimFree(t, { key: `bulk-${i}` });
+      const page = await t.store.list({});
+      assert.equal(page.records.length, 100);
+      assert.notEqual(page.nextCursor, undefined);
+      assert.equal((await listAll(t, {})).length, 105);
+    },
+  ],
+  [
+    "list rejects a limit that is not an integer from 1 to 1000",
+    async (t) => {
+      await claimFree(t);
+      for (const limit of [0, -1, 1.5, 1_001, Number.NaN, Number.POSITIVE_INFINITY]) {
+        await assert.rejects(() => t.store.list({ limit }), Error, `list accepted limit ${limit}`);
+      }
+      assert.equal((await t.store.list({ limit: 1_000 })).records.length, 1);
+      assert.equal((await t.store.list({ limit: 1 })).records.length, 1);
+    },
+  ],
+  [
+    "purge removes only expired records and reports how many it removed",
+    async (t) => {
+      for (const key of ["short-1", "short-2", "long", "running"]) await claimFree(t, { key });
+      await settled(t, "token-a", { key: "short-1", ttlMs: 1_000 });
+      await settled(t, "token-a", { key: "short-2", status: "failed", ttlMs: 1_000 });
+      await settled(t, "token-a", { key: "long" });
+      assert.deepEqual(await t.store.purge({ now: t.clock.now() }), { deleted: 0 });
+      await t.clock.advance(1_000);
+      assert.deepEqual(await t.store.purge({ now: t.clock.now() }), { deleted: 2 });
+      assert.deepEqual(await listIds(t, {}), [`${SCOPE}/long`, `${SCOPE}/running`]);
+      assert.equal((await current(t, SCOPE, "long"))?.status, "completed");
+      assert.equal((await current(t, SCOPE, "running"))?.status, "in_progress");
+      assert.deepEqual(await t.store.purge({ now: t.clock.now() }), { deleted: 0 });
+    },
+  ],
+  [
+    "purge removes at most limit records per call",
+    async (t) => {
+      for (let i = 0; i < 5; i++) await claimFree(t, { key: `expiring-${i}`, ttlMs: 1_000, leaseMs: 1_000 });
+      await claimFree(t, { key: "live" });
+      await t.clock.advance(1_000);
+      const deleted: number[] = [];
+      for (let i = 0; i < 4; i++)
+        deleted.push((await t.store.purge({ now: t.clock.now(), limit: 2 })).deleted);
+      assert.deepEqual(deleted, [2, 2, 1, 0]);
+      assert.deepEqual(await listIds(t, {}), [`${SCOPE}/live`]);
+    },
+  ],
+  [
+    "a purged key can be claimed again as a new record",
+    async (t) => {
+      await claimFree(t);
+      await settled(t, "token-a", { ttlMs: 1_000 });
+      await t.clock.advance(1_000);
+      assert.deepEqual(await t.store.purge({ now: t.clock.now() }), { deleted: 1 });
+      const request = claimRequest(t, { token: "token-b" });
+      const again = await t.store.claim(request);
+      assert.equal(again.claimed, true);
+      assert.deepEqual(fields(again.record), newRecord(request));
+    },
+  ],
+];

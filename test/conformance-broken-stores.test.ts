@@ -1,0 +1,139 @@
+// The conformance suite is only worth something if it fails broken stores. Each store here wraps
+// memoryStore and breaks one promise of the contract; the suite must catch it in the cases that
+// describe that promise, and still pass the cases about other things.
+import { setImmediate as nextMacrotask } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { memoryStore } from "../src/core/memory-store.js";
+import type { IdempotencyStore } from "../src/core/store.js";
+import { storeConformanceCases } from "../src/testing/conformance.js";
+import { fakeClock } from "../src/testing/fake-clock.js";
+
+/** Claim as get-then-insert with a macrotask in between: two callers can both see the key free. */
+function nonAtomicClaim(): IdempotencyStore {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    async claim(request) {
+      const existing = await inner.get(request, request.now);
+      await nextMacrotask();
+      if (existing) return { claimed: false, record: existing, now: request.now };
+      await inner.delete(request);
+      return inner.claim(request);
+    },
+  };
+}
+
+/** Settle, renew and release act for whoever asks, not only for the owner token. */
+function ignoresOwnerTokens(): IdempotencyStore {
+  const inner = memoryStore();
+  const ownerOf = async (id: { scope: string; key: string }) =>
+    (await inner.get(id, Number.NEGATIVE_INFINITY))?.token ?? "";
+  return {
+    ...inner,
+    settle: async (request) => inner.settle({ ...request, token: await ownerOf(request) }),
+    renew: async (request) => inner.renew({ ...request, token: await ownerOf(request) }),
+    release: async (request) => inner.release({ ...request, token: await ownerOf(request) }),
+  };
+}
+
+/** Takeover treats every lease as passed. */
+function ignoresLeases(): IdempotencyStore {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    async takeover(request) {
+      const current = await inner.get(request, request.now);
+      const now = current ? Math.max(request.now, current.leaseExpiresAt) : request.now;
+      return inner.takeover({ ...request, now });
+    },
+  };
+}
+
+/** Claim takes over a stale lease by itself instead of returning the holder. */
+function claimTakesOverStaleLeases(): IdempotencyStore {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    async claim(request) {
+      const outcome = await inner.claim(request);
+      const holder = outcome.record;
+      if (outcome.claimed || holder.status !== "in_progress" || holder.leaseExpiresAt > request.now)
+        return outcome;
+      const record = await inner.takeover({ ...request, fromToken: holder.token });
+      return record ? { claimed: true, record, now: request.now } : outcome;
+    },
+  };
+}
+
+async function failingCases(createStore: () => IdempotencyStore): Promise<Set<string>> {
+  const failing = new Set<string>();
+  const cases = storeConformanceCases({
+    name: "broken",
+    create: () => ({ store: createStore(), clock: fakeClock() }),
+  });
+  for (const c of cases) {
+    try {
+      await c.run();
+    } catch {
+      failing.add(c.name);
+    }
+  }
+  return failing;
+}
+
+const names = new Set(
+  storeConformanceCases({ name: "names", create: () => ({ store: memoryStore(), clock: fakeClock() }) }).map(
+    (c) => c.name,
+  ),
+);
+function caseName(name: string): string {
+  expect(names, `no conformance case is named "${name}"`).toContain(name);
+  return name;
+}
+
+const inserts = "claim inserts an in_progress record carrying the request, its lease and its expiry";
+
+describe("the conformance suite catches broken stores", () => {
+  it("fails a store whose claim is not atomic", async () => {
+    const failing = await failingCases(nonAtomicClaim);
+    expect(failing).toContain(
+      caseName(
+        "concurrent claims of one key: exactly one wins and every other caller sees the winner's token",
+      ),
+    );
+    expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store whose settle, renew and release ignore the owner token", async () => {
+    const failing = await failingCases(ignoresOwnerTokens);
+    for (const name of [
+      "settle with a wrong token returns null and leaves the record unchanged",
+      "after a takeover the old token can no longer settle, renew or release (fencing)",
+      "renew with a wrong token returns false and leaves the record unchanged",
+      "release deletes the record only for the owner token, and the key can be claimed again",
+    ]) {
+      expect(failing).toContain(caseName(name));
+    }
+    expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store whose takeover ignores a live lease", async () => {
+    const failing = await failingCases(ignoresLeases);
+    expect(failing).toContain(
+      caseName("takeover of a live lease returns null and leaves the record unchanged"),
+    );
+    expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store whose claim takes over stale leases", async () => {
+    const failing = await failingCases(claimTakesOverStaleLeases);
+    expect(failing).toContain(
+      caseName("claim never takes over a stale lease: it returns the stale holder for the caller to decide"),
+    );
+    expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("passes the store these are broken from", async () => {
+    expect(await failingCases(memoryStore)).toEqual(new Set());
+  });
+});
