@@ -1,0 +1,181 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { type Effect, idempotent, isIdempotencyError, memoryStore } from "../src/index.js";
+import { sqliteStore } from "../src/sqlite/index.js";
+import { fakeClock } from "../src/testing/index.js";
+
+const fixtures = join(import.meta.dirname, "fixtures");
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "idempotool-xproc-"));
+  dirs.push(dir);
+  return dir;
+}
+
+function lines(path: string): { key: string; attempt?: number }[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { key: string });
+}
+
+function runWorker(script: string, args: string[], input?: string) {
+  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    stdout: string;
+    stderr: string;
+  }>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  if (input !== undefined) child.stdin.end(input);
+  return { child, exited };
+}
+
+describe("cross-process: one SQLite file shared by OS processes", () => {
+  it("4 processes × 50 concurrent callers on 20 shared keys run exactly 20 executions", async () => {
+    const dir = tempDir();
+    const db = join(dir, "race.db");
+    const executions = join(dir, "executions.jsonl");
+    // Create the schema first so the workers race on claims, not on CREATE TABLE.
+    sqliteStore({ path: db }).migrate();
+
+    const workers = Array.from({ length: 4 }, () =>
+      runWorker("wrapper-race-worker.ts", [db, executions, "50", "20"]),
+    );
+    // Give every worker time to load before they all start at once.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    for (const worker of workers) worker.child.stdin.end("go\n");
+    const results = await Promise.all(workers.map((w) => w.exited));
+
+    for (const result of results) expect(result.code, result.stderr).toBe(0);
+    const outcomes = results.flatMap((r) => JSON.parse(r.stdout) as string[]);
+    expect(outcomes).toHaveLength(200);
+    const ran = lines(executions);
+    expect(ran).toHaveLength(20);
+    expect(new Set(ran.map((e) => e.key)).size).toBe(20);
+    expect(outcomes.filter((o) => o === "ran")).toHaveLength(20);
+    // Every other caller got the original outcome, or an honest in-flight answer.
+    expect(outcomes.every((o) => o === "ran" || o === "replay" || o === "idempotency_key_in_use")).toBe(true);
+  }, 60_000);
+});
+
+describe("crash: a worker SIGKILLed after its effect and before settling", () => {
+  async function crash(effect: Effect) {
+    const dir = tempDir();
+    const db = join(dir, "crash.db");
+    const effects = join(dir, "effects.jsonl");
+    const result = await runWorker("crash-worker.ts", [db, effects, "sms-1", effect]).exited;
+    expect(result.signal).toBe("SIGKILL");
+    expect(lines(effects)).toHaveLength(1);
+    // The next caller's clock is past the dead worker's lease (60 s).
+    const clock = fakeClock(Date.now() + 61_000);
+    return { db, effects, clock };
+  }
+
+  function sms(
+    db: string,
+    effects: string,
+    clock: ReturnType<typeof fakeClock>,
+    effect: Effect,
+    verify = false,
+  ) {
+    const store = sqliteStore({ path: db });
+    const tool = idempotent(
+      async (args: { to: string }, context) => {
+        const line = JSON.stringify({ to: args.to, key: context.key, attempt: context.attempt });
+        (await import("node:fs")).appendFileSync(effects, `${line}\n`);
+        return "sent";
+      },
+      {
+        name: "send_sms",
+        store,
+        clock,
+        effect,
+        ...(verify
+          ? {
+              verify: (record) =>
+                lines(effects).some((e) => e.key === record.key)
+                  ? { status: "completed" as const, result: "sent" }
+                  : { status: "not_executed" as const },
+            }
+          : {}),
+      },
+    );
+    return { tool, store };
+  }
+
+  it("leaves the record in progress, and the next caller gets outcome_unknown under irreversible", async () => {
+    const { db, effects, clock } = await crash("irreversible");
+    const { tool, store } = sms(db, effects, clock, "irreversible");
+    const error = await tool({ to: "+15550100" }, { key: "sms-1" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
+    expect(lines(effects)).toHaveLength(1);
+    await store.close();
+  });
+
+  it("takes over with the same key under native-key", async () => {
+    const { db, effects, clock } = await crash("native-key");
+    const { tool, store } = sms(db, effects, clock, "native-key");
+    expect(await tool({ to: "+15550100" }, { key: "sms-1" })).toMatchObject({
+      result: "sent",
+      was_replay: false,
+    });
+    // The downstream sees the same key on the second attempt, and dedupes it.
+    expect(lines(effects).map((e) => [e.key, e.attempt])).toEqual([
+      ["sms-1", 1],
+      ["sms-1", 2],
+    ]);
+    await store.close();
+  });
+
+  it("lets verify resolve it: the effect is found, recorded and replayed, never repeated", async () => {
+    const { db, effects, clock } = await crash("irreversible");
+    const { tool, store } = sms(db, effects, clock, "irreversible", true);
+    expect(await tool({ to: "+15550100" }, { key: "sms-1" })).toMatchObject({
+      result: "sent",
+      was_replay: true,
+    });
+    expect(await tool({ to: "+15550100" }, { key: "sms-1" })).toMatchObject({
+      result: "sent",
+      was_replay: true,
+    });
+    expect(lines(effects)).toHaveLength(1);
+    await store.close();
+  });
+});
+
+describe("the demo store stays usable in process too", () => {
+  it("memory and SQLite give the same envelope", async () => {
+    const dir = tempDir();
+    const clock = fakeClock();
+    const a = idempotent(async () => 1, { name: "t", store: memoryStore(), clock });
+    const sqlite = sqliteStore({ path: join(dir, "same.db") });
+    const b = idempotent(async () => 1, { name: "t", store: sqlite, clock });
+    expect(await a({}, { key: "k" })).toEqual(await b({}, { key: "k" }));
+    expect(await a({}, { key: "k" })).toEqual(await b({}, { key: "k" }));
+    await sqlite.close();
+  });
+});
