@@ -138,7 +138,11 @@ export class StoreUnavailableError extends IdempotencyError {
   override name = "StoreUnavailableError";
   constructor(operation: string, options?: { cause?: unknown }) {
     const detail = options?.cause instanceof Error ? `: ${options.cause.message}` : "";
-    super("store_unavailable", `The idempotency store failed during ${operation}${detail}. The tool did not run.`, options);
+    super(
+      "store_unavailable",
+      `The idempotency store failed during ${operation}${detail}. The tool did not run.`,
+      options,
+    );
   }
 }
 

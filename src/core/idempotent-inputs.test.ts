@@ -109,9 +109,9 @@ describe("bad input is rejected before any side effect", () => {
     const { tool, runs } = probeTool({ bigint: "string" });
     await tool({ amount: 10n }, { key: "k" });
     expect((await tool({ amount: 10n }, { key: "k" })).was_replay).toBe(true);
-    expect(isIdempotencyError(await rejection(tool({ amount: 11n }, { key: "k" })), "idempotency_key_conflict")).toBe(
-      true,
-    );
+    expect(
+      isIdempotencyError(await rejection(tool({ amount: 11n }, { key: "k" })), "idempotency_key_conflict"),
+    ).toBe(true);
     expect(runs()).toBe(1);
   });
 
@@ -171,7 +171,8 @@ describe("the store cannot be reached", () => {
     let settleFails = true;
     const store: IdempotencyStore = {
       ...inner,
-      settle: (request) => (settleFails ? Promise.reject(new Error("connection reset")) : inner.settle(request)),
+      settle: (request) =>
+        settleFails ? Promise.reject(new Error("connection reset")) : inner.settle(request),
     };
     const clock = fakeClock();
     let runs = 0;
@@ -266,7 +267,45 @@ describe("fencing: a worker that lost its claim", () => {
     expect(error).toBeInstanceOf(LeaseLostError);
     expect((error as IdempotencyError).code).toBe("lease_lost");
     expect((await tool({}, { key: "k" })).result).toBe("run 2");
+    // Renewals failed with errors, not a "no": the tool was never told, and the settle's fencing caught it.
     expect(aborted).toBe(false);
+  });
+
+  it("aborts the tool's signal when a renewal finds the claim taken over", async () => {
+    const inner = memoryStore();
+    let dropRenewals = true;
+    // Renewals are lost on the way (the store never sees them) until another caller has taken over.
+    const store: IdempotencyStore = {
+      ...inner,
+      renew: (request) => (dropRenewals ? Promise.resolve(true) : inner.renew(request)),
+    };
+    const clock = fakeClock();
+    let signal: AbortSignal | undefined;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let runs = 0;
+    const tool = idempotent(
+      async (_args: object, context) => {
+        runs++;
+        if (runs === 1) {
+          signal = context.signal;
+          await held;
+        }
+        return runs;
+      },
+      { name: "charge", store, clock, effect: "native-key", leaseMs: 3_000 },
+    );
+    const paused = tool({}, { key: "k" });
+    for (let i = 0; i < 4; i++) await clock.advance(1_000);
+    expect((await tool({}, { key: "k" })).result).toBe(2);
+    dropRenewals = false;
+    await clock.advance(1_000);
+    expect(signal?.aborted).toBe(true);
+    expect(signal?.reason).toBeInstanceOf(LeaseLostError);
+    release();
+    expect(await rejection(paused)).toBeInstanceOf(LeaseLostError);
   });
 });
 
@@ -303,7 +342,10 @@ describe("options are checked when the tool is wrapped", () => {
     ["waitMs", { waitMs: 1.5 }],
     ["maxResultBytes", { maxResultBytes: 0 }],
     ["significant", { significant: "to" as unknown as string[] }],
-    ["reconcile", { verify: () => ({ status: "not_executed" }), reconcile: () => ({ status: "not_executed" }) }],
+    [
+      "reconcile",
+      { verify: () => ({ status: "not_executed" }), reconcile: () => ({ status: "not_executed" }) },
+    ],
     ["bigint", { bigint: "number" as "string" }],
   ];
   for (const [option, bad] of cases) {

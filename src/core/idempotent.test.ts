@@ -1,6 +1,11 @@
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
-import { ErrorCode, IdempotencyError, isIdempotencyError, KeyConflictError, OutcomeUnknownError } from "./errors.js";
+import {
+  type IdempotencyError,
+  isIdempotencyError,
+  KeyConflictError,
+  OutcomeUnknownError,
+} from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
 import { idempotent, type ToolContext } from "./idempotent.js";
 import { memoryStore } from "./memory-store.js";
@@ -406,7 +411,9 @@ describe("idempotent: a crashed worker (stale lease)", () => {
   });
 
   it("asks verify, and runs the tool when verify says it never happened", async () => {
-    const { tool, clock, contexts, verifies } = await setup("irreversible", () => ({ status: "not_executed" }));
+    const { tool, clock, contexts, verifies } = await setup("irreversible", () => ({
+      status: "not_executed",
+    }));
     await clock.advance(60_000);
     expect(await tool({ to: "+100" }, { key: "k" })).toMatchObject({ result: "sent", was_replay: false });
     expect(verifies).toHaveLength(1);
@@ -414,7 +421,10 @@ describe("idempotent: a crashed worker (stale lease)", () => {
   });
 
   it("keeps failing closed when verify cannot tell", async () => {
-    const { tool, clock, contexts } = await setup("compensatable", () => ({ status: "unknown", reason: "needs review" }));
+    const { tool, clock, contexts } = await setup("compensatable", () => ({
+      status: "unknown",
+      reason: "needs review",
+    }));
     await clock.advance(60_000);
     const error = await rejection(tool({ to: "+100" }, { key: "k" }));
     expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
@@ -423,7 +433,10 @@ describe("idempotent: a crashed worker (stale lease)", () => {
   });
 
   it("records a failure verify found and replays it", async () => {
-    const { tool, clock } = await setup("irreversible", () => ({ status: "failed", error: new Error("bounced") }));
+    const { tool, clock } = await setup("irreversible", () => ({
+      status: "failed",
+      error: new Error("bounced"),
+    }));
     await clock.advance(60_000);
     const first = await rejection(tool({ to: "+100" }, { key: "k" }));
     expect(first).toBeInstanceOf(ReplayedFailureError);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import {
   ErrorCode,
   IdempotencyError,
+  iso,
   KeyConflictError,
   KeyInUseError,
   LeaseLostError,
@@ -9,10 +10,10 @@ import {
   ResultTooLargeError,
   ResultUnserializableError,
   StoreUnavailableError,
-  iso,
 } from "./errors.js";
-import { type EventType, type IdempotencyEvent } from "./events.js";
+import type { EventType, IdempotencyEvent } from "./events.js";
 import { fingerprint } from "./fingerprint.js";
+import { waitForOutcome, withInFlight } from "./in-flight.js";
 import { startLease } from "./lease.js";
 import {
   type CallOptions,
@@ -30,7 +31,6 @@ import {
   encodeResult,
 } from "./serialize.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
-import { waitForOutcome, withInFlight } from "./in-flight.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
 export interface Envelope<R> {
@@ -85,9 +85,15 @@ const settleAttempts = 3;
  * const again = await sendEmail({ to: "alice@example.com", subject: "Hi" }, { key: "turn-7-alice" });
  * // again.was_replay === true, again.result equals first.result, and one email went out.
  */
-export function idempotent<A, R>(fn: Tool<A, R>, options: IdempotentOptions<A, Awaited<R>>): IdempotentTool<A, R> {
+export function idempotent<A, R>(
+  fn: Tool<A, R>,
+  options: IdempotentOptions<A, Awaited<R>>,
+): IdempotentTool<A, R> {
   if (typeof fn !== "function") {
-    throw new IdempotencyError(ErrorCode.invalidOptions, "idempotent(): the first argument must be the tool function.");
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      "idempotent(): the first argument must be the tool function.",
+    );
   }
   const resolved = resolveOptions(options);
   const wrapped = (args: A, call: CallOptions = {}) => callOnce(fn, resolved, args, call);
@@ -187,7 +193,14 @@ async function callOnce<A, R>(
           const retryAfterMs = Math.min(Math.max(record.leaseExpiresAt - claim.now, 100), 5_000);
           throw new KeyInUseError(record, waited, retryAfterMs);
         }
-        await waitForOutcome(o.store, scope, key, o.clock, Math.min(jitter(pollMs), o.waitMs - waited), c.signal);
+        await waitForOutcome(
+          o.store,
+          scope,
+          key,
+          o.clock,
+          Math.min(jitter(pollMs), o.waitMs - waited),
+          c.signal,
+        );
         pollMs = Math.min(pollMs * 2, 250);
         continue;
       }
@@ -271,7 +284,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
   const kept = settled === "store_failed" ? record : settled;
   const unknown = new OutcomeUnknownError(
     kept,
-    `the tool threw before reporting an outcome (${errorMessage(error)}), and a ${c.o.effect} effect may have happened`,
+    `the tool threw before reporting an outcome (${errorMessage(error)}), and its ${c.o.effect} effect may have happened`,
     { cause: error },
   );
   emit(c, "outcome_unknown", { attempt: record.attempts, error: unknown });
@@ -383,7 +396,11 @@ async function verifyTakenOver<A, R>(
           : verifyError !== undefined
             ? `${reason}; verify failed: ${errorMessage(verifyError)}`
             : `${reason}; verify returned an unrecognised outcome`;
-      const error = new OutcomeUnknownError(kept, why, verifyError === undefined ? undefined : { cause: verifyError });
+      const error = new OutcomeUnknownError(
+        kept,
+        why,
+        verifyError === undefined ? undefined : { cause: verifyError },
+      );
       emit(c, "outcome_unknown", { attempt: taken.attempts, error });
       throw error;
     }
@@ -432,7 +449,8 @@ async function storeOp<A, R, T>(c: Call<A, R>, operation: string, run: () => Pro
   try {
     return await run();
   } catch (error) {
-    const failure = error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+    const failure =
+      error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
     emit(c, "store_error", { error: failure });
     throw failure;
   }
@@ -460,11 +478,7 @@ function envelope<A, R>(
   };
 }
 
-function emit<A, R>(
-  c: Call<A, R>,
-  type: EventType,
-  extra: { attempt?: number; error?: unknown } = {},
-): void {
+function emit<A, R>(c: Call<A, R>, type: EventType, extra: { attempt?: number; error?: unknown } = {}): void {
   const onEvent = c.o.onEvent;
   if (!onEvent) return;
   const at = c.o.clock.now();
@@ -499,7 +513,10 @@ export function validateKey(key: unknown, tool: string): string {
     );
   }
   if (typeof key !== "string") {
-    throw new IdempotencyError(ErrorCode.keyInvalid, `${tool}: the idempotency key must be a string, got ${typeof key}.`);
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: the idempotency key must be a string, got ${typeof key}.`,
+    );
   }
   if (key.length === 0 || key.length > maxKeyLength) {
     throw new IdempotencyError(

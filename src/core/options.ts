@@ -114,20 +114,26 @@ const effects = new Set<string>(Object.values(Effect));
 /** Validate and complete the options once, at configuration time, naming the option at fault. */
 export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): ResolvedOptions<A, R> {
   if (typeof options !== "object" || options === null) invalid("options", "must be an object");
-  if (typeof options.name !== "string" || options.name.trim() === "") invalid("name", "must be a non-empty string");
+  if (typeof options.name !== "string" || options.name.trim() === "") {
+    invalid("name", "must be a non-empty string");
+  }
   const store = options.store;
   if (typeof store !== "object" || store === null || typeof store.claim !== "function") {
     invalid("store", "must be an idempotency store (memoryStore(), sqliteStore(), …)");
   }
   const effect = options.effect ?? Effect.irreversible;
-  if (!effects.has(effect)) invalid("effect", `must be one of ${[...effects].map((e) => `"${e}"`).join(", ")}`);
+  if (!effects.has(effect)) {
+    invalid("effect", `must be one of ${[...effects].map((e) => `"${e}"`).join(", ")}`);
+  }
   const ttlMs = duration("ttlMs", options.ttlMs, defaults.ttlMs, 1);
   const leaseMs = duration("leaseMs", options.leaseMs, defaults.leaseMs, 1);
   const waitMs = duration("waitMs", options.waitMs, defaults.waitMs, 0);
   const maxResultBytes = duration("maxResultBytes", options.maxResultBytes, defaults.maxResultBytes, 1);
   if (options.verify && options.reconcile) invalid("reconcile", "give either verify or reconcile, not both");
   for (const hook of ["verify", "reconcile", "key", "onEvent"] as const) {
-    if (options[hook] !== undefined && typeof options[hook] !== "function") invalid(hook, "must be a function");
+    if (options[hook] !== undefined && typeof options[hook] !== "function") {
+      invalid(hook, "must be a function");
+    }
   }
   if (options.bigint !== undefined && options.bigint !== "reject" && options.bigint !== "string") {
     invalid("bigint", 'must be "reject" or "string"');

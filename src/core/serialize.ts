@@ -17,7 +17,7 @@ export type ResultProblem =
 export function encodeResult(result: unknown, maxBytes: number): EncodedResult {
   let text: string | undefined;
   try {
-    text = JSON.stringify(result);
+    text = JSON.stringify(result, refuseLossy);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     return notKept({ code: ErrorCode.resultUnserializable, reason });
@@ -34,6 +34,14 @@ export function encodeResult(result: unknown, maxBytes: number): EncodedResult {
 
 function notKept(problem: ResultProblem): EncodedResult {
   return { ok: false, error: JSON.stringify(problem), problem };
+}
+
+/** JSON would turn these into `{}` and a replay would hand back something the tool never returned. */
+function refuseLossy(this: unknown, _key: string, value: unknown): unknown {
+  if (value instanceof Map || value instanceof Set) {
+    throw new TypeError(`a ${value instanceof Map ? "Map" : "Set"} has no JSON form`);
+  }
+  return value;
 }
 
 export function decodeResult(text: string | null): unknown {

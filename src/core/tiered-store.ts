@@ -25,7 +25,10 @@ export interface TieredStoreOptions {
 export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
   const durable = options.store;
   if (typeof durable !== "object" || durable === null || typeof durable.claim !== "function") {
-    throw new IdempotencyError(ErrorCode.invalidOptions, "tieredStore(): option `store` must be an idempotency store.");
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      "tieredStore(): option `store` must be an idempotency store.",
+    );
   }
   const maxEntries = options.maxEntries ?? 10_000;
   if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
@@ -39,7 +42,8 @@ export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
   const idOf = (scope: string, key: string) => `${scope.length}:${scope}${key}`;
 
   const remember = (record: IdempotencyRecord | null | undefined) => {
-    if (!record || (record.status !== RecordStatus.completed && record.status !== RecordStatus.failed)) return;
+    if (!record || (record.status !== RecordStatus.completed && record.status !== RecordStatus.failed))
+      return;
     const id = idOf(record.scope, record.key);
     cache.delete(id);
     cache.set(id, record);
