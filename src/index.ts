@@ -8,6 +8,8 @@
  * This entry imports nothing heavy: stores that need a driver live in their own subpaths
  * (`idempotool/sqlite`, …).
  */
+
+export { type CanonicalJsonOptions, canonicalJson } from "./core/canonical-json.js";
 export { type Clock, systemClock } from "./core/clock.js";
 export {
   ErrorCode,
@@ -23,9 +25,15 @@ export {
   StoreUnavailableError,
 } from "./core/errors.js";
 export { EventType, type IdempotencyEvent } from "./core/events.js";
-export { type Envelope, type IdempotentTool, idempotent, type Tool, type ToolContext, validateKey } from "./core/idempotent.js";
-export { canonicalJson, type CanonicalJsonOptions } from "./core/canonical-json.js";
-export { fingerprint } from "./core/fingerprint.js";
+export { fingerprint, sha256Hex } from "./core/fingerprint.js";
+export {
+  type Envelope,
+  type IdempotentTool,
+  idempotent,
+  type Tool,
+  type ToolContext,
+  validateKey,
+} from "./core/idempotent.js";
 export { keys } from "./core/keys.js";
 export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
 export {

@@ -1,0 +1,196 @@
+import { describe, expect, it } from "vitest";
+import { type IdempotencyError, isIdempotencyError } from "./errors.js";
+import { keys } from "./keys.js";
+
+function errorOf(run: () => unknown): IdempotencyError {
+  try {
+    run();
+  } catch (error) {
+    if (isIdempotencyError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected an IdempotencyError");
+}
+
+const derivedKey = (kind: string) => new RegExp(`^${kind}_[0-9a-f]{64}$`);
+
+describe("keys.fromState", () => {
+  it("creates a key, writes it into the state under <tool>_idempotency_key and returns it", () => {
+    const state: Record<string, unknown> = { thread: "t-1" };
+    const key = keys.fromState(state, "send_email", () => "generated-1");
+    expect(key).toBe("generated-1");
+    expect(state).toEqual({ thread: "t-1", send_email_idempotency_key: "generated-1" });
+  });
+
+  it("reuses the stored key on every repeat instead of minting a new one", () => {
+    let minted = 0;
+    const create = () => `generated-${++minted}`;
+    const state: Record<string, unknown> = {};
+    const first = keys.fromState(state, "send_email", create);
+    expect(keys.fromState(state, "send_email", create)).toBe(first);
+    expect(keys.fromState({ ...state }, "send_email", create)).toBe(first); // a resume from a checkpoint copy
+    expect(minted).toBe(1);
+  });
+
+  it("keeps one key per tool", () => {
+    const state: Record<string, unknown> = {};
+    const email = keys.fromState(state, "send_email");
+    const sms = keys.fromState(state, "send_sms");
+    expect(email).not.toBe(sms);
+    expect(state.send_email_idempotency_key).toBe(email);
+    expect(state.send_sms_idempotency_key).toBe(sms);
+  });
+
+  it("creates a random UUID by default", () => {
+    const key = keys.fromState({}, "charge");
+    expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(keys.fromState({}, "charge")).not.toBe(key);
+  });
+
+  it("treats a field that is null or undefined as no key yet", () => {
+    const state: Record<string, unknown> = { send_email_idempotency_key: null };
+    expect(keys.fromState(state, "send_email", () => "fresh")).toBe("fresh");
+    expect(keys.fromState({ send_email_idempotency_key: undefined }, "send_email", () => "fresh")).toBe(
+      "fresh",
+    );
+  });
+
+  it("mints a new key when the state was not persisted before the call: the pitfall its doc warns about", () => {
+    const checkpoint: Record<string, unknown> = {}; // taken before the key was made
+    const live = { ...checkpoint };
+    const first = keys.fromState(live, "send_email");
+    const afterResume = keys.fromState({ ...checkpoint }, "send_email");
+    expect(afterResume).not.toBe(first);
+  });
+
+  it.each([
+    ["an empty string", ""],
+    ["a number", 42],
+    ["an object", { key: "k" }],
+    ["a string over 255 characters", "k".repeat(256)],
+  ])("rejects a stored key that is %s as idempotency_key_invalid", (_, stored) => {
+    const error = errorOf(() => keys.fromState({ send_email_idempotency_key: stored }, "send_email"));
+    expect(error.code).toBe("idempotency_key_invalid");
+    expect(error.message).toMatch(/^state\.send_email_idempotency_key must be a non-empty string/);
+  });
+
+  it("rejects an invalid key from create() and leaves the state untouched", () => {
+    const state: Record<string, unknown> = {};
+    expect(errorOf(() => keys.fromState(state, "send_email", () => "")).code).toBe("idempotency_key_invalid");
+    expect(state).toEqual({});
+  });
+
+  it("rejects an empty tool name as invalid_arguments", () => {
+    const error = errorOf(() => keys.fromState({}, ""));
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toMatch(/toolName/);
+  });
+});
+
+describe("keys.composite", () => {
+  const args = { to: "alice@example.com", subject: "Summary" };
+
+  it("gives the same key for the same parts, whatever the key order of their objects", () => {
+    const key = keys.composite("thread-1", "send_summary", args);
+    expect(key).toMatch(derivedKey("composite"));
+    expect(keys.composite("thread-1", "send_summary", { subject: "Summary", to: "alice@example.com" })).toBe(
+      key,
+    );
+  });
+
+  it("gives a different key when any part changes, including the arguments", () => {
+    const key = keys.composite("thread-1", "send_summary", args);
+    expect(keys.composite("thread-2", "send_summary", args)).not.toBe(key);
+    expect(keys.composite("thread-1", "send_reply", args)).not.toBe(key);
+    expect(keys.composite("thread-1", "send_summary", { ...args, to: "bob@example.com" })).not.toBe(key);
+  });
+
+  it("keeps the parts apart: moving a boundary between parts changes the key", () => {
+    expect(keys.composite("ab", "c")).not.toBe(keys.composite("a", "bc"));
+    expect(keys.composite(["a", "b"])).not.toBe(keys.composite("a", "b"));
+  });
+
+  it("rejects zero parts", () => {
+    const error = errorOf(() => keys.composite());
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toMatch(/at least one part/);
+  });
+
+  it("rejects a part that is not JSON data, naming it", () => {
+    expect(errorOf(() => keys.composite("thread-1", { when: Number.NaN })).message).toMatch(
+      /^parts\[1\]\.when is NaN/,
+    );
+  });
+});
+
+describe("keys.intent", () => {
+  const fields = { action: "send_email", to: "alice@example.com", subject: "Meeting summary" };
+
+  it("makes a duplicate emission in one turn collide: same turn, same fields, any key order", () => {
+    const key = keys.intent("turn-7", fields);
+    expect(key).toMatch(derivedKey("intent"));
+    expect(
+      keys.intent("turn-7", { subject: "Meeting summary", to: "alice@example.com", action: "send_email" }),
+    ).toBe(key);
+  });
+
+  it("gives a new turn a new key: asking again is a new intent and a new send (seed Case 2)", () => {
+    expect(keys.intent("turn-8", fields)).not.toBe(keys.intent("turn-7", fields));
+  });
+
+  it("gives another intent in the same turn its own key", () => {
+    expect(keys.intent("turn-7", { ...fields, to: "bob@example.com" })).not.toBe(
+      keys.intent("turn-7", fields),
+    );
+  });
+
+  it("hashes the canonical JSON of [turnId, fields]", () => {
+    expect(keys.intent("turn-7", fields)).toBe(
+      `intent_${keys.content(["turn-7", fields]).slice("content_".length)}`,
+    );
+  });
+
+  it("differs from a composite or content key of the same data", () => {
+    const key = keys.intent("turn-7", fields);
+    expect(keys.composite("turn-7", fields)).not.toBe(key);
+    expect(keys.content(["turn-7", fields])).not.toBe(key);
+  });
+
+  it.each([
+    ["an empty turn id", "", fields, /turnId/],
+    ["a turn id that is not a string", 7, fields, /turnId/],
+    ["fields that are not an object", "turn-7", "alice", /intent fields/],
+    ["fields that are an array", "turn-7", ["alice"], /intent fields/],
+  ])("rejects %s as invalid_arguments", (_, turnId, badFields, message) => {
+    const error = errorOf(() => keys.intent(turnId as string, badFields as Record<string, unknown>));
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toMatch(message);
+  });
+
+  it("rejects a field that is not JSON data, naming it", () => {
+    expect(errorOf(() => keys.intent("turn-7", { to: new Set(["a"]) })).message).toMatch(
+      /^fields\.to is a Set/,
+    );
+  });
+});
+
+describe("keys.content", () => {
+  it("gives equal content the same key, whatever the key order", () => {
+    const key = keys.content({ path: "reports/q3.md", body: "# Q3" });
+    expect(key).toMatch(derivedKey("content"));
+    expect(keys.content({ body: "# Q3", path: "reports/q3.md" })).toBe(key);
+  });
+
+  it("gives any change of content, or of a value's type, a new key", () => {
+    const key = keys.content({ path: "reports/q3.md", body: "# Q3" });
+    expect(keys.content({ path: "reports/q3.md", body: "# Q3 " })).not.toBe(key);
+    expect(keys.content(1)).not.toBe(keys.content("1"));
+  });
+
+  it("blocks the same message sent again later: the pitfall its doc warns about", () => {
+    const message = { to: "alice@example.com", body: "Reminder: standup at 10" };
+    const today = keys.content(message);
+    const tomorrow = keys.content(message);
+    expect(tomorrow).toBe(today); // a legitimate second send would be absorbed as a repeat
+  });
+});
