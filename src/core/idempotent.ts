@@ -30,6 +30,7 @@ import {
   encodeFailure,
   encodeResult,
 } from "./serialize.js";
+import { findSimilar, type RecentSimilarCall, rememberSimilar, similarMarkerKey } from "./similar.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
@@ -43,6 +44,11 @@ export interface Envelope<R> {
   readonly idempotency_key: string;
   /** Until when a repeat is still absorbed (ISO-8601). */
   readonly expires_at: string;
+  /**
+   * With the `similar` option: a call of this tool under another key that matched this one's similar
+   * fields and completed within the window. This call still ran; the agent may want to ask the user.
+   */
+  readonly recent_similar_call?: RecentSimilarCall;
 }
 
 /** What the wrapped function receives beside its arguments. */
@@ -113,6 +119,8 @@ interface Call<A, R> {
   readonly key: string;
   readonly scope: string;
   readonly fingerprint: string;
+  /** With the `similar` option: where the near-duplicate marker for these arguments lives. */
+  readonly similarKey: string | undefined;
   readonly startedAt: number;
   readonly signal: AbortSignal | undefined;
 }
@@ -134,6 +142,7 @@ async function callOnce<A, R>(
     key,
     scope,
     fingerprint: print,
+    similarKey: o.similar ? similarMarkerKey(o.name, o.similar.pick(args), o.bigint) : undefined,
     startedAt: o.clock.now(),
     signal: options.signal,
   };
@@ -212,6 +221,7 @@ async function callOnce<A, R>(
 async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
   emit(c, "run", { attempt: record.attempts });
   return withInFlight(c.o.store, c.scope, c.key, async () => {
+    const similar = await lookUpSimilar(c);
     const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", { error }));
     let result: Awaited<R>;
     try {
@@ -227,8 +237,39 @@ async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<
       return settleThrow(c, record, error);
     }
     await lease.stop();
-    return settleResult(c, record, result);
+    const envelope = await settleResult(c, record, result);
+    await recordSimilar(c, record);
+    return similar ? { ...envelope, recent_similar_call: similar } : envelope;
   });
+}
+
+/** The near-duplicate hint is advisory: a store error here costs the hint, never the call. */
+async function lookUpSimilar<A, R>(c: Call<A, R>): Promise<RecentSimilarCall | undefined> {
+  if (c.similarKey === undefined) return undefined;
+  try {
+    return await findSimilar(c.o.store, c.scope, c.similarKey, c.key, c.o.clock.now());
+  } catch (error) {
+    emit(c, "store_error", { error: new StoreUnavailableError("similar-call lookup", { cause: error }) });
+    return undefined;
+  }
+}
+
+async function recordSimilar<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {
+  if (c.similarKey === undefined || c.o.similar === undefined) return;
+  try {
+    const now = c.o.clock.now();
+    await rememberSimilar(
+      c.o.store,
+      c.scope,
+      c.similarKey,
+      c.key,
+      record.createdAt,
+      now,
+      c.o.similar.windowMs,
+    );
+  } catch (error) {
+    emit(c, "store_error", { error: new StoreUnavailableError("similar-call record", { cause: error }) });
+  }
 }
 
 async function settleResult<A, R>(
@@ -552,4 +593,4 @@ function jitter(ms: number): number {
   return Math.round(ms * (0.75 + Math.random() * 0.5));
 }
 
-export type { CallOptions, IdempotentOptions };
+export type { CallOptions, IdempotentOptions, RecentSimilarCall };

@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from "./clock.js";
 import { IdempotencyError } from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
+import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
 /** The class of side effect (the seed's Step 1), which picks what a throw and a crash mean (DESIGN §5). */
@@ -79,6 +80,15 @@ export interface IdempotentOptions<A, R> {
   readonly reconcile?: VerifyHook<A, R>;
   /** The largest serialized result kept (bytes). Default 1 MiB. */
   readonly maxResultBytes?: number;
+  /**
+   * Opt-in near-duplicate hint (seed Case 2): when a call under a new key matches, on these fields, a call
+   * of this tool that completed in the same scope within `windowMs` (default 60 s), it still runs, and its
+   * envelope carries `recent_similar_call` so the agent can ask the user before acting twice.
+   */
+  readonly similar?: {
+    readonly fields: readonly string[] | ((args: A) => unknown);
+    readonly windowMs?: number;
+  };
   /** Injectable time, for tests. */
   readonly clock?: Clock;
   /** Called synchronously for every event; a hook that throws is ignored. */
@@ -97,6 +107,7 @@ export interface ResolvedOptions<A, R> {
   readonly key: ((args: A, call: CallOptions) => string | undefined) | undefined;
   readonly verify: VerifyHook<A, R> | undefined;
   readonly maxResultBytes: number;
+  readonly similar: ResolvedSimilar<A> | undefined;
   readonly clock: Clock;
   readonly onEvent: ((event: IdempotencyEvent) => void) | undefined;
 }
@@ -106,6 +117,7 @@ export const defaults = {
   leaseMs: 60_000,
   waitMs: 10_000,
   maxResultBytes: 1024 * 1024,
+  similarWindowMs: 60_000,
 } as const;
 
 const warnBelowTtlMs = 60 * 60 * 1000;
@@ -151,22 +163,35 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     ttlMs,
     leaseMs,
     waitMs,
-    significant: significantPicker(options.significant),
+    significant: significantPicker("significant", options.significant),
     bigint: options.bigint ?? "reject",
     key: options.key,
     verify: options.verify ?? options.reconcile,
     maxResultBytes,
+    similar: resolveSimilar(options.similar),
     clock: options.clock ?? systemClock,
     onEvent: options.onEvent,
   };
 }
 
-function significantPicker<A>(significant: IdempotentOptions<A, unknown>["significant"]) {
-  if (significant === undefined || typeof significant === "function") return significant;
-  if (!Array.isArray(significant) || significant.some((field) => typeof field !== "string")) {
-    invalid("significant", "must be an array of field names or a function");
+function resolveSimilar<A>(
+  similar: IdempotentOptions<A, unknown>["similar"],
+): ResolvedSimilar<A> | undefined {
+  if (similar === undefined) return undefined;
+  if (typeof similar !== "object" || similar === null) invalid("similar", "must be { fields, windowMs? }");
+  const pick = significantPicker("similar.fields", similar.fields);
+  if (pick === undefined) invalid("similar.fields", "must be an array of field names or a function");
+  return { pick, windowMs: duration("similar.windowMs", similar.windowMs, defaults.similarWindowMs, 1) };
+}
+
+function significantPicker<A>(
+  option: string,
+  fields: readonly string[] | ((args: A) => unknown) | undefined,
+) {
+  if (fields === undefined || typeof fields === "function") return fields;
+  if (!Array.isArray(fields) || fields.some((field) => typeof field !== "string")) {
+    invalid(option, "must be an array of field names or a function");
   }
-  const fields = [...significant].sort();
   return (args: A): unknown => {
     const source = (args ?? {}) as Record<string, unknown>;
     const picked: Record<string, unknown> = {};

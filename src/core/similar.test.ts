@@ -1,0 +1,97 @@
+import { describe, expect, it } from "vitest";
+import { fakeClock } from "../testing/fake-clock.js";
+import { idempotent } from "./idempotent.js";
+import { memoryStore } from "./memory-store.js";
+import type { IdempotencyStore } from "./store.js";
+
+interface Email {
+  to: string;
+  subject: string;
+  body: string;
+}
+
+function emailTool(store: IdempotencyStore = memoryStore(), similar: boolean | { windowMs: number } = true) {
+  const clock = fakeClock();
+  const sent: string[] = [];
+  const send = idempotent(
+    async (email: Email) => {
+      sent.push(email.to);
+      return { messageId: `m-${sent.length}` };
+    },
+    {
+      name: "send_email",
+      store,
+      clock,
+      ...(similar ? { similar: { fields: ["to"], ...(typeof similar === "object" ? similar : {}) } } : {}),
+    },
+  );
+  return { send, sent, clock, store };
+}
+
+const summary: Email = { to: "alice@example.com", subject: "Meeting summary", body: "Notes." };
+
+describe("the near-duplicate hint (seed Case 2)", () => {
+  it("runs a new intent that matches a recent call, and tells the agent about the earlier one", async () => {
+    const { send, sent, clock } = emailTool();
+    await send(summary, { key: "turn-1" });
+    await clock.advance(20_000);
+    const again = await send({ ...summary, body: "Notes, resent." }, { key: "turn-2" });
+
+    expect(sent).toHaveLength(2);
+    expect(again.was_replay).toBe(false);
+    expect(again.recent_similar_call).toEqual({
+      called_at: "2026-01-01T00:00:00.000Z",
+      idempotency_key: "turn-1",
+    });
+  });
+
+  it("gives no hint once the window has passed", async () => {
+    const { send, clock } = emailTool(memoryStore(), { windowMs: 30_000 });
+    await send(summary, { key: "turn-1" });
+    await clock.advance(30_000);
+    expect((await send(summary, { key: "turn-2" })).recent_similar_call).toBeUndefined();
+  });
+
+  it("gives no hint for another recipient, another scope, or a replay of the same key", async () => {
+    const { send } = emailTool();
+    await send(summary, { key: "turn-1", scope: "user-a" });
+    expect(
+      (await send({ ...summary, to: "bob@example.com" }, { key: "turn-2", scope: "user-a" }))
+        .recent_similar_call,
+    ).toBeUndefined();
+    expect((await send(summary, { key: "turn-3", scope: "user-b" })).recent_similar_call).toBeUndefined();
+    expect((await send(summary, { key: "turn-1", scope: "user-a" })).recent_similar_call).toBeUndefined();
+  });
+
+  it("points at the most recent similar call", async () => {
+    const { send, clock } = emailTool();
+    await send(summary, { key: "turn-1" });
+    await clock.advance(10_000);
+    await send(summary, { key: "turn-2" });
+    await clock.advance(10_000);
+    expect((await send(summary, { key: "turn-3" })).recent_similar_call?.idempotency_key).toBe("turn-2");
+  });
+
+  it("writes nothing extra to the store when the option is off", async () => {
+    const { send, store, clock } = emailTool(memoryStore(), false);
+    await send(summary, { key: "turn-1" });
+    const listed = await store.list({});
+    expect(listed.records.map((r) => r.key)).toEqual(["turn-1"]);
+    expect((await send(summary, { key: "turn-2" })).recent_similar_call).toBeUndefined();
+    await clock.advance(0);
+  });
+
+  it("costs only the hint when the store fails on its markers", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = {
+      ...inner,
+      get: () => Promise.reject(new Error("replica lag")),
+      delete: () => Promise.reject(new Error("replica lag")),
+    };
+    const { send, sent } = emailTool(store);
+    await send(summary, { key: "turn-1" });
+    const again = await send(summary, { key: "turn-2" });
+    expect(again.recent_similar_call).toBeUndefined();
+    expect(sent).toHaveLength(2);
+  });
+});
