@@ -1,17 +1,28 @@
 import { randomUUID } from "node:crypto";
 import {
+  type Call,
+  type Envelope,
+  emit,
+  envelope,
+  errorMessage,
+  leaseLost,
+  releaseFenced,
+  settleFenced,
+  storeOp,
+  type Tool,
+  type ToolContext,
+} from "./call.js";
+import {
   ErrorCode,
   IdempotencyError,
   iso,
   KeyConflictError,
   KeyInUseError,
-  LeaseLostError,
   OutcomeUnknownError,
   ResultTooLargeError,
   ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
-import type { EventType, IdempotencyEvent } from "./events.js";
 import { fingerprint } from "./fingerprint.js";
 import { waitForOutcome, withInFlight } from "./in-flight.js";
 import { startLease } from "./lease.js";
@@ -32,38 +43,7 @@ import {
 } from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar, similarMarkerKey } from "./similar.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
-
-/** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
-export interface Envelope<R> {
-  /** The tool's result: this call's, or the original one on a replay. */
-  readonly result: R;
-  /** True when the tool did not run for this call and the original outcome was handed back. */
-  readonly was_replay: boolean;
-  /** When the original call claimed the key (ISO-8601). */
-  readonly original_called_at: string;
-  readonly idempotency_key: string;
-  /** Until when a repeat is still absorbed (ISO-8601). */
-  readonly expires_at: string;
-  /**
-   * With the `similar` option: a call of this tool under another key that matched this one's similar
-   * fields and completed within the window. This call still ran; the agent may want to ask the user.
-   */
-  readonly recent_similar_call?: RecentSimilarCall;
-}
-
-/** What the wrapped function receives beside its arguments. */
-export interface ToolContext {
-  readonly key: string;
-  readonly scope: string;
-  readonly tool: string;
-  /** 1 for the first claim; higher after a takeover (pass `key` downstream so the downstream dedupes). */
-  readonly attempt: number;
-  /** Aborts when the caller aborts or this worker loses its claim. */
-  readonly signal: AbortSignal;
-}
-
-export type Tool<A, R> = (args: A, context: ToolContext) => R | Promise<R>;
-
+import { failureNote, resolveUnknown } from "./unknown-outcome.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
   (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;
@@ -74,8 +54,6 @@ export interface IdempotentTool<A, R> {
 }
 
 const maxKeyLength = 255;
-const settleAttempts = 3;
-
 /**
  * Wrap a side-effectful tool so every repeat of one intended action becomes a no-op that
  * returns the original outcome.
@@ -109,20 +87,6 @@ export function idempotent<A, R>(
     ttlMs: resolved.ttlMs,
     waitMs: resolved.waitMs,
   });
-}
-
-/** Everything one call carries through its life. */
-interface Call<A, R> {
-  readonly fn: Tool<A, R>;
-  readonly o: ResolvedOptions<A, Awaited<R>>;
-  readonly args: A;
-  readonly key: string;
-  readonly scope: string;
-  readonly fingerprint: string;
-  /** With the `similar` option: where the near-duplicate marker for these arguments lives. */
-  readonly similarKey: string | undefined;
-  readonly startedAt: number;
-  readonly signal: AbortSignal | undefined;
 }
 
 async function callOnce<A, R>(
@@ -179,7 +143,7 @@ async function callOnce<A, R>(
         throw new ReplayedFailureError(decodeFailure(record.error), iso(record.createdAt), key);
       case RecordStatus.unknown: {
         const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(record)}`;
-        const outcome = await resolveUnknown(c, record, reason);
+        const outcome = await resolveUnknown(c, record, reason, execute);
         if (outcome) return outcome;
         continue;
       }
@@ -188,7 +152,7 @@ async function callOnce<A, R>(
           const reason =
             `the worker that claimed it stopped renewing its lease at ${iso(record.leaseExpiresAt)} ` +
             "(it may have crashed after the effect)";
-          const outcome = await resolveUnknown(c, record, reason);
+          const outcome = await resolveUnknown(c, record, reason, execute);
           if (outcome) return outcome;
           continue;
         }
@@ -347,200 +311,6 @@ function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelo
 }
 
 /**
- * A record whose outcome nobody knows (a stale claim, or a throw under an irreversible effect).
- * Returns the call's envelope, or undefined when another caller moved the record first (look again).
- */
-async function resolveUnknown<A, R>(
-  c: Call<A, R>,
-  record: IdempotencyRecord,
-  reason: string,
-): Promise<Envelope<Awaited<R>> | undefined> {
-  const takesOver = c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore;
-  if (!takesOver && !c.o.verify) {
-    const error = new OutcomeUnknownError(record, reason);
-    emit(c, "outcome_unknown", { attempt: record.attempts, error });
-    throw error;
-  }
-  const taken = await storeOp(c, "takeover", () =>
-    c.o.store.takeover({
-      scope: c.scope,
-      key: c.key,
-      fromToken: record.token,
-      token: randomUUID(),
-      leaseMs: c.o.leaseMs,
-      now: c.o.clock.now(),
-    }),
-  );
-  if (!taken) return undefined;
-  emit(c, "takeover", { attempt: taken.attempts });
-  if (takesOver) return execute(c, taken);
-  return verifyTakenOver(c, taken, reason);
-}
-
-/** Ask the verify hook what became of the earlier attempt, holding the claim while it answers. */
-async function verifyTakenOver<A, R>(
-  c: Call<A, R>,
-  taken: IdempotencyRecord,
-  reason: string,
-): Promise<Envelope<Awaited<R>>> {
-  const verify = c.o.verify!;
-  emit(c, "verify", { attempt: taken.attempts });
-  const lease = startLease(c.o, taken, c.signal, (error) => emit(c, "store_error", { error }));
-  let outcome: Awaited<ReturnType<typeof verify>> | undefined;
-  let verifyError: unknown;
-  try {
-    outcome = await verify(taken, { args: c.args, key: c.key, scope: c.scope, signal: lease.signal });
-  } catch (error) {
-    verifyError = error;
-  } finally {
-    await lease.stop();
-  }
-
-  switch (outcome?.status) {
-    case "not_executed":
-      return execute(c, taken);
-    case "completed": {
-      const encoded = encodeResult(outcome.result, c.o.maxResultBytes);
-      const settled = await settleFenced(c, taken, {
-        status: RecordStatus.completed,
-        result: encoded.ok ? encoded.text : null,
-        error: encoded.ok ? null : encoded.error,
-      });
-      if (settled === "lost") throw leaseLost(c, taken);
-      emit(c, "replay", { attempt: taken.attempts });
-      const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : settled.expiresAt;
-      // The effect happened on an earlier attempt: this is its outcome, handed back.
-      return envelope(c, outcome.result, true, taken.createdAt, expiresAt);
-    }
-    case "failed": {
-      const settled = await settleFenced(c, taken, {
-        status: RecordStatus.failed,
-        result: null,
-        error: encodeFailure(outcome.error, outcome.data),
-      });
-      if (settled === "lost") throw leaseLost(c, taken);
-      emit(c, "replay", { attempt: taken.attempts });
-      const failure = decodeFailure(encodeFailure(outcome.error, outcome.data));
-      throw new ReplayedFailureError(failure, iso(taken.createdAt), c.key);
-    }
-    default: {
-      // Still unknown, the hook failed, or it answered something we do not understand: fail closed.
-      const settled = await settleFenced(c, taken, {
-        status: RecordStatus.unknown,
-        result: null,
-        error: taken.error,
-      });
-      const kept = typeof settled === "string" ? taken : settled;
-      const why =
-        outcome?.status === "unknown"
-          ? `${reason}; verify could not tell${outcome.reason ? `: ${outcome.reason}` : ""}`
-          : verifyError !== undefined
-            ? `${reason}; verify failed: ${errorMessage(verifyError)}`
-            : `${reason}; verify returned an unrecognised outcome`;
-      const error = new OutcomeUnknownError(
-        kept,
-        why,
-        verifyError === undefined ? undefined : { cause: verifyError },
-      );
-      emit(c, "outcome_unknown", { attempt: taken.attempts, error });
-      throw error;
-    }
-  }
-}
-
-/**
- * Settle under the owner token. Returns the settled record, "lost" when another owner took over,
- * or "store_failed" when the store could not be reached (the record then stays in progress, and its
- * lease decides what a repeat gets).
- */
-async function settleFenced<A, R>(
-  c: Call<A, R>,
-  record: IdempotencyRecord,
-  outcome: { status: "completed" | "failed" | "unknown"; result: string | null; error: string | null },
-): Promise<IdempotencyRecord | "lost" | "store_failed"> {
-  const request = { scope: c.scope, key: c.key, token: record.token, ttlMs: c.o.ttlMs, ...outcome };
-  let failed = false;
-  for (let attempt = 0; attempt < settleAttempts; attempt++) {
-    try {
-      const settled = await c.o.store.settle({ ...request, now: c.o.clock.now() });
-      if (settled) return settled;
-      if (!failed) return "lost";
-      // An earlier attempt may have landed with its reply lost: if the record holds our outcome, it did.
-      const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
-      return current?.token === record.token && current.status === outcome.status ? current : "lost";
-    } catch (error) {
-      failed = true;
-      emit(c, "store_error", { error: new StoreUnavailableError("settle", { cause: error }) });
-    }
-  }
-  return "store_failed";
-}
-
-async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {
-  try {
-    await c.o.store.release({ scope: c.scope, key: c.key, token: record.token });
-    emit(c, "released", { attempt: record.attempts });
-  } catch (error) {
-    // The record stays in progress; once its lease passes a repeat is judged by the effect class.
-    emit(c, "store_error", { error: new StoreUnavailableError("release", { cause: error }) });
-  }
-}
-
-async function storeOp<A, R, T>(c: Call<A, R>, operation: string, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    const failure =
-      error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
-    emit(c, "store_error", { error: failure });
-    throw failure;
-  }
-}
-
-function leaseLost<A, R>(c: Call<A, R>, record: IdempotencyRecord, cause?: unknown): LeaseLostError {
-  const error = new LeaseLostError(c.key, cause === undefined ? undefined : { cause });
-  emit(c, "lease_lost", { attempt: record.attempts, error });
-  return error;
-}
-
-function envelope<A, R>(
-  c: Call<A, R>,
-  result: Awaited<R>,
-  wasReplay: boolean,
-  calledAt: number,
-  expiresAt: number,
-): Envelope<Awaited<R>> {
-  return {
-    result,
-    was_replay: wasReplay,
-    original_called_at: iso(calledAt),
-    idempotency_key: c.key,
-    expires_at: iso(expiresAt),
-  };
-}
-
-function emit<A, R>(c: Call<A, R>, type: EventType, extra: { attempt?: number; error?: unknown } = {}): void {
-  const onEvent = c.o.onEvent;
-  if (!onEvent) return;
-  const at = c.o.clock.now();
-  const event: IdempotencyEvent = {
-    type,
-    tool: c.o.name,
-    effect: c.o.effect,
-    scope: c.scope,
-    key: c.key,
-    at,
-    durationMs: at - c.startedAt,
-    ...extra,
-  };
-  try {
-    onEvent(event);
-  } catch {
-    // Observability must never change what a call does.
-  }
-}
-
-/**
  * Check a caller's key: a string of 1–255 characters. A missing key is an error, never a fresh UUID.
  * @example
  * validateKey("turn-7-alice", "send_email"); // "turn-7-alice"
@@ -579,18 +349,9 @@ function validateScope(scope: unknown): string {
   return scope;
 }
 
-function failureNote(record: IdempotencyRecord): string {
-  if (record.error === null) return "";
-  return ` (${decodeFailure(record.error).message})`;
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Spread pollers apart so a crowd of waiters does not hit the store in lockstep. */
 function jitter(ms: number): number {
   return Math.round(ms * (0.75 + Math.random() * 0.5));
 }
 
-export type { CallOptions, IdempotentOptions, RecentSimilarCall };
+export type { CallOptions, Envelope, IdempotentOptions, RecentSimilarCall, Tool, ToolContext };

@@ -1,0 +1,156 @@
+/**
+ * One call's state as it goes through the core, and the fenced store operations every path shares:
+ * settle and release under the owner token, store errors turned into `store_unavailable`, events.
+ */
+import { IdempotencyError, iso, LeaseLostError, StoreUnavailableError } from "./errors.js";
+import type { EventType, IdempotencyEvent } from "./events.js";
+import type { ResolvedOptions } from "./options.js";
+import type { RecentSimilarCall } from "./similar.js";
+import type { IdempotencyRecord } from "./store.js";
+
+/** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
+export interface Envelope<R> {
+  /** The tool's result: this call's, or the original one on a replay. */
+  readonly result: R;
+  /** True when the tool did not run for this call and the original outcome was handed back. */
+  readonly was_replay: boolean;
+  /** When the original call claimed the key (ISO-8601). */
+  readonly original_called_at: string;
+  readonly idempotency_key: string;
+  /** Until when a repeat is still absorbed (ISO-8601). */
+  readonly expires_at: string;
+  /**
+   * With the `similar` option: a call of this tool under another key that matched this one's similar
+   * fields and completed within the window. This call still ran; the agent may want to ask the user.
+   */
+  readonly recent_similar_call?: RecentSimilarCall;
+}
+
+/** What the wrapped function receives beside its arguments. */
+export interface ToolContext {
+  readonly key: string;
+  readonly scope: string;
+  readonly tool: string;
+  /** 1 for the first claim; higher after a takeover (pass `key` downstream so the downstream dedupes). */
+  readonly attempt: number;
+  /** Aborts when the caller aborts or this worker loses its claim. */
+  readonly signal: AbortSignal;
+}
+
+export type Tool<A, R> = (args: A, context: ToolContext) => R | Promise<R>;
+
+/** Everything one call carries through its life. */
+export interface Call<A, R> {
+  readonly fn: Tool<A, R>;
+  readonly o: ResolvedOptions<A, Awaited<R>>;
+  readonly args: A;
+  readonly key: string;
+  readonly scope: string;
+  readonly fingerprint: string;
+  /** With the `similar` option: where the near-duplicate marker for these arguments lives. */
+  readonly similarKey: string | undefined;
+  readonly startedAt: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+export const settleAttempts = 3;
+
+/**
+ * Settle under the owner token. Returns the settled record, "lost" when another owner took over,
+ * or "store_failed" when the store could not be reached (the record then stays in progress, and its
+ * lease decides what a repeat gets).
+ */
+export async function settleFenced<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  outcome: { status: "completed" | "failed" | "unknown"; result: string | null; error: string | null },
+): Promise<IdempotencyRecord | "lost" | "store_failed"> {
+  const request = { scope: c.scope, key: c.key, token: record.token, ttlMs: c.o.ttlMs, ...outcome };
+  let failed = false;
+  for (let attempt = 0; attempt < settleAttempts; attempt++) {
+    try {
+      const settled = await c.o.store.settle({ ...request, now: c.o.clock.now() });
+      if (settled) return settled;
+      if (!failed) return "lost";
+      // An earlier attempt may have landed with its reply lost: if the record holds our outcome, it did.
+      const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
+      return current?.token === record.token && current.status === outcome.status ? current : "lost";
+    } catch (error) {
+      failed = true;
+      emit(c, "store_error", { error: new StoreUnavailableError("settle", { cause: error }) });
+    }
+  }
+  return "store_failed";
+}
+
+export async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {
+  try {
+    await c.o.store.release({ scope: c.scope, key: c.key, token: record.token });
+    emit(c, "released", { attempt: record.attempts });
+  } catch (error) {
+    // The record stays in progress; once its lease passes a repeat is judged by the effect class.
+    emit(c, "store_error", { error: new StoreUnavailableError("release", { cause: error }) });
+  }
+}
+
+export async function storeOp<A, R, T>(c: Call<A, R>, operation: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    const failure =
+      error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+    emit(c, "store_error", { error: failure });
+    throw failure;
+  }
+}
+
+export function leaseLost<A, R>(c: Call<A, R>, record: IdempotencyRecord, cause?: unknown): LeaseLostError {
+  const error = new LeaseLostError(c.key, cause === undefined ? undefined : { cause });
+  emit(c, "lease_lost", { attempt: record.attempts, error });
+  return error;
+}
+
+export function envelope<A, R>(
+  c: Call<A, R>,
+  result: Awaited<R>,
+  wasReplay: boolean,
+  calledAt: number,
+  expiresAt: number,
+): Envelope<Awaited<R>> {
+  return {
+    result,
+    was_replay: wasReplay,
+    original_called_at: iso(calledAt),
+    idempotency_key: c.key,
+    expires_at: iso(expiresAt),
+  };
+}
+
+export function emit<A, R>(
+  c: Call<A, R>,
+  type: EventType,
+  extra: { attempt?: number; error?: unknown } = {},
+): void {
+  const onEvent = c.o.onEvent;
+  if (!onEvent) return;
+  const at = c.o.clock.now();
+  const event: IdempotencyEvent = {
+    type,
+    tool: c.o.name,
+    effect: c.o.effect,
+    scope: c.scope,
+    key: c.key,
+    at,
+    durationMs: at - c.startedAt,
+    ...extra,
+  };
+  try {
+    onEvent(event);
+  } catch {
+    // Observability must never change what a call does.
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

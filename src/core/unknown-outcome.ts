@@ -1,0 +1,132 @@
+/**
+ * Records whose outcome nobody knows: a stale claim (the worker may have crashed after its effect),
+ * or a throw under an irreversible or compensatable effect. The effect class and the verify hook decide.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  type Call,
+  type Envelope,
+  emit,
+  envelope,
+  errorMessage,
+  leaseLost,
+  settleFenced,
+  storeOp,
+} from "./call.js";
+import { iso, OutcomeUnknownError } from "./errors.js";
+import { startLease } from "./lease.js";
+import { Effect } from "./options.js";
+import { ReplayedFailureError } from "./outcomes.js";
+import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
+import { type IdempotencyRecord, RecordStatus } from "./store.js";
+
+/** Runs the tool under a claim the caller owns (passed in to keep the modules acyclic). */
+export type Execute = <A, R>(c: Call<A, R>, record: IdempotencyRecord) => Promise<Envelope<Awaited<R>>>;
+/**
+ * A record whose outcome nobody knows (a stale claim, or a throw under an irreversible effect).
+ * Returns the call's envelope, or undefined when another caller moved the record first (look again).
+ */
+export async function resolveUnknown<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  reason: string,
+  execute: Execute,
+): Promise<Envelope<Awaited<R>> | undefined> {
+  const takesOver = c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore;
+  if (!takesOver && !c.o.verify) {
+    const error = new OutcomeUnknownError(record, reason);
+    emit(c, "outcome_unknown", { attempt: record.attempts, error });
+    throw error;
+  }
+  const taken = await storeOp(c, "takeover", () =>
+    c.o.store.takeover({
+      scope: c.scope,
+      key: c.key,
+      fromToken: record.token,
+      token: randomUUID(),
+      leaseMs: c.o.leaseMs,
+      now: c.o.clock.now(),
+    }),
+  );
+  if (!taken) return undefined;
+  emit(c, "takeover", { attempt: taken.attempts });
+  if (takesOver) return execute(c, taken);
+  return verifyTakenOver(c, taken, reason, execute);
+}
+
+/** Ask the verify hook what became of the earlier attempt, holding the claim while it answers. */
+async function verifyTakenOver<A, R>(
+  c: Call<A, R>,
+  taken: IdempotencyRecord,
+  reason: string,
+  execute: Execute,
+): Promise<Envelope<Awaited<R>>> {
+  const verify = c.o.verify!;
+  emit(c, "verify", { attempt: taken.attempts });
+  const lease = startLease(c.o, taken, c.signal, (error) => emit(c, "store_error", { error }));
+  let outcome: Awaited<ReturnType<typeof verify>> | undefined;
+  let verifyError: unknown;
+  try {
+    outcome = await verify(taken, { args: c.args, key: c.key, scope: c.scope, signal: lease.signal });
+  } catch (error) {
+    verifyError = error;
+  } finally {
+    await lease.stop();
+  }
+
+  switch (outcome?.status) {
+    case "not_executed":
+      return execute(c, taken);
+    case "completed": {
+      const encoded = encodeResult(outcome.result, c.o.maxResultBytes);
+      const settled = await settleFenced(c, taken, {
+        status: RecordStatus.completed,
+        result: encoded.ok ? encoded.text : null,
+        error: encoded.ok ? null : encoded.error,
+      });
+      if (settled === "lost") throw leaseLost(c, taken);
+      emit(c, "replay", { attempt: taken.attempts });
+      const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : settled.expiresAt;
+      // The effect happened on an earlier attempt: this is its outcome, handed back.
+      return envelope(c, outcome.result, true, taken.createdAt, expiresAt);
+    }
+    case "failed": {
+      const settled = await settleFenced(c, taken, {
+        status: RecordStatus.failed,
+        result: null,
+        error: encodeFailure(outcome.error, outcome.data),
+      });
+      if (settled === "lost") throw leaseLost(c, taken);
+      emit(c, "replay", { attempt: taken.attempts });
+      const failure = decodeFailure(encodeFailure(outcome.error, outcome.data));
+      throw new ReplayedFailureError(failure, iso(taken.createdAt), c.key);
+    }
+    default: {
+      // Still unknown, the hook failed, or it answered something we do not understand: fail closed.
+      const settled = await settleFenced(c, taken, {
+        status: RecordStatus.unknown,
+        result: null,
+        error: taken.error,
+      });
+      const kept = typeof settled === "string" ? taken : settled;
+      const why =
+        outcome?.status === "unknown"
+          ? `${reason}; verify could not tell${outcome.reason ? `: ${outcome.reason}` : ""}`
+          : verifyError !== undefined
+            ? `${reason}; verify failed: ${errorMessage(verifyError)}`
+            : `${reason}; verify returned an unrecognised outcome`;
+      const error = new OutcomeUnknownError(
+        kept,
+        why,
+        verifyError === undefined ? undefined : { cause: verifyError },
+      );
+      emit(c, "outcome_unknown", { attempt: taken.attempts, error });
+      throw error;
+    }
+  }
+}
+
+export function failureNote(record: IdempotencyRecord): string {
+  if (record.error === null) return "";
+  return ` (${decodeFailure(record.error).message})`;
+}
