@@ -28,6 +28,8 @@ const expected: Record<string, string[]> = {
   ],
   "./sqlite": ["sqliteStore"],
   "./testing": ["storeConformanceCases", "fakeClock"],
+  "./mcp": ["registerIdempotentTool"],
+  "./langgraph": ["nodeTool", "requestApproval", "runApproved", "keyFromCheckpoint", "mintKey"],
 };
 
 describe("the package", () => {

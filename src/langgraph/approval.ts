@@ -1,0 +1,184 @@
+/**
+ * The node's side of an approval, bound to (key, fingerprint) (DESIGN §7): an approval given at
+ * `interrupt()` covers exactly the arguments it was shown, under exactly one key.
+ * @module
+ */
+import { type Clock, systemClock } from "../core/clock.js";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { fingerprint } from "../core/fingerprint.js";
+import { type Envelope, type IdempotentTool, validateKey } from "../core/idempotent.js";
+import {
+  type ApprovalDecision,
+  type ApprovalRequest,
+  type ApprovedDecision,
+  readDecision,
+  requestType,
+} from "./approval-decision.js";
+import { ApprovalMismatchError } from "./approval-mismatch-error.js";
+
+/** The `interrupt` a node calls: LangGraph's own (`import { interrupt } from "@langchain/langgraph"`) or `config.interrupt`. */
+export type Interrupt<A> = (request: ApprovalRequest<A>) => unknown;
+
+/** Options of {@link requestApproval}. */
+export interface RequestApprovalOptions<A> {
+  /** The key the approved call will run under: from `keyFromState` or `keyFromCheckpoint`. */
+  readonly key: string;
+  /** LangGraph's `interrupt`, passed in so this entry never imports LangGraph. */
+  readonly interrupt: Interrupt<A>;
+  /** Reported by an {@link ApprovalMismatchError}. Default "default". */
+  readonly scope?: string;
+  /** Stamps `requested_at`. Default the system clock. */
+  readonly clock?: Clock;
+}
+
+/** Options of {@link runApproved}. */
+export interface RunApprovedOptions {
+  /** The key this node expects (from state or checkpoint); an approval for any other key is refused. */
+  readonly key?: string;
+  /** A namespace (tenant, user). Default "default". */
+  readonly scope?: string;
+  /** Aborts waiting for a call in flight. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Ask a human to approve `tool(args)` under `key`, pausing the graph with `interrupt()`, and return
+ * their decision once the graph is resumed.
+ *
+ * The interrupt's value is an {@link ApprovalRequest} carrying `key` and `fingerprint(args)`; the
+ * reviewer resumes with `approve(request)` (or `reject(request)`), which echoes both back. LangGraph
+ * re-runs the node from the top on resume, so the arguments are computed again, and `interrupt()` hands
+ * back the decision without comparing anything. This does the comparing: if the re-run's arguments or
+ * key differ from the approved ones (the model rewrote the draft), it throws instead of returning an
+ * approval for something nobody saw.
+ *
+ * A `GraphInterrupt` thrown by `interrupt()` passes through untouched.
+ *
+ * @throws ApprovalMismatchError (`idempotency_key_conflict`, 422) when the approval names other arguments or another key.
+ * @throws IdempotencyError `invalid_arguments` when the resume value is not an approval decision: a bare
+ *   `true` cannot say which arguments it approves.
+ * @example
+ * import { interrupt } from "@langchain/langgraph";
+ * import { idempotent, memoryStore } from "idempotool";
+ * import { keyFromState, requestApproval, runApproved } from "idempotool/langgraph";
+ *
+ * const sendEmail = idempotent(async (args: { to: string; body: string }) => ({ id: `m-${args.to}` }), {
+ *   name: "send_email",
+ *   store: memoryStore(),
+ * });
+ * const reviewAndSend = async (state: { to: string; draft: string; send_email_idempotency_key: string }) => {
+ *   const args = { to: state.to, body: state.draft };
+ *   const decision = requestApproval(sendEmail, args, { key: keyFromState(state, "send_email"), interrupt });
+ *   if (!decision.approved) return { status: "rejected" };
+ *   const sent = await runApproved(sendEmail, args, decision);
+ *   return { status: "sent", messageId: sent.result.id };
+ * };
+ */
+export function requestApproval<A>(
+  tool: { readonly toolName: string },
+  args: A,
+  options: RequestApprovalOptions<A>,
+): ApprovalDecision {
+  const toolName = requireToolName(tool, "requestApproval");
+  const key = validateKey(options?.key, toolName);
+  if (typeof options?.interrupt !== "function") {
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      `requestApproval(${toolName}): option \`interrupt\` must be LangGraph's interrupt function.`,
+    );
+  }
+  const print = fingerprint(args, { path: "args" });
+  const request: ApprovalRequest<A> = {
+    type: requestType,
+    tool: toolName,
+    key,
+    fingerprint: print,
+    args,
+    requested_at: new Date((options.clock ?? systemClock).now()).toISOString(),
+  };
+  // First pass: throws GraphInterrupt, which must reach LangGraph. On resume: the reviewer's answer.
+  const decision = readDecision(options.interrupt(request), toolName);
+  if (decision.approved) checkBinding(decision, toolName, key, print, options.scope);
+  return decision;
+}
+
+/**
+ * Run `tool(args)` under an approval, after checking that the approval names this key and exactly these
+ * arguments. The tool runs with the approved key, through the idempotency store, so a re-run after the
+ * effect replays it.
+ *
+ * Call it in the node that asked (right after {@link requestApproval}), or in a downstream node with the
+ * decision kept in state: the check runs again there, so arguments edited between the two never run.
+ *
+ * @throws ApprovalMismatchError (`idempotency_key_conflict`, 422) when the arguments or `options.key`
+ *   differ from the approved ones; nothing runs.
+ * @throws IdempotencyError `invalid_arguments` when `decision` is not an approval.
+ * @example
+ * import { idempotent, memoryStore } from "idempotool";
+ * import { type ApprovalDecision, runApproved } from "idempotool/langgraph";
+ *
+ * const sendEmail = idempotent(async (args: { to: string; body: string }) => ({ id: `m-${args.to}` }), {
+ *   name: "send_email",
+ *   store: memoryStore(),
+ * });
+ * // A downstream node; the review node stored the decision in state.
+ * const sendNode = async (state: { to: string; draft: string; approval: ApprovalDecision }) => {
+ *   if (!state.approval.approved) return { status: "rejected" };
+ *   const sent = await runApproved(sendEmail, { to: state.to, body: state.draft }, state.approval);
+ *   return { status: "sent", messageId: sent.result.id };
+ * };
+ */
+export async function runApproved<A, R>(
+  tool: IdempotentTool<A, R>,
+  args: A,
+  decision: ApprovedDecision,
+  options: RunApprovedOptions = {},
+): Promise<Envelope<Awaited<R>>> {
+  const toolName = requireToolName(tool, "runApproved");
+  const approval = readDecision(decision, toolName);
+  if (!approval.approved) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `${toolName} was not approved${approval.reason ? ` (${approval.reason})` : ""}: runApproved runs only an approved call.`,
+    );
+  }
+  const key = options.key === undefined ? approval.key : validateKey(options.key, toolName);
+  checkBinding(approval, toolName, key, fingerprint(args, { path: "args" }), options.scope);
+  return tool(args, {
+    key: approval.key,
+    ...(options.scope === undefined ? {} : { scope: options.scope }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
+}
+
+function checkBinding(
+  decision: ApprovedDecision,
+  toolName: string,
+  key: string,
+  print: string,
+  scope: string | undefined,
+): void {
+  if (decision.key === key && decision.fingerprint === print) return;
+  throw new ApprovalMismatchError({
+    tool: toolName,
+    scope: scope ?? "default",
+    key,
+    approvedKey: decision.key,
+    approvedFingerprint: decision.fingerprint,
+    fingerprint: print,
+    requestedAt: decision.requested_at ?? "",
+  });
+}
+
+function requireToolName(tool: { readonly toolName: string }, helper: string): string {
+  if ((typeof tool !== "object" && typeof tool !== "function") || tool === null) {
+    throw new IdempotencyError(ErrorCode.invalidOptions, `${helper}(): the first argument must be the tool.`);
+  }
+  if (typeof tool.toolName !== "string" || tool.toolName.length === 0) {
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      `${helper}(): the tool has no toolName; pass a tool wrapped by idempotent().`,
+    );
+  }
+  return tool.toolName;
+}

@@ -1,0 +1,21 @@
+/**
+ * `idempotool/mcp`: side-effectful MCP tools that are safe to call twice (seed OP-7). A tool registered
+ * with `registerIdempotentTool` requires an `idempotency_key` whose description states the dedup window,
+ * dedupes through an idempotency store, and tells the model when a result is a replay and what to do on a
+ * conflict, a call in flight or an unknown outcome.
+ *
+ * The MCP SDK (1.x) and zod are the user's: this entry imports neither at runtime.
+ * @module
+ */
+export { keyDescription } from "./key-description.js";
+export {
+  type IdempotentToolConfig,
+  type IdempotentToolHandler,
+  type IdempotentToolOptions,
+  keyField,
+  type McpServerLike,
+  registerIdempotentTool,
+  type ToolExtra,
+} from "./register-idempotent-tool.js";
+export { type IdempotencyErrorInfo, type IdempotencyInfo, MetaKey, structuredField } from "./tool-results.js";
+export type { ZodNamespace, ZodStringBuilder } from "./zod-namespace.js";

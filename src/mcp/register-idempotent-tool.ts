@@ -1,0 +1,245 @@
+import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type {
+  AnySchema,
+  ShapeOutput,
+  ZodRawShapeCompat,
+} from "@modelcontextprotocol/sdk/server/zod-compat.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type {
+  CallToolResult,
+  ServerNotification,
+  ServerRequest,
+  ToolAnnotations,
+} from "@modelcontextprotocol/sdk/types.js";
+import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
+import type { IdempotentOptions } from "../core/options.js";
+import { DefinitiveFailure, NotExecuted } from "../core/outcomes.js";
+import { keyDescription, keyRequiredMessage } from "./key-description.js";
+import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
+import { flavourOf, invalid, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
+
+/** The name of the input field every idempotent MCP tool requires. */
+export const keyField = "idempotency_key";
+
+const maxKeyLength = 255;
+
+/** What a tool handler gets beside its arguments: the SDK's request context (signal, authInfo, sessionId, …). */
+export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** The part of an `McpServer` we use; an SDK 1.x `McpServer` fits. */
+export type McpServerLike = Pick<McpServer, "registerTool">;
+
+/** The tool's definition, as `McpServer.registerTool` takes it; schemas are raw zod shapes. */
+export interface IdempotentToolConfig<
+  InputShape extends ZodRawShapeCompat,
+  OutputShape extends ZodRawShapeCompat = ZodRawShapeCompat,
+> {
+  readonly title?: string;
+  readonly description?: string;
+  /** The tool's own arguments, without `idempotency_key` (it is added). Zod 3 or zod 4, not both. */
+  readonly inputSchema: InputShape;
+  /** The shape of `structuredContent`, if the tool returns one. `_idempotency` is added to it. */
+  readonly outputSchema?: OutputShape;
+  /** Kept as given, except `idempotentHint`, which is true: repeats of one key do not run again. */
+  readonly annotations?: ToolAnnotations;
+  readonly _meta?: Record<string, unknown>;
+}
+
+/**
+ * The tool's body. It gets its arguments without `idempotency_key`, the SDK's `extra`, and the
+ * idempotency context (`context.key` to pass downstream, `context.attempt`, `context.signal`).
+ * What it returns is the outcome: recorded, and replayed to every repeat of the key, `isError` or not.
+ * Throw `notExecuted(error)` when nothing happened (a retry may run), `definitiveFailure(error)` for a
+ * failure every repeat should get again; any other throw is judged by the effect class.
+ */
+export type IdempotentToolHandler<InputShape extends ZodRawShapeCompat> = (
+  args: ShapeOutput<InputShape>,
+  extra: ToolExtra,
+  context: ToolContext,
+) => CallToolResult | Promise<CallToolResult>;
+
+/** Options of {@link registerIdempotentTool}: those of `idempotent()`, the tool name aside, plus the scope. */
+export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, CallToolResult>, "name" | "key"> {
+  /**
+   * The namespace a key lives in, from the request. Default: the OAuth client id
+   * (`extra.authInfo?.clientId`), else `"default"`, so one client can never read another's results.
+   */
+  readonly scope?: (extra: ToolExtra) => string;
+  /**
+   * The zod namespace the tool's schemas are built with (`import { z } from "zod"`). Default: the
+   * matching entry (`zod/v3` or `zod/v4`) of the zod installed beside the MCP SDK.
+   */
+  readonly z?: ZodNamespace;
+}
+
+/**
+ * Register a side-effectful tool on an MCP server so that every repeat of one intended call (a
+ * transport retry, a client re-sending `tools/call` with a new request id, the model calling twice)
+ * runs it once and hands back the original result (seed OP-7).
+ *
+ * The tool gains a required `idempotency_key` input whose description states the dedup window, and
+ * `idempotentHint: true`. A replay says so in `content` (an appended note), in `structuredContent._idempotency`
+ * (when the result has structured content) and in `_meta["idempotool/envelope"]`. Conflicts, calls in
+ * flight, unknown outcomes and an unavailable store come back as `isError` results whose text tells the
+ * model what to do next.
+ *
+ * @example
+ * import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+ * import { z } from "zod";
+ * import { registerIdempotentTool } from "idempotool/mcp";
+ * import { sqliteStore } from "idempotool/sqlite";
+ *
+ * const server = new McpServer({ name: "slack", version: "1.0.0" });
+ * registerIdempotentTool(
+ *   server,
+ *   "send_slack_message",
+ *   {
+ *     description: "Post a message to a Slack channel.",
+ *     inputSchema: { channel: z.string(), text: z.string() },
+ *     annotations: { destructiveHint: false, openWorldHint: true },
+ *   },
+ *   async ({ channel, text }) => {
+ *     const ts = `${Date.now() / 1000}`; // post to Slack here
+ *     return { content: [{ type: "text", text: `Posted to ${channel} at ${ts}: ${text}` }] };
+ *   },
+ *   { store: sqliteStore({ path: "idempotency.db" }), effect: "irreversible" },
+ * );
+ */
+export function registerIdempotentTool<
+  InputShape extends ZodRawShapeCompat,
+  OutputShape extends ZodRawShapeCompat = ZodRawShapeCompat,
+>(
+  server: McpServerLike,
+  name: string,
+  config: IdempotentToolConfig<InputShape, OutputShape>,
+  handler: IdempotentToolHandler<InputShape>,
+  options: IdempotentToolOptions<ShapeOutput<InputShape>>,
+): RegisteredTool {
+  type Args = ShapeOutput<InputShape>;
+  if (typeof server !== "object" || server === null || typeof server.registerTool !== "function") {
+    invalid("server", "must be an McpServer");
+  }
+  if (typeof config !== "object" || config === null) invalid("config", "must be an object");
+  if (typeof handler !== "function") invalid("handler", "must be the tool's function");
+  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  const { scope: scopeOption, z: zOption, ...core } = options;
+  if (scopeOption !== undefined && typeof scopeOption !== "function") invalid("scope", "must be a function");
+  const scopeOf = scopeOption ?? defaultScope;
+
+  const inputShape = rawShape(config.inputSchema, "inputSchema");
+  if (Object.hasOwn(inputShape, keyField)) {
+    invalid("inputSchema", `already has \`${keyField}\`: leave it out, registerIdempotentTool adds it`);
+  }
+  const outputShape =
+    config.outputSchema === undefined ? undefined : rawShape(config.outputSchema, "outputSchema");
+  if (outputShape && Object.hasOwn(outputShape, structuredField)) {
+    invalid(
+      "outputSchema",
+      `already has \`${structuredField}\`: leave it out, registerIdempotentTool adds it`,
+    );
+  }
+
+  // The handler needs its request's `extra`, which idempotent() does not carry: each call's arguments
+  // are a fresh object, and idempotent() hands that very object to the tool, so it can find its call here.
+  const calls = new WeakMap<object, CallState>();
+  const tool = idempotent<Args, CallToolResult>(
+    async (args, context) => {
+      const call = calls.get(args as object);
+      if (!call) {
+        throw new Error("registerIdempotentTool: a call reached the tool without its request context");
+      }
+      try {
+        return await handler(args, call.extra, context);
+      } catch (error) {
+        call.thrown =
+          error instanceof DefinitiveFailure
+            ? "definitive"
+            : error instanceof NotExecuted
+              ? "not_executed"
+              : "error";
+        throw error;
+      }
+    },
+    { ...core, name },
+  );
+
+  const outputFlavour = outputShape && flavourOf(outputShape, "outputSchema");
+  const inputFlavour = flavourOf(inputShape, "inputSchema") ?? outputFlavour;
+  const inputZ = zodNamespace(inputFlavour, zOption);
+  const inputSchema: ZodRawShapeCompat = {
+    ...inputShape,
+    [keyField]: inputZ
+      .string({ message: keyRequiredMessage })
+      .min(1, keyRequiredMessage)
+      .max(maxKeyLength, `idempotency_key must be at most ${maxKeyLength} characters.`)
+      .describe(keyDescription(tool.ttlMs)),
+  };
+  let outputSchema: ZodRawShapeCompat | undefined;
+  if (outputShape) {
+    // Input and output are separate objects to the SDK, so each may have its own flavour.
+    const outputZ =
+      outputFlavour === undefined || outputFlavour === inputFlavour
+        ? inputZ
+        : zodNamespace(outputFlavour, undefined);
+    outputSchema = { ...outputShape, [structuredField]: infoSchema(outputZ) };
+  }
+
+  const definition = {
+    ...(config.title === undefined ? {} : { title: config.title }),
+    ...(config.description === undefined ? {} : { description: config.description }),
+    inputSchema,
+    ...(outputSchema === undefined ? {} : { outputSchema }),
+    annotations: { ...config.annotations, idempotentHint: true },
+    ...(config._meta === undefined ? {} : { _meta: config._meta }),
+  };
+
+  return server.registerTool(name, definition, async (input: Record<string, unknown>, extra: ToolExtra) => {
+    const { [keyField]: keyInput, ...rest } = input;
+    const key = typeof keyInput === "string" ? keyInput : "";
+    const args = rest as Args;
+    const call: CallState = { extra };
+    calls.set(args as object, call);
+    try {
+      // extra.signal is not passed on: a client that timed out cancels its request and then retries under
+      // the same key, and cutting the effect short would turn that retry's replay into an unknown outcome.
+      // The handler still gets extra.signal, to honour cancellation where that is safe.
+      const envelope: Envelope<CallToolResult> = await tool(args, {
+        key: keyInput as string,
+        scope: scopeOf(extra),
+      });
+      return envelopeResult(envelope);
+    } catch (error) {
+      return errorResult(error, key, call.thrown, tool.effect);
+    }
+  });
+}
+
+/** One request on its way through idempotent(): its SDK context, and how the tool's throw ended if it threw. */
+interface CallState {
+  readonly extra: ToolExtra;
+  thrown?: ThrownKind;
+}
+
+function defaultScope(extra: ToolExtra): string {
+  return extra.authInfo?.clientId ?? "default";
+}
+
+/** The `_idempotency` field of `structuredContent`, as the output schema declares it. */
+function infoSchema(z: ZodNamespace): AnySchema {
+  return z.object({
+    was_replay: z.boolean(),
+    original_called_at: z.string().describe("When the original call was made (ISO-8601)."),
+    idempotency_key: z.string().describe("The key this result is recorded under."),
+    expires_at: z.string().describe("Until when a repeat with this key is still deduped (ISO-8601)."),
+  });
+}
+
+function rawShape<S extends ZodRawShapeCompat>(shape: S, option: string): S {
+  if (typeof shape !== "object" || shape === null || Array.isArray(shape)) {
+    invalid(option, "must be a raw shape of zod schemas ({ field: z.string() })");
+  }
+  if ("_zod" in shape || "_def" in shape) {
+    invalid(option, "must be a raw shape ({ field: z.string() }), not a zod object: pass its `.shape`");
+  }
+  return shape;
+}
