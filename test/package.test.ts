@@ -28,6 +28,7 @@ const expected: Record<string, string[]> = {
   ],
   "./sqlite": ["sqliteStore"],
   "./testing": ["storeConformanceCases", "fakeClock"],
+  "./redis": ["redisStore"],
   "./mcp": ["registerIdempotentTool"],
   "./langgraph": ["nodeTool", "requestApproval", "runApproved", "keyFromCheckpoint", "mintKey"],
 };
@@ -50,13 +51,13 @@ describe("the package", () => {
     });
   }
 
-  it("keeps the root entry free of drivers: importing it loads no better-sqlite3", async () => {
+  it("keeps the root entry free of drivers: importing it loads no better-sqlite3, pg or ioredis", async () => {
     const { stdout } = await run(
       process.execPath,
       [
         "--input-type=module",
         "-e",
-        "await import('idempotool'); const m = await import('node:module'); const r = m.createRequire(import.meta.url); console.log(Object.keys(r.cache).some((k) => k.includes('better-sqlite3')));",
+        "await import('idempotool'); const m = await import('node:module'); const r = m.createRequire(import.meta.url); console.log(Object.keys(r.cache).some((k) => /better-sqlite3|[/]pg[/]|ioredis/.test(k)));",
       ],
       { cwd: root },
     );

@@ -1,0 +1,22 @@
+/**
+ * `idempotool/redis`: an idempotency store on Redis, for a fleet of agent workers that share one dedup
+ * state. It takes the ioredis `Redis` or `Cluster` you already have, typed by the few methods it uses
+ * (ioredis is an optional peer dependency, never imported here). Every operation is one Lua script on one
+ * key: one round trip, atomic, and fine on Redis Cluster. Leases are judged by the server's clock.
+ *
+ * @example
+ * import { Redis } from "ioredis";
+ * import { idempotent } from "idempotool";
+ * import { redisStore } from "idempotool/redis";
+ *
+ * // maxRetriesPerRequest: in an outage the caller soon gets store_unavailable, not a long queue.
+ * const client = new Redis("redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
+ * const store = redisStore({ client, prefix: "agents:idem:" });
+ * const sendSms = idempotent(async (args: { to: string }) => ({ queued: args.to }), { name: "send_sms", store });
+ * await sendSms({ to: "+15550100" }, { key: "turn-3-sms" });
+ * await sendSms({ to: "+15550100" }, { key: "turn-3-sms" }); // was_replay: true, and one SMS queued
+ *
+ * @module
+ */
+export type { RedisLike, RedisScanner, RedisStore, RedisStoreOptions } from "./redis-store.js";
+export { redisStore } from "./redis-store.js";

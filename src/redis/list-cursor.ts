@@ -1,0 +1,36 @@
+/** Paging and filtering for `list`: records in (scope, key) order, a keyset cursor over that order. */
+import type { IdempotencyRecord, ListQuery, RecordId } from "../core/store.js";
+
+export function matches(record: IdempotencyRecord, query: ListQuery): boolean {
+  return (
+    (query.tool === undefined || record.tool === query.tool) &&
+    (query.status === undefined || record.status === query.status) &&
+    (query.createdBefore === undefined || record.createdAt < query.createdBefore) &&
+    (query.createdAfter === undefined || record.createdAt >= query.createdAfter)
+  );
+}
+
+/** (scope, key) in UTF-16 code unit order: the order of pages, and what a cursor compares against. */
+export function compareIds(a: RecordId, b: RecordId): number {
+  if (a.scope !== b.scope) return a.scope < b.scope ? -1 : 1;
+  if (a.key !== b.key) return a.key < b.key ? -1 : 1;
+  return 0;
+}
+
+export function encodeCursor(record: RecordId): string {
+  return Buffer.from(JSON.stringify([record.scope, record.key])).toString("base64url");
+}
+
+export function decodeCursor(cursor: string): RecordId {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString());
+    if (Array.isArray(value) && value.length === 2 && value.every((part) => typeof part === "string")) {
+      return { scope: value[0] as string, key: value[1] as string };
+    }
+  } catch {
+    // Reported below, with the cursor.
+  }
+  throw new TypeError(
+    `redisStore: list cursor ${JSON.stringify(cursor)} is not a nextCursor this store returned.`,
+  );
+}

@@ -1,0 +1,362 @@
+import { IdempotencyError } from "../core/errors.js";
+import type { IdempotencyRecord, IdempotencyStore, ListPage, RecordId } from "../core/store.js";
+import { compareIds, decodeCursor, encodeCursor, matches } from "./list-cursor.js";
+import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
+import { newRecord, notARecord, readRecord, toRecord } from "./record-reply.js";
+import {
+  claimScript,
+  deleteScript,
+  getScript,
+  peekScript,
+  purgeScript,
+  type RedisScript,
+  releaseScript,
+  renewScript,
+  settleScript,
+  takeoverScript,
+} from "./scripts.js";
+
+/** The part of a Redis client that walks the keyspace: one node's SCAN. */
+export interface RedisScanner {
+  scan(
+    cursor: string,
+    matchToken: "MATCH",
+    pattern: string,
+    countToken: "COUNT",
+    count: number,
+    typeToken: "TYPE",
+    type: "hash",
+  ): Promise<[cursor: string, elements: string[]]>;
+}
+
+/** The part of a Redis client the store uses; an ioredis `Redis` and an ioredis `Cluster` fit. */
+export interface RedisLike extends RedisScanner {
+  evalsha(sha: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
+  /** A cluster client's master nodes: `list` and `purge` scan each of them, since SCAN walks one node. */
+  nodes?(role: "master"): readonly RedisScanner[];
+}
+
+/** Options of {@link redisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * Your client, which stays yours: the store configures nothing on it and never closes it. For outages
+   * to fail fast rather than queue, give it `maxRetriesPerRequest: 0` (or 1), or `enableOfflineQueue: false`
+   * (then wait for its `ready` event before the first call: until then every command fails).
+   */
+  readonly client: RedisLike;
+  /** Prepended to every record's key name; it ends in `:`. Default `"idempotool:"`. */
+  readonly prefix?: string;
+  /**
+   * No operation waits longer than this for Redis's reply; past it, it rejects and the caller gets
+   * `store_unavailable`. The command may still have been applied. Default 5000.
+   */
+  readonly commandTimeoutMs?: number;
+  /**
+   * Which clock judges leases and expiry. `"server"` (default): Redis's `TIME`, read inside each script,
+   * so a worker whose clock runs ahead can never take over a live lease; a request's `now` is ignored.
+   * `"request"`: the `now` each request carries (the core's clock), for tests with a fake clock.
+   */
+  readonly clock?: "server" | "request";
+  /**
+   * For tests only: added to the server's clock (a worker whose store sees time further on), so a test
+   * can move past a lease without sleeping. Only with clock "server". Default 0.
+   */
+  readonly clockOffsetMs?: number | (() => number);
+}
+
+/** An idempotency store on Redis. */
+export interface RedisStore extends IdempotencyStore {
+  readonly client: RedisLike;
+  /** The prefix of every record's key name. */
+  readonly prefix: string;
+}
+
+const defaultPrefix = "idempotool:";
+const defaultCommandTimeoutMs = 5000;
+const defaultListLimit = 100;
+const maxListLimit = 1000;
+const defaultPurgeLimit = 1000;
+const scanCount = 1000;
+
+/**
+ * A store on Redis for a fleet of workers sharing one dedup state. Every operation is one Lua script
+ * on one key (one round trip; fine on Redis Cluster), judged by the server's clock.
+ * @example
+ * import { Redis } from "ioredis";
+ * import { idempotent } from "idempotool";
+ * import { redisStore } from "idempotool/redis";
+ *
+ * const client = new Redis("redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
+ * const sendEmail = idempotent(async (args: { to: string }) => ({ sent: args.to }), {
+ *   name: "send_email",
+ *   store: redisStore({ client, prefix: "agents:idem:" }),
+ * });
+ * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-alice" });
+ */
+export function redisStore(options: RedisStoreOptions): RedisStore {
+  const { client, prefix, commandTimeoutMs, clock, offsetMs } = resolveOptions(options);
+  const loaded = new Set<RedisScript>();
+
+  /** One script, one round trip in steady state: EVALSHA, or EVAL once per store and after a NOSCRIPT. */
+  const evaluate = async (script: RedisScript, name: string, args: (string | number)[]) => {
+    if (loaded.has(script)) {
+      try {
+        return await client.evalsha(script.sha, 1, name, ...args);
+      } catch (error) {
+        // A restart, SCRIPT FLUSH, failover or another Cluster node: the script did not run; send it whole.
+        if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
+      }
+    }
+    const reply = await client.eval(script.lua, 1, name, ...args);
+    loaded.add(script);
+    return reply;
+  };
+  const run = (script: RedisScript, name: string, args: (string | number)[] = []) =>
+    withDeadline(evaluate(script, name, args), commandTimeoutMs, script.name);
+
+  const clockArgs = (now: number): [string, number] => {
+    if (clock === "server") return ["", offsetMs()];
+    if (!Number.isFinite(now)) throw new TypeError(`redisStore: now must be epoch ms, got ${String(now)}.`);
+    return [String(now), 0];
+  };
+  const nameOf = (id: RecordId) => recordName(prefix, id.scope, id.key);
+
+  /** Every key name a pattern matches, node by node, one SCAN page at a time (pages may repeat names). */
+  async function* scanNames(pattern: string): AsyncGenerator<string[]> {
+    const nodes = client.nodes ? client.nodes("master") : [client];
+    if (nodes.length === 0) {
+      throw new Error("redisStore: the cluster client knows no master nodes yet (not connected?)");
+    }
+    for (const node of nodes) {
+      let cursor = "0";
+      do {
+        const [next, names] = await withDeadline(
+          node.scan(cursor, "MATCH", pattern, "COUNT", scanCount, "TYPE", "hash"),
+          commandTimeoutMs,
+          "scan",
+        );
+        yield names;
+        cursor = next;
+      } while (cursor !== "0");
+    }
+  }
+
+  return {
+    client,
+    prefix,
+
+    async claim(request) {
+      const { scope, key, tool, fingerprint, token, leaseMs, ttlMs } = request;
+      const reply = await run(claimScript, nameOf(request), [
+        ...clockArgs(request.now),
+        tool,
+        fingerprint,
+        token,
+        leaseMs,
+        ttlMs,
+      ]);
+      const [claimed, now] = reply as [number, number];
+      if (claimed === 1) return { claimed: true, record: newRecord(request, now), now };
+      return { claimed: false, record: toRecord(scope, key, reply, 2), now };
+    },
+
+    async takeover({ scope, key, fromToken, token, leaseMs, now }) {
+      const reply = await run(takeoverScript, nameOf({ scope, key }), [
+        ...clockArgs(now),
+        fromToken,
+        token,
+        leaseMs,
+      ]);
+      return reply === null ? null : toRecord(scope, key, reply, 0);
+    },
+
+    async settle({ scope, key, token, status, result, error, ttlMs, now }) {
+      const reply = await run(settleScript, nameOf({ scope, key }), [
+        ...clockArgs(now),
+        token,
+        status,
+        result === null ? "0" : "1",
+        result ?? "",
+        error === null ? "0" : "1",
+        error ?? "",
+        ttlMs,
+      ]);
+      if (reply === null) return null;
+      const [settledAt, tool, fingerprint, createdAt, attempts] = reply as [
+        number,
+        ...(string | undefined)[],
+      ];
+      if (tool === undefined || fingerprint === undefined) throw notARecord(scope, key);
+      return {
+        scope,
+        key,
+        tool,
+        fingerprint,
+        status,
+        token,
+        createdAt: Number(createdAt),
+        updatedAt: settledAt,
+        leaseExpiresAt: settledAt,
+        expiresAt: settledAt + ttlMs,
+        attempts: Number(attempts),
+        result,
+        error,
+      };
+    },
+
+    async renew({ scope, key, token, leaseMs, now }) {
+      const reply = await run(renewScript, nameOf({ scope, key }), [...clockArgs(now), token, leaseMs]);
+      return reply === 1;
+    },
+
+    async release({ scope, key, token }) {
+      const reply = await run(releaseScript, nameOf({ scope, key }), [token]);
+      return reply === 1;
+    },
+
+    async get({ scope, key }, now) {
+      const reply = await run(getScript, nameOf({ scope, key }), clockArgs(now));
+      return reply === null ? undefined : toRecord(scope, key, reply, 0);
+    },
+
+    async delete(id) {
+      return (await run(deleteScript, nameOf(id))) === 1;
+    },
+
+    async list(query) {
+      const limit = boundedInteger("list limit", query.limit ?? defaultListLimit, maxListLimit);
+      const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+      const keyPrefix = query.keyPrefix ?? "";
+      // Scope and key prefix live in the name, so SCAN's MATCH narrows by them on the server.
+      const pattern =
+        globLiteral(prefix) +
+        (query.scope === undefined ? "*:" : `${encodePart(query.scope)}:`) +
+        `${encodePart(keyPrefix)}*`;
+
+      const seen = new Set<string>();
+      const candidates: { scope: string; key: string; name: string }[] = [];
+      for await (const names of scanNames(pattern)) {
+        for (const name of names) {
+          if (seen.has(name)) continue;
+          seen.add(name);
+          const id = parseRecordName(prefix, name);
+          if (!id || (query.scope !== undefined && id.scope !== query.scope)) continue;
+          if (!id.key.startsWith(keyPrefix) || (after && compareIds(id, after) <= 0)) continue;
+          candidates.push({ ...id, name });
+        }
+      }
+      candidates.sort(compareIds);
+
+      // Read records in (scope, key) order only until the page, plus one to tell whether more follow, is full.
+      const records: IdempotencyRecord[] = [];
+      for (let next = 0; records.length <= limit && next < candidates.length; ) {
+        const batch = candidates.slice(next, next + Math.min(256, Math.max(16, limit + 1 - records.length)));
+        next += batch.length;
+        const replies = await Promise.all(batch.map((id) => run(peekScript, id.name)));
+        for (const [i, reply] of replies.entries()) {
+          const id = batch[i]!;
+          // Gone since the scan, or a hash that is not one of our records.
+          const record = readRecord(id.scope, id.key, reply, 0);
+          if (record && matches(record, query) && records.length <= limit) records.push(record);
+        }
+      }
+      if (records.length <= limit) return { records } satisfies ListPage;
+      records.length = limit;
+      return { records, nextCursor: encodeCursor(records[limit - 1]!) };
+    },
+
+    async purge({ now, limit }) {
+      const max = boundedInteger("purge limit", limit ?? defaultPurgeLimit, Number.MAX_SAFE_INTEGER);
+      // Redis deletes a record itself once the server's clock passes its expiresAt, at a cost in
+      // proportion to what expired. Under the server clock nothing expired is left to find, and a scan
+      // would cost the whole keyspace to find it.
+      if (clock === "server") return { deleted: 0 };
+      let deleted = 0;
+      for await (const names of scanNames(`${globLiteral(prefix)}*`)) {
+        const ours = names.filter((name) => parseRecordName(prefix, name) !== undefined);
+        // In batches no larger than what is left to delete, so the limit is never overshot.
+        for (let next = 0; next < ours.length && deleted < max; ) {
+          const batch = ours.slice(next, next + Math.min(max - deleted, 256));
+          next += batch.length;
+          const replies = await Promise.all(batch.map((name) => run(purgeScript, name, clockArgs(now))));
+          deleted += replies.filter((reply) => reply === 1).length;
+        }
+        if (deleted >= max) break;
+      }
+      return { deleted };
+    },
+  };
+}
+
+function resolveOptions(options: RedisStoreOptions) {
+  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  const client = options.client;
+  for (const method of ["evalsha", "eval", "scan"] as const) {
+    if (typeof client?.[method] !== "function") {
+      invalid("client", `must be a Redis client such as an ioredis Redis or Cluster (no ${method}() method)`);
+    }
+  }
+  // SCAN's MATCH ignores an ioredis keyPrefix while script keys get it: list and purge would miss records.
+  const clientPrefix = (client as { options?: { keyPrefix?: unknown } }).options?.keyPrefix;
+  if (typeof clientPrefix === "string" && clientPrefix !== "") {
+    invalid(
+      "client",
+      `has keyPrefix ${JSON.stringify(clientPrefix)}; leave it unset and pass { prefix } instead`,
+    );
+  }
+  const prefix = options.prefix ?? defaultPrefix;
+  // The parts after it hold no ":", so a prefix that ends in one can never be read as part of another
+  // store's names ("app:" and "app:eu:" stay apart; "app" and "app2" would not).
+  if (typeof prefix !== "string" || !prefix.endsWith(":")) {
+    invalid("prefix", `must be a string ending in ":", got ${JSON.stringify(prefix)}`);
+  }
+  const commandTimeoutMs = options.commandTimeoutMs ?? defaultCommandTimeoutMs;
+  if (!Number.isSafeInteger(commandTimeoutMs) || commandTimeoutMs < 1) {
+    invalid("commandTimeoutMs", `must be a positive integer (ms), got ${String(commandTimeoutMs)}`);
+  }
+  const clock = options.clock ?? "server";
+  if (clock !== "server" && clock !== "request") invalid("clock", 'must be "server" or "request"');
+  const offset = options.clockOffsetMs ?? 0;
+  if (typeof offset !== "function" && !Number.isSafeInteger(offset)) {
+    invalid("clockOffsetMs", `must be an integer (ms) or a function returning one, got ${String(offset)}`);
+  }
+  if (clock === "request" && options.clockOffsetMs !== undefined) {
+    invalid("clockOffsetMs", 'moves the server\'s clock, which clock "request" does not read');
+  }
+  const offsetMs = (): number => {
+    const value = typeof offset === "function" ? offset() : offset;
+    if (!Number.isFinite(value)) {
+      throw new IdempotencyError("invalid_options", `redisStore: clockOffsetMs returned ${String(value)}.`);
+    }
+    return Math.round(value);
+  };
+  return { client, prefix, commandTimeoutMs, clock, offsetMs };
+}
+
+function invalid(option: string, problem: string): never {
+  throw new IdempotencyError("invalid_options", `redisStore: option \`${option}\` ${problem}.`);
+}
+
+/** Rejects when Redis has not answered within `ms`; the command itself may still land later. */
+function withDeadline<T>(work: Promise<T>, ms: number, operation: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new Error(
+        `redisStore: no reply from Redis to ${operation} within ${ms} ms (commandTimeoutMs); ` +
+          "it may or may not have been applied.",
+      );
+      error.name = "TimeoutError";
+      reject(error);
+    }, ms);
+  });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
+
+function boundedInteger(name: string, value: number, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new RangeError(`redisStore: ${name} must be an integer from 1 to ${max}, got ${String(value)}.`);
+  }
+  return value;
+}

@@ -1,0 +1,365 @@
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { type Effect, idempotent, isIdempotencyError, LeaseLostError } from "../src/index.js";
+import { redisStore } from "../src/redis/index.js";
+import { dropPrefix, freshPrefix, reachable, redisUrl, testClient } from "./fixtures/redis-helpers.js";
+import { type RedisProxy, redisProxy } from "./fixtures/redis-proxy.js";
+
+const fixtures = join(import.meta.dirname, "fixtures");
+const client = testClient();
+const ready = reachable(client);
+ready.catch(() => {});
+
+const prefixes: string[] = [];
+const dirs: string[] = [];
+const children: ChildProcessWithoutNullStreams[] = [];
+const clients: Redis[] = [];
+afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGCONT");
+      child.kill("SIGKILL");
+    }
+  }
+  for (const extra of clients.splice(0)) extra.disconnect();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+afterAll(async () => {
+  await Promise.allSettled(prefixes.map((prefix) => dropPrefix(client, prefix)));
+  client.disconnect();
+});
+
+async function fresh(label: string): Promise<{ prefix: string; dir: string }> {
+  await ready;
+  const prefix = freshPrefix(label);
+  prefixes.push(prefix);
+  const dir = mkdtempSync(join(tmpdir(), "idempotool-redis-"));
+  dirs.push(dir);
+  return { prefix, dir };
+}
+
+function lines(path: string): { key: string; attempt?: number }[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { key: string; attempt?: number });
+}
+
+/** A worker process; `waitFor(line)` resolves once it printed that line, and fails if it exits first. */
+function startWorker(script: string, args: string[]) {
+  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  children.push(child);
+  let stdout = "";
+  let stderr = "";
+  const waiters: { line: string; resolve: () => void }[] = [];
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    stdout += chunk;
+    for (const waiter of [...waiters]) {
+      if (stdout.split("\n").includes(waiter.line)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+    }
+  });
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    stdout: string;
+    stderr: string;
+  }>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  const waitFor = (line: string) =>
+    Promise.race([
+      new Promise<void>((resolve) => waiters.push({ line, resolve })),
+      exited.then((result) => {
+        throw new Error(`worker exited (${result.code ?? result.signal}) before "${line}"\n${result.stderr}`);
+      }),
+    ]);
+  return { child, exited, waitFor };
+}
+
+describe("redisStore across OS processes", () => {
+  it("8 processes × 100 concurrent callers on 50 shared keys run exactly 50 executions", async () => {
+    const { prefix, dir } = await fresh("race");
+    const executions = join(dir, "executions.jsonl");
+    const workers = Array.from({ length: 8 }, () =>
+      startWorker("redis-race-worker.ts", [prefix, executions, "100", "50"]),
+    );
+    await Promise.all(workers.map((w) => w.waitFor("ready")));
+    for (const worker of workers) worker.child.stdin.end("go\n");
+    const results = await Promise.all(workers.map((w) => w.exited));
+
+    for (const result of results) expect(result.code, result.stderr).toBe(0);
+    const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n").at(-1)!) as string[]);
+    expect(outcomes).toHaveLength(800);
+    const ran = lines(executions);
+    expect(ran).toHaveLength(50);
+    expect(new Set(ran.map((e) => e.key)).size).toBe(50);
+    expect(outcomes.filter((o) => o === "ran")).toHaveLength(50);
+    // Every other caller got the original outcome, or an honest in-flight answer.
+    expect(outcomes.filter((o) => o !== "ran" && o !== "replay" && o !== "idempotency_key_in_use")).toEqual(
+      [],
+    );
+
+    const store = redisStore({ client, prefix });
+    const records = (await store.list({ limit: 1000 })).records;
+    expect(records).toHaveLength(50);
+    for (const record of records) expect(record).toMatchObject({ status: "completed", attempts: 1 });
+  }, 180_000);
+});
+
+describe("crash: a worker SIGKILLed after its effect and before settling", () => {
+  // Long enough that "still within the lease" holds on a loaded machine; the next caller's store jumps
+  // its server time past it with clockOffsetMs instead of sleeping.
+  const leaseMs = 10_000;
+
+  async function crash(effect: Effect) {
+    const { prefix, dir } = await fresh("crash");
+    const effects = join(dir, "effects.jsonl");
+    const result = await startWorker("redis-crash-worker.ts", [
+      prefix,
+      effects,
+      "sms-1",
+      effect,
+      String(leaseMs),
+    ]).exited;
+    expect(result.signal, result.stderr).toBe("SIGKILL");
+    expect(lines(effects)).toHaveLength(1);
+    const left = await redisStore({ client, prefix }).get({ scope: "default", key: "sms-1" }, 0);
+    expect(left).toMatchObject({ status: "in_progress", attempts: 1 });
+    return { prefix, effects, dead: left! };
+  }
+
+  /** The next caller, on a store whose server time has moved past the dead worker's lease (no sleeping). */
+  function nextCaller(prefix: string, effects: string, effect: Effect) {
+    const store = redisStore({ client, prefix, clockOffsetMs: leaseMs + 1_000 });
+    const tool = idempotent(
+      async (args: { to: string }, context) => {
+        const line = JSON.stringify({ to: args.to, key: context.key, attempt: context.attempt });
+        (await import("node:fs")).appendFileSync(effects, `${line}\n`);
+        return "sent";
+      },
+      { name: "send_sms", store, effect },
+    );
+    return { tool, store };
+  }
+
+  it("leaves the record in progress, and after its lease the next caller gets outcome_unknown under irreversible", async () => {
+    const { prefix, effects } = await crash("irreversible");
+    // Within the lease, by the server's clock, the record is simply in flight.
+    const patient = idempotent(async () => "sent", {
+      name: "send_sms",
+      store: redisStore({ client, prefix }),
+      effect: "irreversible",
+      waitMs: 0,
+    });
+    const inFlight = await patient({ to: "+15550100" }, { key: "sms-1" }).catch((e: unknown) => e);
+    expect(isIdempotencyError(inFlight, "idempotency_key_in_use")).toBe(true);
+
+    const { tool } = nextCaller(prefix, effects, "irreversible");
+    const error = await tool({ to: "+15550100" }, { key: "sms-1" }).catch((e: unknown) => e);
+    expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
+    expect(lines(effects)).toHaveLength(1);
+  });
+
+  it("takes over with the same key under native-key, and the dead worker's token is fenced off", async () => {
+    const { prefix, effects, dead } = await crash("native-key");
+    const { tool, store } = nextCaller(prefix, effects, "native-key");
+    expect(await tool({ to: "+15550100" }, { key: "sms-1" })).toMatchObject({
+      result: "sent",
+      was_replay: false,
+    });
+    // The downstream sees the same key on the second attempt, and dedupes it.
+    expect(lines(effects).map((e) => [e.key, e.attempt])).toEqual([
+      ["sms-1", 1],
+      ["sms-1", 2],
+    ]);
+    const settled = await store.get({ scope: "default", key: "sms-1" }, 0);
+    expect(settled).toMatchObject({ status: "completed", attempts: 2, result: '"sent"' });
+    const late = { scope: "default", key: "sms-1", token: dead.token, now: 0 };
+    expect(
+      await store.settle({ ...late, status: "completed", result: '"late"', error: null, ttlMs: 1 }),
+    ).toBeNull();
+    expect(await store.renew({ ...late, leaseMs: 60_000 })).toBe(false);
+    expect(await store.release(late)).toBe(false);
+    expect(await store.get({ scope: "default", key: "sms-1" }, 0)).toEqual(settled);
+  });
+
+  it("a worker paused (SIGSTOP) past its lease wakes up to LeaseLostError: its late settle is rejected", async () => {
+    const { prefix } = await fresh("pause");
+    const worker = startWorker("redis-pause-worker.ts", [prefix, "charge-1", String(leaseMs)]);
+    await worker.waitFor("started");
+    worker.child.kill("SIGSTOP");
+
+    const runs: number[] = [];
+    const taker = idempotent(
+      async (_args: object, context) => {
+        runs.push(context.attempt);
+        return "taken";
+      },
+      {
+        name: "charge",
+        store: redisStore({ client, prefix, clockOffsetMs: leaseMs + 1_000 }),
+        effect: "native-key",
+      },
+    );
+    expect(await taker({}, { key: "charge-1" })).toMatchObject({ result: "taken", was_replay: false });
+    expect(runs).toEqual([2]);
+
+    worker.child.kill("SIGCONT");
+    worker.child.stdin.end("finish\n");
+    const result = await worker.exited;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout.trim().split("\n").at(-1)).toBe(new LeaseLostError("charge-1").code);
+    const record = await redisStore({ client, prefix }).get({ scope: "default", key: "charge-1" }, 0);
+    expect(record).toMatchObject({ status: "completed", attempts: 2, result: '"taken"' });
+  });
+});
+
+describe("outage: Redis unreachable", () => {
+  /** A port nothing listens on. */
+  async function closedPort(): Promise<number> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as net.AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    return port;
+  }
+
+  function counted() {
+    const runs: string[] = [];
+    const fn = async (args: { id: string }) => {
+      runs.push(args.id);
+      return args.id;
+    };
+    return { runs, fn };
+  }
+
+  async function untilReady(redis: Redis): Promise<void> {
+    if (redis.status !== "ready") await once(redis, "ready");
+  }
+
+  /** An outage client: ioredis would log every failed reconnect as an unhandled error event. */
+  function outageClient(options: Parameters<typeof testClient>[0]): Redis {
+    const redis = testClient(options);
+    redis.on("error", () => {});
+    clients.push(redis);
+    return redis;
+  }
+
+  /** Cut every connection through the proxy, wait until the client has seen it, and let it reconnect. */
+  async function restart(proxy: RedisProxy, redis: Redis): Promise<void> {
+    const closed = once(redis, "close");
+    await proxy.stop();
+    await closed;
+    await proxy.start();
+    await untilReady(redis);
+  }
+
+  it("fails closed on a closed port, within commandTimeoutMs even with ioredis's default queueing", async () => {
+    const { prefix } = await fresh("closed");
+    const port = await closedPort();
+    const { runs, fn } = counted();
+    // Default offline queue and retries: only the store's own deadline bounds the wait.
+    const queueing = outageClient({ port, maxRetriesPerRequest: 20, retryStrategy: () => 50 });
+    const tool = idempotent(fn, {
+      name: "create_ticket",
+      store: redisStore({ client: queueing, prefix, commandTimeoutMs: 300 }),
+    });
+    const started = performance.now();
+    const error = await tool({ id: "a" }, { key: "k-closed" }).catch((e: unknown) => e);
+    expect(isIdempotencyError(error, "store_unavailable")).toBe(true);
+    expect(String((error as Error).message)).toMatch(/claim/);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(runs).toEqual([]);
+  });
+
+  it("a stopped server: the tool does not run and the caller gets store_unavailable; once it is back, calls proceed", async () => {
+    const { prefix } = await fresh("stopped");
+    const { hostname, port } = new URL(redisUrl);
+    const proxy = await redisProxy({ host: hostname, port: Number(port || 6379) });
+    const failFast = outageClient({
+      port: proxy.port,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      retryStrategy: () => 50,
+    });
+    try {
+      await untilReady(failFast);
+      const { runs, fn } = counted();
+      const tool = idempotent(fn, {
+        name: "create_ticket",
+        store: redisStore({ client: failFast, prefix, commandTimeoutMs: 2_000 }),
+      });
+      expect(await tool({ id: "before" }, { key: "k-before" })).toMatchObject({ was_replay: false });
+
+      const closed = once(failFast, "close");
+      await proxy.stop();
+      await closed;
+      for (const id of ["during-1", "during-2"]) {
+        const error = await tool({ id }, { key: "k-during" }).catch((e: unknown) => e);
+        expect(isIdempotencyError(error, "store_unavailable"), String(error)).toBe(true);
+      }
+      expect(runs).toEqual(["before"]);
+
+      await proxy.start();
+      await untilReady(failFast);
+      expect(await tool({ id: "during-1" }, { key: "k-during" })).toMatchObject({ was_replay: false });
+      expect(await tool({ id: "during-1" }, { key: "k-during" })).toMatchObject({ was_replay: true });
+      expect(await tool({ id: "before" }, { key: "k-before" })).toMatchObject({ was_replay: true });
+      expect(runs).toEqual(["before", "during-1"]);
+    } finally {
+      failFast.disconnect();
+      await proxy.stop();
+    }
+  });
+
+  it("a hang (connected, never answering) gives store_unavailable within commandTimeoutMs, not forever", async () => {
+    const { prefix } = await fresh("hang");
+    const { hostname, port } = new URL(redisUrl);
+    const proxy = await redisProxy({ host: hostname, port: Number(port || 6379) });
+    const hung = outageClient({ port: proxy.port, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    try {
+      await untilReady(hung);
+      const { runs, fn } = counted();
+      const commandTimeoutMs = 500;
+      const tool = idempotent(fn, {
+        name: "create_ticket",
+        store: redisStore({ client: hung, prefix, commandTimeoutMs }),
+      });
+      expect(await tool({ id: "before" }, { key: "k-before" })).toMatchObject({ was_replay: false });
+
+      proxy.hang();
+      const started = performance.now();
+      const error = await tool({ id: "hung" }, { key: "k-hung" }).catch((e: unknown) => e);
+      const waited = performance.now() - started;
+      expect(isIdempotencyError(error, "store_unavailable"), String(error)).toBe(true);
+      expect(String((error as Error).message)).toContain(`within ${commandTimeoutMs} ms`);
+      expect(waited).toBeGreaterThanOrEqual(commandTimeoutMs - 50);
+      expect(waited).toBeLessThan(commandTimeoutMs + 4_000);
+      expect(runs).toEqual(["before"]);
+
+      // Cut the hung connection; the client reconnects and calls proceed.
+      await restart(proxy, hung);
+      expect(await tool({ id: "after" }, { key: "k-after" })).toMatchObject({ was_replay: false });
+      expect(runs).toEqual(["before", "after"]);
+    } finally {
+      hung.disconnect();
+      await proxy.stop();
+    }
+  });
+});
