@@ -30,6 +30,10 @@ const expected: Record<string, string[]> = {
   "./testing": ["storeConformanceCases", "fakeClock"],
   "./redis": ["redisStore"],
   "./mcp": ["registerIdempotentTool"],
+  "./http": ["idempotentFetch", "idempotencyMiddleware", "withIdempotencyKey"],
+  "./http/hono": ["honoIdempotency"],
+  "./http/express": ["expressIdempotency"],
+  "./http/fastify": ["fastifyIdempotency"],
   "./langgraph": ["nodeTool", "requestApproval", "runApproved", "keyFromCheckpoint", "mintKey"],
 };
 

@@ -1,0 +1,155 @@
+/**
+ * Options of the server middleware, resolved and checked once, at configuration time.
+ */
+import type { Clock } from "../core/clock.js";
+import { IdempotencyError } from "../core/errors.js";
+import type { IdempotencyEvent } from "../core/events.js";
+import { Effect } from "../core/options.js";
+import type { IdempotencyStore } from "../core/store.js";
+import { compileRoutes, type RouteMatcher } from "./route-pattern.js";
+import { defaultReplayHeaders, neverReplayedHeaders } from "./stored-response.js";
+
+/** Options every flavour of the middleware shares; the adapters differ only in how `scope` sees the request. */
+export interface SharedMiddlewareOptions {
+  readonly store: IdempotencyStore;
+  /** Methods that are guarded. Default `["POST", "PATCH"]`. */
+  readonly methods?: readonly string[];
+  /** Paths that are guarded (`["/payments", "/orders/:id"]`), or a predicate. Default: every path. */
+  readonly routes?: RouteMatcher;
+  /**
+   * Whether a guarded request without `Idempotency-Key` is refused with 400 (`true`, the default) or
+   * passed through unguarded (`false`).
+   */
+  readonly required?: boolean;
+  /**
+   * Whether a response is recorded (and replayed to every repeat) or the key released (a repeat runs the
+   * handler again). Default {@link recordsByDefault}: everything but 5xx and the 4xx that mean the request
+   * was refused before it did anything.
+   */
+  readonly record?: (status: number, request: Request) => boolean;
+  /**
+   * Response headers a replay carries (case-insensitive). Default {@link defaultReplayHeaders}.
+   * `Set-Cookie`, credentials and framing headers are refused here: they are never stored.
+   */
+  readonly replayHeaders?: readonly string[];
+  /**
+   * What a crash or a throw of the handler means (DESIGN §5). Default `"owned-store"`: the handler writes
+   * to your own database in one transaction, so a request whose worker died is run again.
+   */
+  readonly effect?: Effect;
+  /** How long a recorded response is replayed. Default 24 h. */
+  readonly ttlMs?: number;
+  /** How long a claim holds without renewal. Default 60 s. */
+  readonly leaseMs?: number;
+  /**
+   * How long a repeat waits for the first request to finish before answering 409. Default 0: answer at
+   * once, as the draft describes, with `Retry-After`.
+   */
+  readonly waitMs?: number;
+  /** The `Retry-After` (seconds) on a 409 for a request in flight. Default 1. */
+  readonly retryAfterSeconds?: number;
+  /** The largest response body kept for replay (bytes). Default 1 MiB. */
+  readonly maxResponseBytes?: number;
+  /**
+   * Prefix of problem `type` URIs, e.g. `https://api.example.com/problems/` (the code is appended).
+   * Default: `about:blank`, with the status phrase as title.
+   */
+  readonly problemTypeBase?: string;
+  /** The tool name kept in each record. Default `"http"`. */
+  readonly name?: string;
+  readonly clock?: Clock;
+  readonly onEvent?: (event: IdempotencyEvent) => void;
+}
+
+/** Options of the web-standard {@link idempotencyMiddleware}. */
+export interface IdempotencyMiddlewareOptions extends SharedMiddlewareOptions {
+  /**
+   * The authenticated principal of the request (user, API key id, tenant): the namespace its keys live in,
+   * so one client can never replay another's response. Required; run authentication before the middleware.
+   */
+  readonly scope: (request: Request) => string | Promise<string>;
+}
+
+export interface ResolvedMiddlewareOptions {
+  readonly methods: ReadonlySet<string>;
+  readonly routes: (request: Request) => boolean;
+  readonly required: boolean;
+  readonly record: (status: number, request: Request) => boolean;
+  readonly replayHeaders: ReadonlySet<string>;
+  readonly retryAfterSeconds: number;
+  readonly problemTypeBase: string | undefined;
+}
+
+/**
+ * Statuses that say the request was refused before it did anything (malformed, unauthenticated,
+ * forbidden, no such resource or method, too large, unsupported, invalid, rate limited): by default they
+ * release the key, so the corrected retry runs.
+ */
+const refusedStatuses: ReadonlySet<number> = new Set([
+  400, 401, 403, 404, 405, 406, 408, 411, 413, 414, 415, 416, 417, 421, 422, 426, 428, 429, 431,
+]);
+
+/**
+ * The default `record`: 1xx–3xx, and the 4xx that are an outcome (402 payment declined, 409 business
+ * conflict, 410 gone, …) are recorded; 5xx and the 4xx that refused the request are not.
+ * @example
+ * recordsByDefault(201); // true
+ * recordsByDefault(402); // true
+ * recordsByDefault(422); // false
+ * recordsByDefault(503); // false
+ */
+export function recordsByDefault(status: number): boolean {
+  if (status >= 500) return false;
+  return !refusedStatuses.has(status);
+}
+
+export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): ResolvedMiddlewareOptions {
+  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  const methods = options.methods ?? ["POST", "PATCH"];
+  if (
+    !Array.isArray(methods) ||
+    methods.length === 0 ||
+    methods.some((m) => typeof m !== "string" || m === "")
+  ) {
+    invalid("methods", "must be a non-empty array of method names");
+  }
+  if (options.required !== undefined && typeof options.required !== "boolean") {
+    invalid("required", "must be a boolean");
+  }
+  if (options.record !== undefined && typeof options.record !== "function")
+    invalid("record", "must be a function");
+  const replayHeaders = options.replayHeaders ?? defaultReplayHeaders;
+  if (!Array.isArray(replayHeaders) || replayHeaders.some((h) => typeof h !== "string" || h === "")) {
+    invalid("replayHeaders", "must be an array of header names");
+  }
+  const refused = replayHeaders.filter((h) => neverReplayedHeaders.has(h.toLowerCase()));
+  if (refused.length > 0) {
+    invalid(
+      "replayHeaders",
+      `must not name ${refused.join(", ")}: cookies, credentials and framing headers are never stored`,
+    );
+  }
+  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
+  if (!Number.isSafeInteger(retryAfterSeconds) || retryAfterSeconds < 0) {
+    invalid("retryAfterSeconds", `must be an integer ≥ 0, got ${String(retryAfterSeconds)}`);
+  }
+  if (options.problemTypeBase !== undefined && typeof options.problemTypeBase !== "string") {
+    invalid("problemTypeBase", "must be a string");
+  }
+  if (options.effect !== undefined && !Object.values(Effect).includes(options.effect)) {
+    invalid("effect", `must be one of ${Object.values(Effect).join(", ")}`);
+  }
+  return {
+    methods: new Set(methods.map((m) => m.toUpperCase())),
+    routes: compileRoutes(options.routes, "routes"),
+    required: options.required ?? true,
+    record: options.record ?? recordsByDefault,
+    replayHeaders: new Set(replayHeaders.map((h) => h.toLowerCase())),
+    retryAfterSeconds,
+    problemTypeBase: options.problemTypeBase,
+  };
+}
+
+export function invalid(option: string, problem: string): never {
+  throw new IdempotencyError("invalid_options", `idempotencyMiddleware(): option \`${option}\` ${problem}.`);
+}

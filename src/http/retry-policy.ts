@@ -1,0 +1,86 @@
+/**
+ * When {@link idempotentFetch} tries again: exponential backoff with jitter, bounded in attempts and in
+ * total time, and never sooner than the server's `Retry-After`.
+ */
+import { IdempotencyError } from "../core/errors.js";
+
+/** Retry bounds of {@link idempotentFetch}. All times in milliseconds. */
+export interface RetryOptions {
+  /** Attempts in all, the first one included; 1 never retries. Default 4. */
+  readonly maxAttempts?: number;
+  /** No retry starts later than this after the first attempt began, and no wait runs past it. Default 30 000. */
+  readonly maxElapsedMs?: number;
+  /** The first backoff; each retry doubles it. Default 200. */
+  readonly initialDelayMs?: number;
+  /** The longest one backoff can be (a longer `Retry-After` is still honoured). Default 5 000. */
+  readonly maxDelayMs?: number;
+  /** How long one attempt may wait for the response headers before it is abandoned and retried; 0 for no limit. Default 10 000. */
+  readonly timeoutMs?: number;
+}
+
+export interface RetryPolicy {
+  readonly maxAttempts: number;
+  readonly maxElapsedMs: number;
+  readonly initialDelayMs: number;
+  readonly maxDelayMs: number;
+  readonly timeoutMs: number;
+}
+
+export const retryDefaults: RetryPolicy = {
+  maxAttempts: 4,
+  maxElapsedMs: 30_000,
+  initialDelayMs: 200,
+  maxDelayMs: 5_000,
+  timeoutMs: 10_000,
+};
+
+export function resolveRetry(options: RetryOptions | undefined): RetryPolicy {
+  if (options === undefined) return retryDefaults;
+  if (typeof options !== "object" || options === null) invalid("retry", "must be an object");
+  return {
+    maxAttempts: integer("retry.maxAttempts", options.maxAttempts, retryDefaults.maxAttempts, 1),
+    maxElapsedMs: integer("retry.maxElapsedMs", options.maxElapsedMs, retryDefaults.maxElapsedMs, 0),
+    initialDelayMs: integer("retry.initialDelayMs", options.initialDelayMs, retryDefaults.initialDelayMs, 0),
+    maxDelayMs: integer("retry.maxDelayMs", options.maxDelayMs, retryDefaults.maxDelayMs, 0),
+    timeoutMs: integer("retry.timeoutMs", options.timeoutMs, retryDefaults.timeoutMs, 0),
+  };
+}
+
+/**
+ * The backoff before retry number `retry` (1 for the first retry): the doubled delay, capped, with
+ * "equal jitter" (between half and all of it), so a crowd of clients spreads out but none retries at once.
+ */
+export function backoffMs(policy: RetryPolicy, retry: number, random: () => number): number {
+  const exponential = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** Math.min(retry - 1, 30));
+  const r = Math.min(Math.max(random(), 0), 1);
+  return Math.round(exponential / 2 + (exponential / 2) * r);
+}
+
+/**
+ * A `Retry-After` value in milliseconds from `now`: delay-seconds or an HTTP date. Undefined when absent
+ * or unreadable; never negative.
+ * @example
+ * parseRetryAfter("3", Date.now()); // 3000
+ * parseRetryAfter("Wed, 21 Oct 2026 07:28:00 GMT", Date.parse("2026-10-21T07:27:58Z")); // 2000
+ */
+export function parseRetryAfter(value: string | null, now: number): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // Only an HTTP date (it names a weekday or a month); Date.parse would read "12" or "1.5" as a year.
+  if (!/[A-Za-z]/.test(text)) return undefined;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+function integer(name: string, value: number | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
+    invalid(name, `must be an integer ≥ ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function invalid(option: string, problem: string): never {
+  throw new IdempotencyError("invalid_options", `idempotentFetch(): option \`${option}\` ${problem}.`);
+}
