@@ -28,6 +28,7 @@ const expected: Record<string, string[]> = {
   ],
   "./sqlite": ["sqliteStore"],
   "./testing": ["storeConformanceCases", "fakeClock"],
+  "./postgres": ["postgresStore"],
   "./redis": ["redisStore"],
   "./mcp": ["registerIdempotentTool"],
   "./http": ["idempotentFetch", "idempotencyMiddleware", "withIdempotencyKey"],

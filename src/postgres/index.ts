@@ -1,0 +1,17 @@
+/**
+ * `idempotool/postgres`: the idempotency store a fleet of workers shares, on a PostgreSQL table.
+ * It takes the `pg.Pool` or `pg.Client` you already have, typed by the one method it uses, so this
+ * entry imports no driver; pg is an optional peer dependency. Leases are judged by the server's clock.
+ *
+ * @example
+ * import pg from "pg";
+ * import { postgresStore } from "idempotool/postgres";
+ *
+ * const store = postgresStore({ client: new pg.Pool({ connectionString: process.env.DATABASE_URL }) });
+ * await store.migrate(); // optional: the table is created on first use anyway
+ *
+ * @module
+ */
+export type { PgQueryable, PgQueryConfig, PostgresStoreOptions } from "./postgres-options.js";
+export type { PostgresStore } from "./postgres-store.js";
+export { postgresStore } from "./postgres-store.js";

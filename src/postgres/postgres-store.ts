@@ -1,0 +1,225 @@
+import { createHash } from "node:crypto";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
+import type { ClaimResult, IdempotencyRecord, IdempotencyStore } from "../core/store.js";
+import { boundedQuery } from "./bounded-query.js";
+import { type PgQueryable, type PostgresStoreOptions, resolvePostgresOptions } from "./postgres-options.js";
+import { notLoggedPrefix, notLoggedSqlState, postgresStatements } from "./postgres-statements.js";
+
+/** An idempotency store on a PostgreSQL table. */
+export interface PostgresStore extends IdempotencyStore {
+  readonly client: PgQueryable;
+  /** The table as given (or the default), unquoted. */
+  readonly table: string;
+  /**
+   * Create the table and its index if missing, and check that the table is an ordinary logged one.
+   * Runs once per store on first use anyway; call it at deploy time if you manage schemas.
+   */
+  migrate(): Promise<void>;
+}
+
+// Each extra attempt follows a race lost to a concurrent commit; a fifth loss in a row is not a race.
+const claimAttempts = 5;
+
+type ClaimRow = IdempotencyRecord & { readonly claimed: boolean; readonly now: number };
+
+/**
+ * A store on PostgreSQL, shared by a fleet of workers. Every operation is one statement (one round
+ * trip), fenced by the owner token, and judged by the server's clock: under `clock: "server"` (the
+ * default) the `now` of every request, `purge`'s included, is ignored. See docs/stores.md.
+ * @example
+ * import pg from "pg";
+ * import { idempotent } from "idempotool";
+ * import { postgresStore } from "idempotool/postgres";
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, connectionTimeoutMillis: 5_000 });
+ * pool.on("error", () => {}); // an idle connection that drops is replaced on next use
+ * const store = postgresStore({ client: pool });
+ * const sendEmail = idempotent(async (args: { to: string }) => ({ sent: args.to }), {
+ *   name: "send_email",
+ *   store,
+ * });
+ * const first = await sendEmail({ to: "alice@example.com" }, { key: "turn-7-alice" });
+ */
+export function postgresStore(options: PostgresStoreOptions): PostgresStore {
+  const o = resolvePostgresOptions(options);
+  const s = postgresStatements(o.name, o.clock);
+  const client = o.client;
+
+  // Named after a hash of their text, so stores on different tables never share a name on one connection.
+  const names = new Map<string, string>();
+  if (o.preparedStatements) {
+    for (const text of [s.claim, s.takeover, s.settle, s.renew, s.release, s.get, s.delete, s.purge]) {
+      names.set(text, `idempotool_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`);
+    }
+  }
+  const send: Send = (operation, text, values, onLateRows) => {
+    const name = names.get(text);
+    const statement = values === undefined ? { text } : { text, values };
+    return boundedQuery(
+      client,
+      o.timeoutMs,
+      operation,
+      name ? { ...statement, name } : statement,
+      onLateRows,
+    );
+  };
+
+  let migrated: Promise<void> | undefined;
+  const migrate = () => {
+    migrated ??= runMigration(send, s.migrate).catch((error: unknown) => {
+      migrated = undefined;
+      throw error;
+    });
+    return migrated;
+  };
+  const run = async (
+    operation: string,
+    text: string,
+    values: unknown[],
+    onLateRows?: (rows: readonly unknown[]) => void,
+  ) => {
+    await migrate();
+    return send(operation, text, values, onLateRows);
+  };
+  /** The "now" parameter: the core's time, or the offset added to the server's. */
+  const now = (requestNow: number) => (o.clock === "server" ? o.offsetMs() : requestNow);
+
+  return {
+    client,
+    table: o.table,
+    migrate,
+
+    async claim(request): Promise<ClaimResult> {
+      const { scope, key, tool, fingerprint, token, leaseMs, ttlMs } = request;
+      rejectNul(scope, key, tool);
+      for (let attempt = 1; ; attempt++) {
+        const values = [scope, key, tool, fingerprint, token, now(request.now), leaseMs, ttlMs];
+        // A claim that timed out may still land. Its caller was told the store is unavailable and never
+        // runs the tool, so the store gives the key back as soon as the late answer shows the claim.
+        const giveBack = (rows: readonly unknown[]) => {
+          if ((rows[0] as ClaimRow | undefined)?.claimed !== true) return;
+          send("release", s.release, [scope, key, token]).catch(() => {});
+        };
+        const [row] = (await run("claim", s.claim, values, giveBack)) as ClaimRow[];
+        if (row) {
+          const { claimed, now: judgedAt, ...record } = row;
+          return { claimed, record, now: judgedAt };
+        }
+        // No row: the holder committed after this statement's snapshot (see claimSql). Look again.
+        if (attempt === claimAttempts) {
+          throw new Error(
+            `postgresStore: claim of (${scope}, ${key}) lost ${claimAttempts} races in a row to concurrent writers`,
+          );
+        }
+      }
+    },
+
+    async takeover({ scope, key, fromToken, token, leaseMs, now: requestNow }) {
+      const rows = await run("takeover", s.takeover, [
+        scope,
+        key,
+        fromToken,
+        token,
+        now(requestNow),
+        leaseMs,
+      ]);
+      return (rows[0] as IdempotencyRecord | undefined) ?? null;
+    },
+
+    async settle({ scope, key, token, status, result, error, ttlMs, now: requestNow }) {
+      const rows = await run("settle", s.settle, [
+        scope,
+        key,
+        token,
+        status,
+        result,
+        error,
+        now(requestNow),
+        ttlMs,
+      ]);
+      return (rows[0] as IdempotencyRecord | undefined) ?? null;
+    },
+
+    async renew({ scope, key, token, leaseMs, now: requestNow }) {
+      const rows = await run("renew", s.renew, [scope, key, token, now(requestNow), leaseMs]);
+      return rows.length === 1;
+    },
+
+    async release({ scope, key, token }) {
+      return (await run("release", s.release, [scope, key, token])).length === 1;
+    },
+
+    async get({ scope, key }, requestNow) {
+      const rows = await run("get", s.get, [scope, key, now(requestNow)]);
+      return rows[0] as IdempotencyRecord | undefined;
+    },
+
+    async delete({ scope, key }) {
+      return (await run("delete", s.delete, [scope, key])).length === 1;
+    },
+
+    async list(query) {
+      const limit = listLimit("postgresStore", query.limit);
+      const after = query.cursor === undefined ? undefined : decodeListCursor("postgresStore", query.cursor);
+      const statement = s.list(query, limit, after);
+      const records = (await run("list", statement.text, statement.values)) as IdempotencyRecord[];
+      // One row beyond the limit says whether another page exists, so the last page carries no cursor.
+      if (records.length <= limit) return { records };
+      records.length = limit;
+      const last = records[limit - 1]!;
+      return { records, nextCursor: encodeListCursor(last) };
+    },
+
+    async purge({ now: requestNow, limit }) {
+      const max = purgeLimit("postgresStore", limit);
+      const [row] = (await run("purge", s.purge, [now(requestNow), max])) as { deleted: number }[];
+      return { deleted: row?.deleted ?? 0 };
+    },
+  };
+}
+
+type Send = (
+  operation: string,
+  text: string,
+  values?: unknown[],
+  onLateRows?: (rows: readonly unknown[]) => void,
+) => Promise<unknown[]>;
+
+async function runMigration(send: Send, sql: string): Promise<void> {
+  try {
+    await send("migrate", sql);
+  } catch (error) {
+    const code = sqlState(error);
+    if (code === notLoggedSqlState && error instanceof Error && error.message.startsWith(notLoggedPrefix)) {
+      throw new IdempotencyError(
+        ErrorCode.invalidOptions,
+        `postgresStore: ${error.message.slice(notLoggedPrefix.length)}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    // Someone outside our advisory lock created the table or index at the same instant: by now it exists.
+    if (code === "23505" || code === "42P07" || code === "42710") {
+      await send("migrate", sql);
+      return;
+    }
+    throw error;
+  }
+}
+
+function sqlState(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+/** PostgreSQL text cannot hold U+0000; say so instead of letting the driver fail obscurely. */
+function rejectNul(...values: string[]): void {
+  if (values.some((value) => value.includes("\u0000"))) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      "postgresStore: scope, key and tool name cannot contain the NUL character (U+0000) in PostgreSQL.",
+    );
+  }
+}

@@ -1,0 +1,396 @@
+/**
+ * postgresStore shared by OS processes, crashing workers, paused workers and an unreachable server,
+ * all against the real PostgreSQL on this machine.
+ */
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { type Effect, idempotent, isIdempotencyError } from "../src/index.js";
+import { type PostgresStore, postgresStore } from "../src/postgres/index.js";
+import { fakeClock } from "../src/testing/index.js";
+import {
+  dropTable,
+  eventually,
+  freshTable,
+  type TcpProxy,
+  tcpProxy,
+  testPool,
+} from "./fixtures/pg-helpers.js";
+
+const fixtures = join(import.meta.dirname, "fixtures");
+const pool = testPool({ max: 6 });
+const tables: string[] = [];
+const dirs: string[] = [];
+
+function table(): string {
+  const name = freshTable();
+  tables.push(name);
+  return name;
+}
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "idempotool-pg-"));
+  dirs.push(dir);
+  return dir;
+}
+
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  for (const name of tables.splice(0)) await dropTable(pool, name);
+});
+afterAll(async () => {
+  await pool.end();
+});
+
+function lines(path: string): { key: string; attempt?: number }[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { key: string; attempt?: number });
+}
+
+interface Child {
+  child: ChildProcessWithoutNullStreams;
+  ready: Promise<void>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
+}
+
+function runWorker(script: string, args: string[]): Child {
+  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    stdout += chunk;
+    if (stdout.startsWith("ready\n")) markReady();
+  });
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<Awaited<Child["exited"]>>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  // A worker that dies before it is ready must fail the test, not hang it.
+  const failedEarly = exited.then((r) => {
+    throw new Error(`worker exited before it was ready (${r.code ?? r.signal})\n${r.stderr}`);
+  });
+  const readyOrFailed = Promise.race([ready, failedEarly]);
+  // Handled here too, so a worker that is never awaited for readiness (a crash worker) rejects nobody.
+  readyOrFailed.catch(() => {});
+  return { child, ready: readyOrFailed, exited };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => {
+      throw new Error("expected a rejection");
+    },
+    (error: unknown) => error,
+  );
+}
+
+describe("cross-process: one PostgreSQL table shared by OS processes", () => {
+  it("8 processes × 100 concurrent callers on 50 shared keys run exactly 50 executions", async () => {
+    const name = table();
+    const executions = join(tempDir(), "executions.jsonl");
+    // The workers also migrate; doing it first keeps their race on claims.
+    await postgresStore({ client: pool, table: name }).migrate();
+
+    const workers = Array.from({ length: 8 }, () =>
+      runWorker("pg-race-worker.ts", [name, executions, "100", "50"]),
+    );
+    try {
+      await Promise.all(workers.map((w) => w.ready));
+      for (const w of workers) w.child.stdin.end("go\n");
+      const results = await Promise.all(workers.map((w) => w.exited));
+
+      for (const result of results) expect(result.code, result.stderr).toBe(0);
+      const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n")[1]!) as string[]);
+      expect(outcomes).toHaveLength(800);
+      const ran = lines(executions);
+      expect(ran).toHaveLength(50);
+      expect(new Set(ran.map((e) => e.key)).size).toBe(50);
+      expect(outcomes.filter((o) => o === "ran")).toHaveLength(50);
+      // Every other caller got the original outcome, or an honest in-flight answer.
+      const others = outcomes.filter((o) => o !== "ran");
+      expect(others.filter((o) => o !== "replay" && o !== "idempotency_key_in_use")).toEqual([]);
+
+      const { rows } = await pool.query<{ status: string; attempts: number; n: number }>(
+        `SELECT status, attempts, count(*)::int AS n FROM "${name}" GROUP BY status, attempts`,
+      );
+      expect(rows).toEqual([{ status: "completed", attempts: 1, n: 50 }]);
+    } finally {
+      for (const w of workers) if (w.child.exitCode === null) w.child.kill("SIGKILL");
+    }
+  }, 240_000);
+});
+
+describe("crash: a worker SIGKILLed mid-call", () => {
+  const leaseMs = 1_000;
+
+  async function crash(effect: Effect, when: "mid-call" | "after-settle" = "mid-call") {
+    const name = table();
+    const effects = join(tempDir(), "effects.jsonl");
+    const result = await runWorker("pg-crash-worker.ts", [
+      name,
+      effects,
+      "sms-1",
+      effect,
+      String(leaseMs),
+      when,
+    ]).exited;
+    expect(result.signal, result.stderr).toBe("SIGKILL");
+    expect(lines(effects)).toHaveLength(1);
+    return { name, effects };
+  }
+
+  /** The next caller, on a store whose clock has moved past the dead worker's lease (no sleeping). */
+  function nextCaller(name: string, effects: string, effect: Effect) {
+    const store = postgresStore({ client: pool, table: name, clockOffsetMs: leaseMs + 1_000 });
+    return idempotent(
+      async (args: { to: string }, context) => {
+        const line = JSON.stringify({ to: args.to, key: context.key, attempt: context.attempt });
+        (await import("node:fs")).appendFileSync(effects, `${line}\n`);
+        return "sent";
+      },
+      { name: "send_sms", store, effect },
+    );
+  }
+
+  it("leaves its claim in progress, committed, with the lease it held", async () => {
+    const { name } = await crash("irreversible");
+    const record = await postgresStore({ client: pool, table: name }).get(
+      { scope: "default", key: "sms-1" },
+      0,
+    );
+    expect(record).toMatchObject({ status: "in_progress", attempts: 1, tool: "send_sms" });
+    expect(record!.leaseExpiresAt - record!.createdAt).toBe(leaseMs);
+  });
+
+  it("gives the next caller outcome_unknown under irreversible, and does not run the tool again", async () => {
+    const { name, effects } = await crash("irreversible");
+    const error = await rejection(
+      nextCaller(name, effects, "irreversible")({ to: "+15550100" }, { key: "sms-1" }),
+    );
+    expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
+    expect(lines(effects)).toHaveLength(1);
+  });
+
+  it("lets the next caller take over with the same key under native-key", async () => {
+    const { name, effects } = await crash("native-key");
+    expect(
+      await nextCaller(name, effects, "native-key")({ to: "+15550100" }, { key: "sms-1" }),
+    ).toMatchObject({
+      result: "sent",
+      was_replay: false,
+    });
+    // The downstream sees the same key on the second attempt, and dedupes it.
+    expect(lines(effects).map((e) => [e.key, e.attempt])).toEqual([
+      ["sms-1", 1],
+      ["sms-1", 2],
+    ]);
+  });
+
+  it("loses nothing it committed: a worker killed right after a call leaves a completed record", async () => {
+    const { name, effects } = await crash("irreversible", "after-settle");
+    expect(
+      await nextCaller(name, effects, "irreversible")({ to: "+15550100" }, { key: "sms-1" }),
+    ).toMatchObject({
+      result: "sent",
+      was_replay: true,
+    });
+    expect(lines(effects)).toHaveLength(1);
+  });
+});
+
+describe("fencing: a worker paused past its lease", () => {
+  it("cannot settle, renew or release once another worker took over", async () => {
+    const name = table();
+    const paused = postgresStore({ client: pool, table: name });
+    const successor = postgresStore({ client: pool, table: name, clockOffsetMs: 2_000 });
+    const id = { scope: "default", key: "charge-1" };
+    const request = { ...id, tool: "charge", fingerprint: "f".repeat(64), ttlMs: 86_400_000, now: 0 };
+    expect((await paused.claim({ ...request, token: "token-paused", leaseMs: 1_000 })).claimed).toBe(true);
+    const taken = await successor.takeover({
+      ...id,
+      fromToken: "token-paused",
+      token: "token-next",
+      leaseMs: 60_000,
+      now: 0,
+    });
+    expect(taken).toMatchObject({ token: "token-next", attempts: 2 });
+
+    const settle = {
+      ...id,
+      status: "completed",
+      result: '"late"',
+      error: null,
+      ttlMs: 86_400_000,
+      now: 0,
+    } as const;
+    expect(await paused.settle({ ...settle, token: "token-paused" })).toBeNull();
+    expect(await paused.renew({ ...id, token: "token-paused", leaseMs: 60_000, now: 0 })).toBe(false);
+    expect(await paused.release({ ...id, token: "token-paused" })).toBe(false);
+    expect(await paused.get(id, 0)).toEqual(taken);
+  });
+
+  it("reports LeaseLostError through idempotent() instead of claiming success", async () => {
+    const name = table();
+    let resume: () => void = () => {};
+    const pausedUntil = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    let effects = 0;
+    // A fake clock that nobody advances: the paused worker never renews, as if SIGSTOPped.
+    const pausedTool = idempotent(
+      async () => {
+        effects++;
+        await pausedUntil;
+        return "paused-result";
+      },
+      {
+        name: "charge",
+        store: postgresStore({ client: pool, table: name }),
+        clock: fakeClock(),
+        leaseMs: 1_000,
+        effect: "native-key",
+      },
+    );
+    const successorTool = idempotent(
+      async () => {
+        effects++;
+        return "successor-result";
+      },
+      {
+        name: "charge",
+        store: postgresStore({ client: pool, table: name, clockOffsetMs: 5_000 }),
+        effect: "native-key",
+      },
+    );
+
+    const pausedCall = rejection(pausedTool({ amount: 5 }, { key: "charge-1" }));
+    await eventually(async () => effects === 1, "the paused worker has started its call");
+    expect(await successorTool({ amount: 5 }, { key: "charge-1" })).toMatchObject({
+      result: "successor-result",
+      was_replay: false,
+    });
+    resume();
+    const error = await pausedCall;
+    expect(isIdempotencyError(error, "lease_lost")).toBe(true);
+    // The record keeps the successor's outcome, and every repeat replays it.
+    expect(await successorTool({ amount: 5 }, { key: "charge-1" })).toMatchObject({
+      result: "successor-result",
+      was_replay: true,
+    });
+    expect(effects).toBe(2);
+  });
+});
+
+describe("outage: the server unreachable", () => {
+  let proxy: TcpProxy | undefined;
+  afterEach(async () => {
+    await proxy?.stop();
+    proxy = undefined;
+  });
+
+  /** A tool, and how many times it ran. */
+  function countedTool(store: PostgresStore) {
+    let runs = 0;
+    const tool = idempotent(
+      async (args: { n: number }) => {
+        runs++;
+        return args.n;
+      },
+      { name: "create_record", store },
+    );
+    return { tool, runs: () => runs };
+  }
+
+  it("fails closed with store_unavailable on a closed port, and the tool does not run", async () => {
+    const closed = testPool({ port: 1, connectionTimeoutMillis: 1_000 });
+    try {
+      const { tool, runs } = countedTool(postgresStore({ client: closed, table: table() }));
+      const error = await rejection(tool({ n: 1 }, { key: "k" }));
+      expect(isIdempotencyError(error, "store_unavailable")).toBe(true);
+      expect(runs()).toBe(0);
+    } finally {
+      await closed.end();
+    }
+  });
+
+  it("fails closed while the server is gone, and proceeds once it is back", async () => {
+    const name = table();
+    proxy = await tcpProxy();
+    const viaProxy = testPool({ port: proxy.port, max: 2, connectionTimeoutMillis: 2_000 });
+    try {
+      const { tool, runs } = countedTool(
+        postgresStore({ client: viaProxy, table: name, statementTimeoutMs: 3_000 }),
+      );
+      expect(await tool({ n: 1 }, { key: "before" })).toMatchObject({ result: 1, was_replay: false });
+
+      await proxy.stop();
+      for (const key of ["before", "during"]) {
+        const error = await rejection(tool({ n: 1 }, { key }));
+        expect(isIdempotencyError(error, "store_unavailable"), key).toBe(true);
+      }
+      expect(runs()).toBe(1);
+
+      await proxy.start();
+      expect(await tool({ n: 1 }, { key: "during" })).toMatchObject({ result: 1, was_replay: false });
+      expect(await tool({ n: 1 }, { key: "before" })).toMatchObject({ result: 1, was_replay: true });
+      expect(runs()).toBe(2);
+    } finally {
+      await proxy.stop();
+      await viaProxy.end();
+    }
+  });
+
+  it("gives up on a query that never gets an answer within statementTimeoutMs, and recovers", async () => {
+    const name = table();
+    await postgresStore({ client: pool, table: name }).migrate();
+    proxy = await tcpProxy();
+    // The pool's connect timeout (which frees a slot stuck in a handshake) is longer than the store's
+    // timeout on purpose: the store gives up first, by itself.
+    const viaProxy = testPool({ port: proxy.port, max: 2, connectionTimeoutMillis: 3_000 });
+    try {
+      const { tool, runs } = countedTool(
+        postgresStore({ client: viaProxy, table: name, statementTimeoutMs: 500 }),
+      );
+      expect(await tool({ n: 1 }, { key: "warm" })).toMatchObject({ was_replay: false });
+
+      // Connections stay open but nothing comes back: a statement already sent, or a new connection
+      // whose handshake never completes. Neither may wait forever.
+      proxy.freeze();
+      for (let i = 0; i < 3; i++) {
+        const started = Date.now();
+        const error = await rejection(tool({ n: 1 }, { key: "frozen" }));
+        expect(isIdempotencyError(error, "store_unavailable")).toBe(true);
+        expect(String((error as Error).cause)).toMatch(/statementTimeoutMs|Query read timeout/);
+        expect(Date.now() - started).toBeLessThan(10_000);
+      }
+      expect(runs()).toBe(1);
+
+      proxy.thaw();
+      await eventually(async () => {
+        const outcome = await tool({ n: 1 }, { key: "after" }).then(
+          () => true,
+          () => false,
+        );
+        return outcome;
+      }, "calls proceed after the network recovers");
+      expect(runs()).toBe(2);
+    } finally {
+      await proxy.stop();
+      await viaProxy.end();
+    }
+  });
+});
