@@ -328,6 +328,13 @@ describe("redisStore key names", () => {
     }
   });
 
+  it("lists a key by a prefix that ends halfway through a surrogate pair", async () => {
+    const store = redisStore({ client, prefix: await fresh() });
+    await store.claim(claimOf({ scope: "s", key: "\ud83d\ude00-party", token: "t" }));
+    const listed = await store.list({ scope: "s", keyPrefix: "\ud83d" });
+    expect(listed.records.map((r) => r.key)).toEqual(["\ud83d\ude00-party"]);
+  });
+
   it("keeps stores with nested prefixes apart: list and purge never touch the other's records", async () => {
     const outer = await fresh();
     const inner = `${outer}eu:`;

@@ -1,4 +1,5 @@
 import { IdempotencyError, StoreFullError } from "./errors.js";
+import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "./list-paging.js";
 import type {
   ClaimRequest,
   ClaimResult,
@@ -19,9 +20,6 @@ export interface MemoryStoreOptions {
 }
 
 const DEFAULT_MAX_RECORDS = 10_000;
-const DEFAULT_LIST_LIMIT = 100;
-const MAX_LIST_LIMIT = 1_000;
-const DEFAULT_PURGE_LIMIT = 1_000;
 
 /**
  * An in-process store: one process, lost on exit. Good for tests, scripts and single-process agents;
@@ -222,11 +220,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
     },
 
     async purge(request) {
-      const limit = request.limit ?? DEFAULT_PURGE_LIMIT;
-      if (!Number.isInteger(limit) || limit < 1) {
-        throw new RangeError(`purge limit must be a positive integer, got ${String(request.limit)}`);
-      }
-      return { deleted: removeExpired(request.now, limit) };
+      return { deleted: removeExpired(request.now, purgeLimit("memoryStore", request.limit)) };
     },
   };
 }
@@ -285,13 +279,8 @@ function freeze(
 }
 
 function listPage(all: Iterable<IdempotencyRecord>, query: ListQuery): ListPage {
-  const limit = query.limit ?? DEFAULT_LIST_LIMIT;
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-    throw new RangeError(
-      `list limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${String(query.limit)}`,
-    );
-  }
-  const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+  const limit = listLimit("memoryStore", query.limit);
+  const after = query.cursor === undefined ? undefined : decodeListCursor("memoryStore", query.cursor);
   const matches: IdempotencyRecord[] = [];
   for (const r of all) {
     if (query.scope !== undefined && r.scope !== query.scope) continue;
@@ -300,14 +289,14 @@ function listPage(all: Iterable<IdempotencyRecord>, query: ListQuery): ListPage 
     if (query.keyPrefix !== undefined && !r.key.startsWith(query.keyPrefix)) continue;
     if (query.createdBefore !== undefined && !(r.createdAt < query.createdBefore)) continue;
     if (query.createdAfter !== undefined && !(r.createdAt >= query.createdAfter)) continue;
-    if (after !== undefined && compareIds(r.scope, r.key, after[0], after[1]) <= 0) continue;
+    if (after !== undefined && compareIds(r.scope, r.key, after.scope, after.key) <= 0) continue;
     matches.push(r);
   }
   matches.sort((a, b) => compareIds(a.scope, a.key, b.scope, b.key));
   if (matches.length <= limit) return { records: matches };
   const records = matches.slice(0, limit);
   const last = records[limit - 1]!;
-  return { records, nextCursor: Buffer.from(JSON.stringify([last.scope, last.key])).toString("base64url") };
+  return { records, nextCursor: encodeListCursor(last) };
 }
 
 // Pages are ordered by (scope, key), so a cursor is the last pair returned and stays valid while records
@@ -316,24 +305,6 @@ function compareIds(scopeA: string, keyA: string, scopeB: string, keyB: string):
   if (scopeA !== scopeB) return scopeA < scopeB ? -1 : 1;
   if (keyA !== keyB) return keyA < keyB ? -1 : 1;
   return 0;
-}
-
-function decodeCursor(cursor: string): readonly [string, string] {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
-  } catch {
-    parsed = undefined;
-  }
-  if (
-    !Array.isArray(parsed) ||
-    parsed.length !== 2 ||
-    typeof parsed[0] !== "string" ||
-    typeof parsed[1] !== "string"
-  ) {
-    throw new TypeError("list cursor is not a nextCursor this store returned");
-  }
-  return [parsed[0], parsed[1]];
 }
 
 // A binary min-heap on expiresAt, kept in a plain array.

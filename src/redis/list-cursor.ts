@@ -16,21 +16,3 @@ export function compareIds(a: RecordId, b: RecordId): number {
   if (a.key !== b.key) return a.key < b.key ? -1 : 1;
   return 0;
 }
-
-export function encodeCursor(record: RecordId): string {
-  return Buffer.from(JSON.stringify([record.scope, record.key])).toString("base64url");
-}
-
-export function decodeCursor(cursor: string): RecordId {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString());
-    if (Array.isArray(value) && value.length === 2 && value.every((part) => typeof part === "string")) {
-      return { scope: value[0] as string, key: value[1] as string };
-    }
-  } catch {
-    // Reported below, with the cursor.
-  }
-  throw new TypeError(
-    `redisStore: list cursor ${JSON.stringify(cursor)} is not a nextCursor this store returned.`,
-  );
-}

@@ -49,10 +49,16 @@ describe("record key names", () => {
   });
 
   it("keep key prefixes: a key starts with p exactly when its encoding starts with p's", () => {
+    // A prefix ending in a high surrogate can split a pair the key encodes whole; list narrows without it.
+    const endsInHighSurrogate = (text: string) => /[\uD800-\uDBFF]$/.test(text);
     fc.assert(
-      fc.property(anyPart, anyPart, (key, keyPrefix) => {
-        expect(encodePart(key).startsWith(encodePart(keyPrefix))).toBe(key.startsWith(keyPrefix));
-      }),
+      fc.property(
+        anyPart,
+        anyPart.filter((p) => !endsInHighSurrogate(p)),
+        (key, keyPrefix) => {
+          expect(encodePart(key).startsWith(encodePart(keyPrefix))).toBe(key.startsWith(keyPrefix));
+        },
+      ),
       { numRuns: 2_000 },
     );
   });

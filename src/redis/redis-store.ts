@@ -1,6 +1,7 @@
 import { IdempotencyError } from "../core/errors.js";
+import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
 import type { IdempotencyRecord, IdempotencyStore, ListPage, RecordId } from "../core/store.js";
-import { compareIds, decodeCursor, encodeCursor, matches } from "./list-cursor.js";
+import { compareIds, matches } from "./list-cursor.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
 import { newRecord, notARecord, readRecord, toRecord } from "./record-reply.js";
 import {
@@ -74,9 +75,6 @@ export interface RedisStore extends IdempotencyStore {
 
 const defaultPrefix = "idempotool:";
 const defaultCommandTimeoutMs = 5000;
-const defaultListLimit = 100;
-const maxListLimit = 1000;
-const defaultPurgeLimit = 1000;
 const scanCount = 1000;
 
 /**
@@ -225,14 +223,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     },
 
     async list(query) {
-      const limit = boundedInteger("list limit", query.limit ?? defaultListLimit, maxListLimit);
-      const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+      const limit = listLimit("redisStore", query.limit);
+      const after = query.cursor === undefined ? undefined : decodeListCursor("redisStore", query.cursor);
       const keyPrefix = query.keyPrefix ?? "";
       // Scope and key prefix live in the name, so SCAN's MATCH narrows by them on the server.
       const pattern =
         globLiteral(prefix) +
         (query.scope === undefined ? "*:" : `${encodePart(query.scope)}:`) +
-        `${encodePart(keyPrefix)}*`;
+        `${encodePart(matchablePrefix(keyPrefix))}*`;
 
       const seen = new Set<string>();
       const candidates: { scope: string; key: string; name: string }[] = [];
@@ -263,11 +261,11 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       }
       if (records.length <= limit) return { records } satisfies ListPage;
       records.length = limit;
-      return { records, nextCursor: encodeCursor(records[limit - 1]!) };
+      return { records, nextCursor: encodeListCursor(records[limit - 1]!) };
     },
 
     async purge({ now, limit }) {
-      const max = boundedInteger("purge limit", limit ?? defaultPurgeLimit, Number.MAX_SAFE_INTEGER);
+      const max = purgeLimit("redisStore", limit);
       // Redis deletes a record itself once the server's clock passes its expiresAt, at a cost in
       // proportion to what expired. Under the server clock nothing expired is left to find, and a scan
       // would cost the whole keyspace to find it.
@@ -354,9 +352,12 @@ function withDeadline<T>(work: Promise<T>, ms: number, operation: string): Promi
   return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
-function boundedInteger(name: string, value: number, max: number): number {
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new RangeError(`redisStore: ${name} must be an integer from 1 to ${max}, got ${String(value)}.`);
-  }
-  return value;
+/**
+ * The part of a key prefix whose encoding prefixes the encoding of every key it starts. A prefix ending
+ * in a high surrogate may be the first half of a pair in the key, which is encoded whole: leave it to the
+ * exact filter rather than narrow MATCH by it.
+ */
+function matchablePrefix(keyPrefix: string): string {
+  const last = keyPrefix.charCodeAt(keyPrefix.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? keyPrefix.slice(0, -1) : keyPrefix;
 }

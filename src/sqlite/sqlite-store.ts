@@ -1,5 +1,12 @@
 import { createRequire } from "node:module";
 import { IdempotencyError } from "../core/errors.js";
+import {
+  decodeListCursor,
+  encodeListCursor,
+  keyPrefixUpperBound,
+  listLimit,
+  purgeLimit,
+} from "../core/list-paging.js";
 import type {
   ClaimRequest,
   ClaimResult,
@@ -57,9 +64,6 @@ export interface SqliteStore extends IdempotencyStore {
 
 const tableNamePattern = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const busyTimeoutMs = 5000;
-const defaultListLimit = 100;
-const maxListLimit = 1000;
-const defaultPurgeLimit = 1000;
 
 // Aliased so a row comes back already shaped as an IdempotencyRecord: no mapping on the hot path.
 const recordColumns =
@@ -155,7 +159,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async purge({ now, limit }) {
-      const max = positiveInteger("purge limit", limit ?? defaultPurgeLimit, Number.MAX_SAFE_INTEGER);
+      const max = purgeLimit("sqliteStore", limit);
       return { deleted: statements().purge.run(now, max).changes };
     },
 
@@ -272,7 +276,7 @@ function prepareStatements(db: SqliteDatabase, table: string) {
 
   const listStatements = new Map<string, SqliteStatement>();
   const list = (query: ListQuery): ListPage => {
-    const limit = positiveInteger("list limit", query.limit ?? defaultListLimit, maxListLimit);
+    const limit = listLimit("sqliteStore", query.limit);
     const where: string[] = [];
     const params: unknown[] = [];
     const filter = (condition: string, ...values: unknown[]) => {
@@ -285,12 +289,15 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     if (query.keyPrefix) {
       // A range, not LIKE: % and _ in a prefix are plain characters, and the primary key serves the range.
       filter("key >= ?", query.keyPrefix);
-      const upper = prefixUpperBound(query.keyPrefix);
+      const upper = keyPrefixUpperBound(query.keyPrefix);
       if (upper !== undefined) filter("key < ?", upper);
     }
     if (query.createdBefore !== undefined) filter("created_at < ?", query.createdBefore);
     if (query.createdAfter !== undefined) filter("created_at >= ?", query.createdAfter);
-    if (query.cursor !== undefined) filter("(scope, key) > (?, ?)", ...decodeCursor(query.cursor));
+    if (query.cursor !== undefined) {
+      const after = decodeListCursor("sqliteStore", query.cursor);
+      filter("(scope, key) > (?, ?)", after.scope, after.key);
+    }
     const sql =
       `SELECT ${recordColumns} FROM ${t}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}` +
       " ORDER BY scope, key LIMIT ?";
@@ -304,7 +311,7 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     if (records.length <= limit) return { records };
     records.length = limit;
     const last = records[limit - 1]!;
-    return { records, nextCursor: encodeCursor(last.scope, last.key) };
+    return { records, nextCursor: encodeListCursor(last) };
   };
 
   return {
@@ -338,45 +345,4 @@ function prepareStatements(db: SqliteDatabase, table: string) {
          (SELECT rowid FROM ${t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`,
     ),
   };
-}
-
-function positiveInteger(name: string, value: number, max: number): number {
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new TypeError(`sqliteStore: ${name} must be an integer from 1 to ${max}, got ${String(value)}.`);
-  }
-  return value;
-}
-
-/**
- * The least string above every string that starts with `prefix`, in SQLite's BINARY (UTF-8 byte) order,
- * which is code point order: the prefix with its last code point raised by one.
- */
-function prefixUpperBound(prefix: string): string | undefined {
-  const codePoints = Array.from(prefix, (char) => char.codePointAt(0)!);
-  while (codePoints.length > 0) {
-    const last = codePoints.pop()!;
-    if (last < 0x10ffff) {
-      // Surrogates are not characters; the next one after U+D7FF is U+E000.
-      return String.fromCodePoint(...codePoints, last === 0xd7ff ? 0xe000 : last + 1);
-    }
-  }
-  return undefined;
-}
-
-function encodeCursor(scope: string, key: string): string {
-  return Buffer.from(JSON.stringify([scope, key])).toString("base64url");
-}
-
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString());
-    if (Array.isArray(value) && value.length === 2 && value.every((part) => typeof part === "string")) {
-      return value as [string, string];
-    }
-  } catch {
-    // Reported below, with the cursor.
-  }
-  throw new TypeError(
-    `sqliteStore: list cursor ${JSON.stringify(cursor)} is not a nextCursor this store returned.`,
-  );
 }
