@@ -1,0 +1,140 @@
+/**
+ * Failures of an idempotent tool call, told to the model: what happened and what to do next.
+ * Shared by the tool-call loops (as error results) and the AI SDK wrapper (as thrown tool errors).
+ */
+import {
+  ErrorCode,
+  isIdempotencyError,
+  KeyConflictError,
+  KeyInUseError,
+  OutcomeUnknownError,
+} from "../core/errors.js";
+import { ReplayedFailureError } from "../core/outcomes.js";
+
+/** Why a tool call did not give a result. The idempotool codes, plus what only a tool-call loop can meet. */
+export const ToolCallErrorCode = {
+  ...ErrorCode,
+  /** A failure recorded by an earlier call of the same request, handed back (`ReplayedFailureError`). */
+  replayedFailure: "replayed_failure",
+  /** The model called a tool the loop does not have. */
+  unknownTool: "unknown_tool",
+  /** The tool itself threw (its own error is the `cause`). */
+  toolError: "tool_error",
+} as const;
+export type ToolCallErrorCode = (typeof ToolCallErrorCode)[keyof typeof ToolCallErrorCode];
+
+/**
+ * A tool call that gave no result, with a message written for the model: what happened and what to do.
+ * The error idempotool (or the tool) raised is the `cause`; branch on it with `isIdempotencyError(error.cause)`.
+ *
+ * Not an `IdempotencyError` itself: it wraps one, and the code-narrowing guard must not mistake the
+ * wrapper for the typed error it carries.
+ * @example
+ * import { isIdempotencyError } from "idempotool";
+ * import { ToolCallError } from "idempotool/loops";
+ *
+ * function report(error: unknown): void {
+ *   if (error instanceof ToolCallError && isIdempotencyError(error.cause, "idempotency_key_conflict")) {
+ *     console.error(`${error.tool}: conflicting repeat`, error.cause.originalFingerprint);
+ *   }
+ * }
+ */
+export class ToolCallError extends Error {
+  override name = "ToolCallError";
+  /** The tool's name. */
+  readonly tool: string;
+  readonly code: ToolCallErrorCode;
+
+  constructor(tool: string, code: ToolCallErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.tool = tool;
+    this.code = code;
+  }
+}
+
+/** Turn whatever a wrapped call threw into a {@link ToolCallError} with a message for the model. */
+export function toolCallErrorOf(error: unknown, tool: string): ToolCallError {
+  if (error instanceof ToolCallError) return error;
+  const cause = { cause: error };
+  if (error instanceof ReplayedFailureError) {
+    return new ToolCallError(
+      tool,
+      ToolCallErrorCode.replayedFailure,
+      `${tool} already ran for this same request at ${error.original_called_at} and failed: ${error.message}. ` +
+        "It was not run again; the same call would fail the same way.",
+      cause,
+    );
+  }
+  if (!isIdempotencyError(error)) {
+    return new ToolCallError(tool, ToolCallErrorCode.toolError, `${tool} failed: ${messageOf(error)}`, cause);
+  }
+  if (error instanceof KeyConflictError) {
+    return new ToolCallError(
+      tool,
+      error.code,
+      `${tool} was not run: it was already called for this same request at ${error.originalCalledAt} with ` +
+        "different arguments. Do not retry it with changed arguments. If the user really wants a second, " +
+        "different call, ask them to confirm it in a new message.",
+      cause,
+    );
+  }
+  if (error instanceof KeyInUseError) {
+    return new ToolCallError(
+      tool,
+      error.code,
+      `${tool} was not run again: the same call is still running. Do not call it again now. If its result ` +
+        `is needed, make the identical call again after about ${Math.ceil(error.retryAfterMs / 1000)} s.`,
+      cause,
+    );
+  }
+  if (error instanceof OutcomeUnknownError) {
+    return new ToolCallError(
+      tool,
+      error.code,
+      `Nobody knows whether ${tool} took effect: an attempt of this same call (started at ` +
+        `${new Date(error.record.createdAt).toISOString()}) ended without a known outcome` +
+        `${error.cause === undefined ? "" : ` (${messageOf(error.cause)})`}. It will not run again until ` +
+        "that is resolved. Do not retry it; tell the user it may or may not have happened and needs checking.",
+      cause,
+    );
+  }
+  switch (error.code) {
+    case ErrorCode.leaseLost:
+      return new ToolCallError(
+        tool,
+        error.code,
+        `${tool} may have taken effect, but its outcome could not be recorded. Do not retry it; tell the user ` +
+          "it needs checking.",
+        cause,
+      );
+    case ErrorCode.resultTooLarge:
+    case ErrorCode.resultUnserializable:
+      return new ToolCallError(
+        tool,
+        error.code,
+        `${tool} already ran for this same request, but its result was not kept. Do not call it again.`,
+        cause,
+      );
+    case ErrorCode.storeUnavailable:
+    case ErrorCode.storeFull:
+      return new ToolCallError(
+        tool,
+        error.code,
+        `${tool} was not run: its duplicate check is unavailable, so it could not run safely. Nothing ` +
+          "happened; the identical call may be tried again later.",
+        cause,
+      );
+    default:
+      return new ToolCallError(tool, error.code, `${tool} was not run: ${error.message}`, cause);
+  }
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (typeof error === "string") return error;
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}
