@@ -3,7 +3,7 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "coverage/**", "bench/results/**"] },
+  { ignores: ["dist/**", "node_modules/**", "coverage/**", "bench/results/**", "bench/tmp/**"] },
   {
     files: ["**/*.ts"],
     languageOptions: {
