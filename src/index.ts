@@ -53,6 +53,11 @@ export {
   type StoredFailure,
 } from "./core/outcomes.js";
 export {
+  type EncryptionOptions,
+  ResultUndecryptableError,
+  type UndecryptableReason,
+} from "./core/result-codec.js";
+export {
   type ClaimRequest,
   type ClaimResult,
   type IdempotencyRecord,

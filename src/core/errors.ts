@@ -13,6 +13,7 @@ export const ErrorCode = {
   invalidOptions: "invalid_options",
   resultTooLarge: "result_too_large",
   resultUnserializable: "result_unserializable",
+  resultUndecryptable: "result_undecryptable",
   leaseLost: "lease_lost",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -29,6 +30,7 @@ const httpStatusOf: Record<ErrorCode, number> = {
   invalid_options: 500,
   result_too_large: 413,
   result_unserializable: 500,
+  result_undecryptable: 500,
   lease_lost: 409,
 };
 

@@ -140,9 +140,9 @@ async function callOnce<A, R>(
         return replayCompleted(c, record);
       case RecordStatus.failed:
         emit(c, "replay", { attempt: record.attempts });
-        throw new ReplayedFailureError(decodeFailure(record.error), iso(record.createdAt), key);
+        throw new ReplayedFailureError(decodeFailure(record.error, c.o.codec), iso(record.createdAt), key);
       case RecordStatus.unknown: {
-        const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(record)}`;
+        const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(record, c.o.codec)}`;
         const outcome = await resolveUnknown(c, record, reason, execute);
         if (outcome) return outcome;
         continue;
@@ -241,7 +241,7 @@ async function settleResult<A, R>(
   record: IdempotencyRecord,
   result: Awaited<R>,
 ): Promise<Envelope<Awaited<R>>> {
-  const encoded = encodeResult(result, c.o.maxResultBytes);
+  const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec);
   const settled = await settleFenced(c, record, {
     status: RecordStatus.completed,
     result: encoded.ok ? encoded.text : null,
@@ -270,7 +270,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
     const settled = await settleFenced(c, record, {
       status: RecordStatus.failed,
       result: null,
-      error: encodeFailure(error.cause, error.data),
+      error: encodeFailure(error.cause, error.data, c.o.codec),
     });
     if (settled === "lost") throw leaseLost(c, record, error.cause);
     emit(c, "failed", { attempt: record.attempts, error: error.cause });
@@ -283,7 +283,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
   const settled = await settleFenced(c, record, {
     status: RecordStatus.unknown,
     result: null,
-    error: encodeFailure(error),
+    error: encodeFailure(error, undefined, c.o.codec),
   });
   if (settled === "lost") throw leaseLost(c, record, error);
   const kept = settled === "store_failed" ? record : settled;
@@ -307,7 +307,13 @@ function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelo
       throw new ResultUnserializableError(record, problem.reason);
     }
   }
-  return envelope(c, decodeResult(record.result) as Awaited<R>, true, record.createdAt, record.expiresAt);
+  return envelope(
+    c,
+    decodeResult(record.result, c.o.codec) as Awaited<R>,
+    true,
+    record.createdAt,
+    record.expiresAt,
+  );
 }
 
 /**

@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from "./clock.js";
 import { IdempotencyError } from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
+import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result-codec.js";
 import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
@@ -78,8 +79,19 @@ export interface IdempotentOptions<A, R> {
   readonly verify?: VerifyHook<A, R>;
   /** The same hook under the saga's name, for `compensatable` tools. Give `verify` or `reconcile`, not both. */
   readonly reconcile?: VerifyHook<A, R>;
-  /** The largest serialized result kept (bytes). Default 1 MiB. */
+  /** The largest serialized result kept (bytes), measured after redaction and before encryption. Default 1 MiB. */
   readonly maxResultBytes?: number;
+  /**
+   * Result fields never stored: dotted paths (`["card.number", "token"]`), stored as `"[redacted]"`.
+   * The first caller gets the full result; every replay gets the redacted form.
+   */
+  readonly redact?: readonly string[];
+  /**
+   * Encrypt stored results and failures (AES-256-GCM) with your keys. New records use `current`;
+   * older ones are opened by the key id they carry, so keep a retired key until its records expire.
+   * A record no configured key opens is an error (`ResultUndecryptableError`), never garbage.
+   */
+  readonly encryption?: EncryptionOptions;
   /**
    * Opt-in near-duplicate hint (seed Case 2): when a call under a new key matches, on these fields, a call
    * of this tool that completed in the same scope within `windowMs` (default 60 s), it still runs, and its
@@ -107,6 +119,8 @@ export interface ResolvedOptions<A, R> {
   readonly key: ((args: A, call: CallOptions) => string | undefined) | undefined;
   readonly verify: VerifyHook<A, R> | undefined;
   readonly maxResultBytes: number;
+  /** Redaction and encryption of stored results and failures; undefined stores plain JSON. */
+  readonly codec: ResultCodec | undefined;
   readonly similar: ResolvedSimilar<A> | undefined;
   readonly clock: Clock;
   readonly onEvent: ((event: IdempotencyEvent) => void) | undefined;
@@ -168,6 +182,7 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     key: options.key,
     verify: options.verify ?? options.reconcile,
     maxResultBytes,
+    codec: resolveCodec(options.redact, options.encryption, invalid),
     similar: resolveSimilar(options.similar),
     clock: options.clock ?? systemClock,
     onEvent: options.onEvent,

@@ -1,9 +1,11 @@
 /**
  * How results and failures become the strings a store keeps, and back.
  * Results are kept as their JSON form: a replay hands back what JSON.parse makes of it.
+ * With a {@link ResultCodec}, named result fields are redacted and what is stored is sealed (DESIGN §7).
  */
 import { ErrorCode } from "./errors.js";
 import type { StoredFailure } from "./outcomes.js";
+import { open, type ResultCodec, redactPaths, seal } from "./result-codec.js";
 
 /** A result ready for the store, or the reason it could not be kept (the call still completed). */
 export type EncodedResult =
@@ -14,10 +16,17 @@ export type ResultProblem =
   | { readonly code: typeof ErrorCode.resultTooLarge; readonly sizeBytes: number; readonly maxBytes: number }
   | { readonly code: typeof ErrorCode.resultUnserializable; readonly reason: string };
 
-export function encodeResult(result: unknown, maxBytes: number): EncodedResult {
+/**
+ * The string a store keeps for a result. The size limit applies to the JSON form after redaction and
+ * before encryption. The caller's value is never changed: redaction works on a parsed copy.
+ */
+export function encodeResult(result: unknown, maxBytes: number, codec?: ResultCodec): EncodedResult {
   let text: string | undefined;
   try {
     text = JSON.stringify(result, refuseLossy);
+    if (text !== undefined && codec !== undefined && codec.redact.length > 0) {
+      text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
+    }
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     return notKept({ code: ErrorCode.resultUnserializable, reason });
@@ -29,7 +38,7 @@ export function encodeResult(result: unknown, maxBytes: number): EncodedResult {
     const sizeBytes = Buffer.byteLength(text, "utf8");
     if (sizeBytes > maxBytes) return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes });
   }
-  return { ok: true, text };
+  return { ok: true, text: codec?.encryption ? seal(text, codec.encryption) : text };
 }
 
 function notKept(problem: ResultProblem): EncodedResult {
@@ -44,8 +53,12 @@ function refuseLossy(this: unknown, _key: string, value: unknown): unknown {
   return value;
 }
 
-export function decodeResult(text: string | null): unknown {
-  return text === null ? undefined : JSON.parse(text);
+/**
+ * The result a replay hands back. A sealed result is opened with the codec's keys; a missing or wrong
+ * key, or a record altered at rest, throws `ResultUndecryptableError`.
+ */
+export function decodeResult(text: string | null, codec?: ResultCodec): unknown {
+  return text === null ? undefined : JSON.parse(open(text, codec?.encryption));
 }
 
 /** Why a completed record kept no result, if it says so. */
@@ -59,7 +72,12 @@ export function decodeResultProblem(error: string | null): ResultProblem | undef
 }
 
 /** Keep what a caller can use of an error: its name, message, code and the declared data. Never its stack. */
-export function encodeFailure(error: unknown, data?: unknown): string {
+export function encodeFailure(error: unknown, data?: unknown, codec?: ResultCodec): string {
+  const text = failureJson(error, data);
+  return codec?.encryption ? seal(text, codec.encryption) : text;
+}
+
+function failureJson(error: unknown, data: unknown): string {
   const failure: { name: string; message: string; code?: string | number; data?: unknown } =
     error instanceof Error
       ? { name: error.name, message: error.message }
@@ -76,8 +94,12 @@ export function encodeFailure(error: unknown, data?: unknown): string {
   }
 }
 
-export function decodeFailure(text: string | null): StoredFailure {
-  const parsed = text === null ? undefined : (safeParse(text) as Partial<StoredFailure> | undefined);
+/** The failure a replay hands back. A sealed failure that cannot be opened throws `ResultUndecryptableError`. */
+export function decodeFailure(text: string | null, codec?: ResultCodec): StoredFailure {
+  const parsed =
+    text === null
+      ? undefined
+      : (safeParse(open(text, codec?.encryption)) as Partial<StoredFailure> | undefined);
   return {
     name: typeof parsed?.name === "string" ? parsed.name : "Error",
     message: typeof parsed?.message === "string" ? parsed.message : "the tool failed",

@@ -17,6 +17,7 @@ import { iso, OutcomeUnknownError } from "./errors.js";
 import { startLease } from "./lease.js";
 import { Effect } from "./options.js";
 import { ReplayedFailureError } from "./outcomes.js";
+import type { ResultCodec } from "./result-codec.js";
 import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 
@@ -78,7 +79,7 @@ async function verifyTakenOver<A, R>(
     case "not_executed":
       return execute(c, taken);
     case "completed": {
-      const encoded = encodeResult(outcome.result, c.o.maxResultBytes);
+      const encoded = encodeResult(outcome.result, c.o.maxResultBytes, c.o.codec);
       const settled = await settleFenced(c, taken, {
         status: RecordStatus.completed,
         result: encoded.ok ? encoded.text : null,
@@ -94,7 +95,7 @@ async function verifyTakenOver<A, R>(
       const settled = await settleFenced(c, taken, {
         status: RecordStatus.failed,
         result: null,
-        error: encodeFailure(outcome.error, outcome.data),
+        error: encodeFailure(outcome.error, outcome.data, c.o.codec),
       });
       if (settled === "lost") throw leaseLost(c, taken);
       emit(c, "replay", { attempt: taken.attempts });
@@ -126,7 +127,12 @@ async function verifyTakenOver<A, R>(
   }
 }
 
-export function failureNote(record: IdempotencyRecord): string {
+export function failureNote(record: IdempotencyRecord, codec?: ResultCodec): string {
   if (record.error === null) return "";
-  return ` (${decodeFailure(record.error).message})`;
+  try {
+    return ` (${decodeFailure(record.error, codec).message})`;
+  } catch {
+    // A note only: a record this worker cannot open still fails closed as unknown.
+    return "";
+  }
 }

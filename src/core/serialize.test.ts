@@ -1,0 +1,133 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { IdempotencyError } from "./errors.js";
+import { ResultUndecryptableError, resolveCodec } from "./result-codec.js";
+import { decodeFailure, decodeResult, encodeFailure, encodeResult } from "./serialize.js";
+
+const invalid = (option: string, problem: string): never => {
+  throw new IdempotencyError("invalid_options", `${option} ${problem}`);
+};
+const k1 = randomBytes(32);
+const k2 = randomBytes(32);
+
+function stored(
+  result: unknown,
+  codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid),
+): string {
+  const encoded = encodeResult(result, 1024 * 1024, codec);
+  if (!encoded.ok || encoded.text === null) throw new Error("not kept");
+  return encoded.text;
+}
+
+describe("serialize with a result codec", () => {
+  it("stores plain JSON without a codec, exactly as before", () => {
+    expect(encodeResult({ a: 1 }, 100)).toEqual({ ok: true, text: '{"a":1}' });
+    expect(decodeResult('{"a":1}')).toEqual({ a: 1 });
+  });
+
+  it("redacts named fields, through arrays, without touching the caller's value", () => {
+    const codec = resolveCodec(["card.number", "token", "items.secret", "absent.path"], undefined, invalid);
+    const result = {
+      card: { number: "4242", brand: "visa" },
+      token: "t",
+      items: [{ secret: 1, id: 1 }, { id: 2 }],
+    };
+    const text = stored(result, codec);
+    expect(JSON.parse(text)).toEqual({
+      card: { number: "[redacted]", brand: "visa" },
+      token: "[redacted]",
+      items: [{ secret: "[redacted]", id: 1 }, { id: 2 }],
+    });
+    expect(result.card.number).toBe("4242");
+  });
+
+  it("applies the size limit to the redacted plaintext, before encryption", () => {
+    const codec = resolveCodec(["blob"], { keys: { k1 }, current: "k1" }, invalid);
+    expect(encodeResult({ blob: "x".repeat(500) }, 100, codec).ok).toBe(true);
+    expect(encodeResult({ other: "x".repeat(500) }, 100, codec)).toMatchObject({
+      ok: false,
+      problem: { code: "result_too_large" },
+    });
+  });
+
+  it("seals results and failures so the stored text holds no plaintext, and opens them again", () => {
+    const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
+    const text = stored({ secret: "hunter2" }, codec);
+    expect(text).not.toContain("hunter2");
+    expect(text.startsWith("idempotool:aes-256-gcm:v1:k1:")).toBe(true);
+    expect(decodeResult(text, codec)).toEqual({ secret: "hunter2" });
+    expect(stored({ secret: "hunter2" }, codec)).not.toBe(text); // a fresh IV every time
+
+    const failure = encodeFailure(new Error("card 4242 declined"), { last4: "4242" }, codec);
+    expect(failure).not.toContain("4242");
+    expect(decodeFailure(failure, codec)).toEqual({
+      name: "Error",
+      message: "card 4242 declined",
+      data: { last4: "4242" },
+    });
+  });
+
+  it("rotates keys: new records use the current key, old ones open by their key id", () => {
+    const old = stored("before", resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid));
+    const rotated = resolveCodec(undefined, { keys: { k2, k1 }, current: "k2" }, invalid);
+    const fresh = stored("after", rotated);
+    expect(fresh).toContain(":k2:");
+    expect(decodeResult(old, rotated)).toBe("before");
+    expect(decodeResult(fresh, rotated)).toBe("after");
+  });
+
+  it("throws a typed error, never garbage, for a missing, unknown or wrong key", () => {
+    const text = stored("secret");
+    const attempts = [
+      [undefined, "no_encryption_configured"],
+      [resolveCodec(undefined, { keys: { k2 }, current: "k2" }, invalid), "unknown_key_id"],
+      [resolveCodec(undefined, { keys: { k1: k2 }, current: "k1" }, invalid), "authentication_failed"],
+    ] as const;
+    for (const [codec, reason] of attempts) {
+      const error = (() => {
+        try {
+          decodeResult(text, codec);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(error).toBeInstanceOf(ResultUndecryptableError);
+      expect(error).toBeInstanceOf(IdempotencyError);
+      expect(error).toMatchObject({ reason });
+    }
+    expect(() =>
+      decodeFailure(
+        encodeFailure(
+          new Error("x"),
+          undefined,
+          resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid),
+        ),
+      ),
+    ).toThrow(ResultUndecryptableError);
+  });
+
+  it("detects tampering: any flipped byte or swapped key id fails authentication", () => {
+    const codec = resolveCodec(undefined, { keys: { k1, k2: k1 }, current: "k1" }, invalid);
+    const text = stored({ amount: 100 }, codec);
+    const body = text.lastIndexOf(":") + 1;
+    for (const at of [body, body + 3, text.length - 2]) {
+      const flipped = text.slice(0, at) + (text[at] === "A" ? "B" : "A") + text.slice(at + 1);
+      expect(() => decodeResult(flipped, codec)).toThrow(ResultUndecryptableError);
+    }
+    // The key id is authenticated too: relabelling a record fails even where the key bytes match.
+    expect(() => decodeResult(text.replace(":k1:", ":k2:"), codec)).toThrow(ResultUndecryptableError);
+    expect(() => decodeResult("idempotool:aes-256-gcm:v1:k1:bad", codec)).toThrow(ResultUndecryptableError);
+  });
+
+  it("validates the options at configuration time, naming the option", () => {
+    expect(() => resolveCodec(undefined, { keys: { k1: randomBytes(16) }, current: "k1" }, invalid)).toThrow(
+      /encryption.keys.k1/,
+    );
+    expect(() => resolveCodec(undefined, { keys: { k1 }, current: "k9" }, invalid)).toThrow(
+      /encryption.current/,
+    );
+    expect(() => resolveCodec(undefined, { keys: { "a:b": k1 }, current: "a:b" }, invalid)).toThrow(/key id/);
+    expect(() => resolveCodec(["card..number"], undefined, invalid)).toThrow(/redact/);
+    expect(resolveCodec(undefined, undefined, invalid)).toBeUndefined();
+  });
+});

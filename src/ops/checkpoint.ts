@@ -1,0 +1,243 @@
+/**
+ * OP-8, a durable pre-call checkpoint for plain loops with no durable execution of their own:
+ * `in_progress` is written before the call and `completed` after, so a crash between them leaves
+ * evidence, and a retry fails closed (or waits) instead of running the effect again.
+ */
+import { randomUUID } from "node:crypto";
+import { type Clock, systemClock } from "../core/clock.js";
+import {
+  ErrorCode,
+  IdempotencyError,
+  iso,
+  KeyConflictError,
+  KeyInUseError,
+  LeaseLostError,
+  OutcomeUnknownError,
+  ResultTooLargeError,
+  ResultUnserializableError,
+  StoreUnavailableError,
+} from "../core/errors.js";
+import { fingerprint } from "../core/fingerprint.js";
+import { validateKey } from "../core/idempotent.js";
+import { defaults } from "../core/options.js";
+import { ReplayedFailureError } from "../core/outcomes.js";
+import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
+import {
+  decodeFailure,
+  decodeResult,
+  decodeResultProblem,
+  encodeFailure,
+  encodeResult,
+} from "../core/serialize.js";
+import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
+
+/** What a checkpoint guards: one call of one tool under one key. */
+export interface CheckpointOptions {
+  /** The tool's name, kept in the record. */
+  readonly tool: string;
+  /** Stable across every repeat of one logical operation (persist it before the loop calls the tool). */
+  readonly key: string;
+  /** The call's arguments: a key reused with other arguments is `idempotency_key_conflict`. */
+  readonly args: unknown;
+  /** A namespace (tenant, user, agent). Default "default". */
+  readonly scope?: string;
+  /** How long the claim holds; past it an unfinished checkpoint is judged stale (outcome unknown). Default 60 s. */
+  readonly leaseMs?: number;
+  /** How long a settled record absorbs repeats. Default 24 h. */
+  readonly ttlMs?: number;
+  /** How long to wait for another live checkpoint on the key before `idempotency_key_in_use`. Default 10 s; 0 fails at once. */
+  readonly waitMs?: number;
+  /** The largest result kept (bytes). Default 1 MiB. */
+  readonly maxResultBytes?: number;
+  /** Result fields never stored (dotted paths). */
+  readonly redact?: readonly string[];
+  /** Encrypt stored results and failures. */
+  readonly encryption?: EncryptionOptions;
+  /** Injectable time, for tests. */
+  readonly clock?: Clock;
+}
+
+/** A claimed (or already completed) call. Dispose it with `await using`, or call a settle in `finally`. */
+export interface Checkpoint<R = unknown> extends AsyncDisposable {
+  /** Set when the call already completed: skip the call and use `replay.result`. */
+  readonly replay: { readonly result: R; readonly original_called_at: string } | undefined;
+  /** Whether the call should run now (this checkpoint owns the claim). */
+  readonly shouldRun: boolean;
+  readonly key: string;
+  /** Record the result; repeats replay it. Throws `lease_lost` if another caller took the key over. */
+  complete(result: R): Promise<void>;
+  /** Record a definitive failure (a card declined); repeats get it again as a replayed failure. */
+  fail(error: unknown, data?: unknown): Promise<void>;
+  /** Record that nobody knows whether the effect happened; repeats fail closed with `outcome_unknown`. */
+  unknown(error: unknown): Promise<void>;
+  /** The effect certainly did not happen: free the key so a retry runs. */
+  release(): Promise<void>;
+}
+
+/**
+ * Write `in_progress` before a side effect, and settle after it.
+ * - the key completed earlier → `cp.replay` holds the stored result: skip the call;
+ * - it failed definitively → throws the replayed failure;
+ * - another live checkpoint holds it → waits up to `waitMs`, then `idempotency_key_in_use`;
+ * - a checkpoint that was never settled (crash, early exit) past its lease, or an unknown outcome →
+ *   `outcome_unknown`: fail closed until someone checks whether the effect happened.
+ *
+ * Disposing a checkpoint that was neither completed, failed nor released leaves it in progress on
+ * purpose: that is the evidence a crash would have left.
+ *
+ * @example
+ * import { memoryStore } from "idempotool";
+ * import { checkpoint } from "idempotool/ops";
+ *
+ * const store = memoryStore();
+ * const sendSms = async (to: string) => ({ sid: `sms-${to}` });
+ * for (const call of [{ id: "turn-7-sms", to: "+15550100" }]) {
+ *   await using cp = await checkpoint<{ sid: string }>(store, { tool: "send_sms", key: call.id, args: { to: call.to } });
+ *   if (cp.replay) continue; // sent before: cp.replay.result is what it returned
+ *   await cp.complete(await sendSms(call.to));
+ * }
+ */
+export async function checkpoint<R = unknown>(
+  store: IdempotencyStore,
+  options: CheckpointOptions,
+): Promise<Checkpoint<R>> {
+  const invalid = (option: string, problem: string): never => {
+    throw new IdempotencyError(ErrorCode.invalidOptions, `checkpoint(): option \`${option}\` ${problem}.`);
+  };
+  if (typeof options.tool !== "string" || options.tool === "") invalid("tool", "must be a non-empty string");
+  const key = validateKey(options.key, options.tool);
+  const scope = options.scope ?? "default";
+  const clock = options.clock ?? systemClock;
+  const leaseMs = options.leaseMs ?? defaults.leaseMs;
+  const ttlMs = options.ttlMs ?? defaults.ttlMs;
+  const waitMs = options.waitMs ?? defaults.waitMs;
+  const maxResultBytes = options.maxResultBytes ?? defaults.maxResultBytes;
+  const codec = resolveCodec(options.redact, options.encryption, invalid);
+  const print = fingerprint(options.args);
+  const token = randomUUID();
+  const startedAt = clock.now();
+  let pollMs = 10;
+
+  for (;;) {
+    const claim = await storeCall("claim", () =>
+      store.claim({
+        scope,
+        key,
+        tool: options.tool,
+        fingerprint: print,
+        token,
+        leaseMs,
+        ttlMs,
+        now: clock.now(),
+      }),
+    );
+    const record = claim.record;
+    if (claim.claimed) return owned(record);
+    if (record.fingerprint !== print) throw new KeyConflictError(record, print);
+    switch (record.status) {
+      case RecordStatus.completed: {
+        const problem = record.result === null ? decodeResultProblem(record.error) : undefined;
+        // It ran; only its result was not kept. Never run again, and say why there is nothing to replay.
+        if (problem?.code === ErrorCode.resultTooLarge) {
+          throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
+        }
+        if (problem?.code === ErrorCode.resultUnserializable)
+          throw new ResultUnserializableError(record, problem.reason);
+        return replayed(record);
+      }
+      case RecordStatus.failed:
+        throw new ReplayedFailureError(decodeFailure(record.error, codec), iso(record.createdAt), key);
+      case RecordStatus.unknown:
+        throw new OutcomeUnknownError(
+          record,
+          `the attempt at ${iso(record.updatedAt)} ended without a known outcome`,
+        );
+      case RecordStatus.inProgress: {
+        if (record.leaseExpiresAt <= claim.now) {
+          throw new OutcomeUnknownError(
+            record,
+            `a checkpoint claimed it at ${iso(record.createdAt)} and was never settled (the process may have crashed after the effect)`,
+          );
+        }
+        const waited = clock.now() - startedAt;
+        if (waited >= waitMs) {
+          throw new KeyInUseError(
+            record,
+            waited,
+            Math.min(Math.max(record.leaseExpiresAt - claim.now, 100), 5_000),
+          );
+        }
+        await clock.sleep(Math.min(pollMs, waitMs - waited));
+        pollMs = Math.min(pollMs * 2, 250);
+      }
+    }
+  }
+
+  function replayed(record: IdempotencyRecord): Checkpoint<R> {
+    const done = async () => {
+      throw new IdempotencyError(
+        ErrorCode.invalidArguments,
+        `checkpoint(${key}): it is a replay; there is nothing to settle.`,
+      );
+    };
+    return {
+      replay: { result: decodeResult(record.result, codec) as R, original_called_at: iso(record.createdAt) },
+      shouldRun: false,
+      key,
+      complete: done,
+      fail: done,
+      unknown: done,
+      release: done,
+      [Symbol.asyncDispose]: async () => undefined,
+    };
+  }
+
+  function owned(record: IdempotencyRecord): Checkpoint<R> {
+    let settled = false;
+    const settle = async (
+      status: "completed" | "failed" | "unknown",
+      result: string | null,
+      error: string | null,
+    ) => {
+      if (settled)
+        throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
+      const done = await storeCall("settle", () =>
+        store.settle({ scope, key, token: record.token, status, result, error, ttlMs, now: clock.now() }),
+      );
+      if (done === null) throw new LeaseLostError(key);
+      settled = true;
+    };
+    return {
+      replay: undefined,
+      shouldRun: true,
+      key,
+      async complete(result) {
+        const encoded = encodeResult(result, maxResultBytes, codec);
+        await settle(
+          RecordStatus.completed,
+          encoded.ok ? encoded.text : null,
+          encoded.ok ? null : encoded.error,
+        );
+      },
+      fail: (error, data) => settle(RecordStatus.failed, null, encodeFailure(error, data, codec)),
+      unknown: (error) => settle(RecordStatus.unknown, null, encodeFailure(error, undefined, codec)),
+      async release() {
+        if (settled)
+          throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
+        const released = await storeCall("release", () => store.release({ scope, key, token: record.token }));
+        if (!released) throw new LeaseLostError(key);
+        settled = true;
+      },
+      // Left unsettled on purpose: the record stays in progress as evidence, and a retry fails closed.
+      [Symbol.asyncDispose]: async () => undefined,
+    };
+  }
+}
+
+async function storeCall<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+  }
+}

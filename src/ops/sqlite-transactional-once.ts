@@ -1,0 +1,121 @@
+/**
+ * OP-2 on SQLite: `BEGIN IMMEDIATE` takes the write lock first, so a repeat from another connection
+ * waits (busy timeout) until this transaction commits, then sees the committed row and replays.
+ */
+import { sqlIdentifier } from "./sql-identifier.js";
+import type { SqliteDatabaseLike } from "./sql-shapes.js";
+import {
+  replayRow,
+  resolveTransactional,
+  storedResult,
+  type TransactionalOnceOptions,
+  type TransactionalOutcome,
+} from "./transactional-once.js";
+
+/**
+ * The dedup table {@link sqliteTransactionalOnce} uses: one row per committed (scope, key); times in epoch ms.
+ *
+ * @example
+ * import Database from "better-sqlite3";
+ * import { sqliteDedupTableSql } from "idempotool/ops";
+ *
+ * new Database("app.db").exec(sqliteDedupTableSql("order_dedup"));
+ */
+export function sqliteDedupTableSql(table: string): string {
+  const name = sqlIdentifier(table, "table");
+  return (
+    `CREATE TABLE IF NOT EXISTS ${name} (` +
+    "scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, result TEXT, " +
+    "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID"
+  );
+}
+
+// One connection holds one transaction at a time: calls on the same Database queue behind each other.
+const queues = new WeakMap<object, Promise<unknown>>();
+
+/**
+ * Run `write` and record the key in ONE SQLite transaction. The first call runs `write(db)` (it may be
+ * async; use the same `db` for the business write); if it throws, everything rolls back and the key
+ * stays free. A repeat with the same key and arguments returns the committed result without running;
+ * other arguments under the same key throw `idempotency_key_conflict`.
+ *
+ * While `write` runs, the connection belongs to this transaction: calls through the same `Database` are
+ * queued, and other connections wait on SQLite's write lock (give them a `timeout`, better-sqlite3's
+ * default is 5 s).
+ *
+ * @example
+ * import Database from "better-sqlite3";
+ * import { sqliteDedupTableSql, sqliteTransactionalOnce } from "idempotool/ops";
+ *
+ * const db = new Database("app.db");
+ * db.exec(sqliteDedupTableSql("order_dedup"));
+ * db.exec("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)");
+ * const args = { item: "book" };
+ * const outcome = await sqliteTransactionalOnce(db, { table: "order_dedup", key: "turn-7-order", args }, (tx) => {
+ *   const { lastInsertRowid } = tx.prepare("INSERT INTO orders (item) VALUES (?)").run(args.item) as { lastInsertRowid: number | bigint };
+ *   return { orderId: Number(lastInsertRowid) };
+ * });
+ */
+export async function sqliteTransactionalOnce<D extends SqliteDatabaseLike, R>(
+  db: D,
+  options: TransactionalOnceOptions,
+  write: (tx: D) => R | Promise<R>,
+): Promise<TransactionalOutcome<Awaited<R>>> {
+  const o = resolveTransactional(options, false);
+  const previous = queues.get(db) ?? Promise.resolve();
+  const run = previous.then(
+    () => transact(db, o, write),
+    () => transact(db, o, write),
+  );
+  queues.set(
+    db,
+    run.catch(() => undefined),
+  );
+  return run;
+}
+
+async function transact<D extends SqliteDatabaseLike, R>(
+  db: D,
+  o: ReturnType<typeof resolveTransactional>,
+  write: (tx: D) => R | Promise<R>,
+): Promise<TransactionalOutcome<Awaited<R>>> {
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const now = o.clock.now();
+    db.prepare(`DELETE FROM ${o.table} WHERE scope = ? AND key = ? AND expires_at <= ?`).run(
+      o.scope,
+      o.key,
+      now,
+    );
+    const existing = db
+      .prepare(
+        `SELECT fingerprint, result, created_at, expires_at FROM ${o.table} WHERE scope = ? AND key = ?`,
+      )
+      .get(o.scope, o.key) as
+      | { fingerprint: string; result: string | null; created_at: number; expires_at: number }
+      | undefined;
+    if (existing !== undefined) {
+      db.exec("ROLLBACK");
+      return replayRow<Awaited<R>>(o, {
+        fingerprint: existing.fingerprint,
+        result: existing.result,
+        createdAt: existing.created_at,
+        expiresAt: existing.expires_at,
+      });
+    }
+    const result: Awaited<R> = await write(db);
+    db.prepare(
+      `INSERT INTO ${o.table} (scope, key, fingerprint, result, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+    ).run(o.scope, o.key, o.fingerprint, storedResult(o, result), now, now + o.ttlMs);
+    db.exec("COMMIT");
+    return {
+      result,
+      was_replay: false,
+      original_called_at: new Date(now).toISOString(),
+      idempotency_key: o.key,
+    };
+  } catch (error) {
+    if (db.inTransaction) db.exec("ROLLBACK");
+    throw error;
+  }
+}

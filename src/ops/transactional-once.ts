@@ -1,0 +1,152 @@
+/**
+ * OP-2: the business write and the dedup record in ONE database transaction. If the transaction
+ * commits, the key is completed with its result; if it rolls back, the key is free again.
+ */
+
+import { type Clock, systemClock } from "../core/clock.js";
+import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
+import { fingerprint } from "../core/fingerprint.js";
+import { validateKey } from "../core/idempotent.js";
+import { defaults } from "../core/options.js";
+import type { EncryptionOptions, ResultCodec } from "../core/result-codec.js";
+import { resolveCodec } from "../core/result-codec.js";
+import { decodeResult, encodeResult } from "../core/serialize.js";
+import type { IdempotencyRecord } from "../core/store.js";
+import { sqlIdentifier } from "./sql-identifier.js";
+
+/** What one transactional call is: the dedup table, the key and what it is for. */
+export interface TransactionalOnceOptions {
+  /** The dedup table (see `postgresDedupTableSql` / `sqliteDedupTableSql`). Checked, then quoted. */
+  readonly table: string;
+  /** Stable across every repeat of one logical operation. */
+  readonly key: string;
+  /** A namespace (tenant, user); default "default". */
+  readonly scope?: string;
+  /** The arguments: their fingerprint tells a repeat from a key reused for something else. */
+  readonly args?: unknown;
+  /** Or the fingerprint itself, when you compute it. Give `args` or `fingerprint`. */
+  readonly fingerprint?: string;
+  /** How long the completed key absorbs repeats. Default 24 h. */
+  readonly ttlMs?: number;
+  /** The largest result kept (bytes). Default 1 MiB; a larger result rolls the transaction back. */
+  readonly maxResultBytes?: number;
+  /** Result fields never stored (dotted paths); replays get `"[redacted]"` there. */
+  readonly redact?: readonly string[];
+  /** Encrypt the stored result (AES-256-GCM, key rotation by id). */
+  readonly encryption?: EncryptionOptions;
+  /** Injectable time for SQLite (PostgreSQL judges expiry by `now()`). */
+  readonly clock?: Clock;
+}
+
+/** What a transactional call returns. */
+export interface TransactionalOutcome<R> {
+  /** This call's result, or the stored one on a replay. */
+  readonly result: R;
+  /** True when the write did not run and the committed result was handed back. */
+  readonly was_replay: boolean;
+  /** When the committed call was made (ISO-8601). */
+  readonly original_called_at: string;
+  readonly idempotency_key: string;
+}
+
+export interface ResolvedTransactional {
+  readonly table: string;
+  readonly key: string;
+  readonly scope: string;
+  readonly fingerprint: string;
+  readonly ttlMs: number;
+  readonly maxResultBytes: number;
+  readonly codec: ResultCodec | undefined;
+  readonly clock: Clock;
+}
+
+export function resolveTransactional(
+  options: TransactionalOnceOptions,
+  schema: boolean,
+): ResolvedTransactional {
+  const invalid = (option: string, problem: string): never => {
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      `transactionalOnce(): option \`${option}\` ${problem}.`,
+    );
+  };
+  const table = sqlIdentifier(options.table, "table", schema);
+  const key = validateKey(options.key, "transactionalOnce");
+  const scope = options.scope ?? "default";
+  if (typeof scope !== "string" || scope === "") invalid("scope", "must be a non-empty string");
+  if ((options.args === undefined) === (options.fingerprint === undefined)) {
+    invalid("args", "give either args or fingerprint");
+  }
+  return {
+    table,
+    key,
+    scope,
+    fingerprint: options.fingerprint ?? fingerprint(options.args),
+    ttlMs: positive("ttlMs", options.ttlMs, defaults.ttlMs, invalid),
+    maxResultBytes: positive("maxResultBytes", options.maxResultBytes, defaults.maxResultBytes, invalid),
+    codec: resolveCodec(options.redact, options.encryption, invalid),
+    clock: options.clock ?? systemClock,
+  };
+}
+
+function positive(
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  invalid: (o: string, p: string) => never,
+): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) invalid(name, "must be a positive integer");
+  return value;
+}
+
+/** The stored text for a result; a result that cannot be kept rolls the transaction back. */
+export function storedResult(o: ResolvedTransactional, result: unknown): string | null {
+  const encoded = encodeResult(result, o.maxResultBytes, o.codec);
+  if (encoded.ok) return encoded.text;
+  const reason =
+    encoded.problem.code === ErrorCode.resultTooLarge
+      ? `the result is ${encoded.problem.sizeBytes} bytes, over maxResultBytes (${encoded.problem.maxBytes})`
+      : `the result cannot be stored (${encoded.problem.reason})`;
+  throw new IdempotencyError(
+    encoded.problem.code,
+    `transactionalOnce(): ${reason}; the transaction was rolled back, so nothing happened.`,
+  );
+}
+
+/** A committed dedup row seen by a repeat: replay it, or refuse a key reused for other arguments. */
+export function replayRow<R>(
+  o: ResolvedTransactional,
+  row: { fingerprint: string; result: string | null; createdAt: number; expiresAt: number },
+): TransactionalOutcome<R> {
+  if (row.fingerprint !== o.fingerprint) {
+    throw new KeyConflictError(pseudoRecord(o, row), o.fingerprint);
+  }
+  return {
+    result: decodeResult(row.result, o.codec) as R,
+    was_replay: true,
+    original_called_at: iso(row.createdAt),
+    idempotency_key: o.key,
+  };
+}
+
+function pseudoRecord(
+  o: ResolvedTransactional,
+  row: { fingerprint: string; result: string | null; createdAt: number; expiresAt: number },
+): IdempotencyRecord {
+  return {
+    scope: o.scope,
+    key: o.key,
+    tool: o.table,
+    fingerprint: row.fingerprint,
+    status: "completed",
+    token: "",
+    createdAt: row.createdAt,
+    updatedAt: row.createdAt,
+    leaseExpiresAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    attempts: 1,
+    result: row.result,
+    error: null,
+  };
+}

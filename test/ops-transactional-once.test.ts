@@ -1,0 +1,311 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import type pg from "pg";
+import { afterAll, afterEach, beforeEach, describe, expect, expectTypeOf, it } from "vitest";
+import { isIdempotencyError } from "../src/core/errors.js";
+import {
+  type PgPoolLike,
+  type PgTransactionClient,
+  postgresDedupTableSql,
+  postgresTransactionalOnce,
+  type SqliteDatabaseLike,
+  sqliteDedupTableSql,
+  sqliteTransactionalOnce,
+} from "../src/ops/index.js";
+import { freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
+
+describe("postgresTransactionalOnce (OP-2)", () => {
+  const pool = testPool({ max: 6 });
+  let dedup = "";
+  let orders = "";
+  beforeEach(async () => {
+    dedup = freshTable();
+    orders = freshTable();
+    await pool.query(postgresDedupTableSql(dedup));
+    await pool.query(`CREATE TABLE "${orders}" (id serial PRIMARY KEY, item text NOT NULL)`);
+  });
+  afterEach(async () => {
+    await pool.query(`DROP TABLE IF EXISTS "${dedup}"`);
+    await pool.query(`DROP TABLE IF EXISTS "${orders}"`);
+  });
+  afterAll(() => pool.end());
+
+  const countOrders = async () =>
+    Number((await pool.query(`SELECT count(*) AS n FROM "${orders}"`)).rows[0].n);
+  const placeOrder =
+    (item: string, delayMs = 0) =>
+    async (tx: PgTransactionClient) => {
+      const { rows } = await tx.query(`INSERT INTO "${orders}" (item) VALUES ($1) RETURNING id`, [item]);
+      if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs));
+      return { orderId: (rows[0] as { id: number }).id };
+    };
+
+  it("commits the business write and the key together, and replays the stored result without running", async () => {
+    const first = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", args: { item: "book" } },
+      placeOrder("book"),
+    );
+    const again = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", args: { item: "book" } },
+      placeOrder("book"),
+    );
+    expect(first.was_replay).toBe(false);
+    expect(again).toMatchObject({
+      was_replay: true,
+      result: first.result,
+      original_called_at: first.original_called_at,
+    });
+    expect(await countOrders()).toBe(1);
+  });
+
+  it("leaves neither the write nor the key when the write throws, so a retry runs once", async () => {
+    await expect(
+      postgresTransactionalOnce(pool, { table: dedup, key: "k1", args: {} }, async (tx) => {
+        await placeOrder("book")(tx);
+        throw new Error("boom after the write");
+      }),
+    ).rejects.toThrow("boom after the write");
+    expect(await countOrders()).toBe(0);
+    const retry = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", args: {} },
+      placeOrder("book"),
+    );
+    expect(retry.was_replay).toBe(false);
+    expect(await countOrders()).toBe(1);
+  });
+
+  it("refuses the same key with different arguments, without running", async () => {
+    await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", args: { item: "book" } },
+      placeOrder("book"),
+    );
+    const error = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", args: { item: "pen" } },
+      placeOrder("pen"),
+    ).catch((e: unknown) => e);
+    expect(isIdempotencyError(error, "idempotency_key_conflict")).toBe(true);
+    expect(await countOrders()).toBe(1);
+  });
+
+  it("runs concurrent repeats on two connections once: the second waits on the key, then replays", async () => {
+    const calls = await Promise.all(
+      [0, 1, 2].map(() =>
+        postgresTransactionalOnce(
+          pool,
+          { table: dedup, key: "k1", args: { item: "book" } },
+          placeOrder("book", 150),
+        ),
+      ),
+    );
+    expect(calls.filter((c) => !c.was_replay)).toHaveLength(1);
+    expect(new Set(calls.map((c) => JSON.stringify(c.result))).size).toBe(1);
+    expect(await countOrders()).toBe(1);
+  });
+
+  it("lets a concurrent repeat run when the first rolls back", async () => {
+    const failing = postgresTransactionalOnce(pool, { table: dedup, key: "k1", args: {} }, async (tx) => {
+      await placeOrder("book", 150)(tx);
+      throw new Error("rolled back");
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const second = postgresTransactionalOnce(pool, { table: dedup, key: "k1", args: {} }, placeOrder("book"));
+    await expect(failing).rejects.toThrow("rolled back");
+    expect((await second).was_replay).toBe(false);
+    expect(await countOrders()).toBe(1);
+  });
+
+  it("leaves neither the write nor the key when the process is killed before commit", async () => {
+    const ops = fileURLToPath(new URL("../src/ops/index.ts", import.meta.url));
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--input-type=module",
+        "-e",
+        `import pg from "pg";
+         import { postgresTransactionalOnce } from ${JSON.stringify(ops)};
+         const pool = new pg.Pool({ connectionString: ${JSON.stringify(pgUrl)} });
+         await postgresTransactionalOnce(pool, { table: ${JSON.stringify(dedup)}, key: "k1", args: {} }, async (tx) => {
+           await tx.query('INSERT INTO "${orders}" (item) VALUES ($1)', ["book"]);
+           process.stdout.write("written\\n");
+           await new Promise(() => setInterval(() => {}, 1000));
+         });`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const [line] = (await once(child.stdout, "data")) as [Buffer];
+    expect(line.toString()).toBe("written\n");
+    child.kill("SIGKILL");
+    await once(child, "exit");
+    // The server rolls the dead session back; the retry may wait on the key until it has.
+    const retry = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", args: {} },
+      placeOrder("book"),
+    );
+    expect(retry.was_replay).toBe(false);
+    expect(await countOrders()).toBe(1);
+  });
+
+  it("keeps a key in its scope", async () => {
+    await postgresTransactionalOnce(pool, { table: dedup, key: "k1", scope: "a", args: {} }, placeOrder("x"));
+    const other = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, key: "k1", scope: "b", args: {} },
+      placeOrder("x"),
+    );
+    expect(other.was_replay).toBe(false);
+    expect(await countOrders()).toBe(2);
+  });
+
+  it("rejects an unsafe table name before touching the database", async () => {
+    await expect(
+      postgresTransactionalOnce(pool, { table: 'x"; DROP TABLE y; --', key: "k", args: {} }, async () => 1),
+    ).rejects.toMatchObject({ code: "invalid_options" });
+  });
+});
+
+describe("sqliteTransactionalOnce (OP-2)", () => {
+  let dir = "";
+  let file = "";
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "idempotool-op2-"));
+    file = join(dir, "app.db");
+    const db = new Database(file);
+    db.pragma("journal_mode = WAL");
+    db.exec(sqliteDedupTableSql("dedup"));
+    db.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)");
+    db.close();
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  const open = () => new Database(file, { timeout: 5_000 });
+  const count = (db: Database.Database) =>
+    (db.prepare("SELECT count(*) AS n FROM orders").get() as { n: number }).n;
+  const placeOrder = (item: string) => (tx: Database.Database) => ({
+    orderId: Number(tx.prepare("INSERT INTO orders (item) VALUES (?)").run(item).lastInsertRowid),
+  });
+
+  it("commits the business write and the key together, and replays the stored result without running", async () => {
+    const db = open();
+    const first = await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", key: "k1", args: { item: "book" } },
+      placeOrder("book"),
+    );
+    const again = await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", key: "k1", args: { item: "book" } },
+      placeOrder("book"),
+    );
+    expect(first.was_replay).toBe(false);
+    expect(again).toMatchObject({ was_replay: true, result: first.result });
+    expect(count(db)).toBe(1);
+    db.close();
+  });
+
+  it("leaves neither the write nor the key when an async write throws, so a retry runs once", async () => {
+    const db = open();
+    await expect(
+      sqliteTransactionalOnce(db, { table: "dedup", key: "k1", args: {} }, async (tx) => {
+        placeOrder("book")(tx);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
+    expect(count(db)).toBe(0);
+    expect(
+      (await sqliteTransactionalOnce(db, { table: "dedup", key: "k1", args: {} }, placeOrder("book")))
+        .was_replay,
+    ).toBe(false);
+    expect(count(db)).toBe(1);
+    db.close();
+  });
+
+  it("refuses the same key with different arguments", async () => {
+    const db = open();
+    await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", key: "k1", args: { item: "book" } },
+      placeOrder("book"),
+    );
+    await expect(
+      sqliteTransactionalOnce(db, { table: "dedup", key: "k1", args: { item: "pen" } }, placeOrder("pen")),
+    ).rejects.toMatchObject({ code: "idempotency_key_conflict" });
+    expect(count(db)).toBe(1);
+    db.close();
+  });
+
+  it("runs concurrent repeats once, on one connection and across two", async () => {
+    const a = open();
+    const b = open();
+    const slow = async (tx: Database.Database) => {
+      const out = placeOrder("book")(tx);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return out;
+    };
+    const onOne = await Promise.all(
+      [0, 1, 2].map(() => sqliteTransactionalOnce(a, { table: "dedup", key: "k1", args: {} }, slow)),
+    );
+    expect(onOne.filter((c) => !c.was_replay)).toHaveLength(1);
+    // A second connection in the same process cannot wait for a's async write (better-sqlite3 blocks the
+    // event loop while it waits on the lock): it fails busy without writing, and replays once a committed.
+    const busy = new Database(file, { timeout: 50 });
+    const first = sqliteTransactionalOnce(a, { table: "dedup", key: "k2", args: {} }, slow);
+    await expect(
+      sqliteTransactionalOnce(busy, { table: "dedup", key: "k2", args: {} }, placeOrder("book")),
+    ).rejects.toMatchObject({
+      code: "SQLITE_BUSY",
+    });
+    expect((await first).was_replay).toBe(false);
+    expect(
+      (await sqliteTransactionalOnce(b, { table: "dedup", key: "k2", args: {} }, placeOrder("book")))
+        .was_replay,
+    ).toBe(true);
+    expect(count(a)).toBe(2);
+    busy.close();
+    a.close();
+    b.close();
+  });
+
+  it("frees the key once its window passes", async () => {
+    const db = open();
+    let now = 1_000_000;
+    const clock = { now: () => now, sleep: async () => {} };
+    await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", key: "k1", args: {}, ttlMs: 1000, clock },
+      placeOrder("a"),
+    );
+    now += 1001;
+    const later = await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", key: "k1", args: {}, ttlMs: 1000, clock },
+      placeOrder("a"),
+    );
+    expect(later.was_replay).toBe(false);
+    expect(count(db)).toBe(2);
+    db.close();
+  });
+});
+
+describe("shapes", () => {
+  it("accepts a pg.Pool and hands the write a pg.PoolClient", () => {
+    expectTypeOf<pg.Pool>().toExtend<PgPoolLike<pg.PoolClient>>();
+    expectTypeOf<Database.Database>().toExtend<SqliteDatabaseLike>();
+    expectTypeOf(postgresTransactionalOnce<pg.PoolClient, number>)
+      .parameter(2)
+      .toEqualTypeOf<(tx: pg.PoolClient) => Promise<number>>();
+  });
+});
