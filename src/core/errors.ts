@@ -49,27 +49,34 @@ export class IdempotencyError extends Error {
 
 /**
  * Whether `value` is an idempotool error, optionally of one code.
+ *
+ * Narrowing by code gives the code and, as optional fields, the data the core's error of that code
+ * carries: other errors may share a code (an HTTP client's 422 is a conflict too) without carrying it.
+ * Use `instanceof KeyConflictError` (and its siblings) when you need the fields for certain.
  * @example
  * try { await sendEmail(args, { key }) } catch (error) {
- *   if (isIdempotencyError(error, "idempotency_key_conflict")) console.error(error.originalFingerprint);
+ *   if (isIdempotencyError(error, "idempotency_key_conflict")) console.error(error.originalFingerprint ?? "");
  * }
  */
 export function isIdempotencyError<C extends ErrorCode>(
   value: unknown,
   code?: C,
-): value is IdempotencyError & ErrorOfCode<C> {
+): value is IdempotencyError & { readonly code: C } & Partial<DataOfCode<C>> {
   return value instanceof IdempotencyError && (code === undefined || value.code === code);
 }
 
-type ErrorOfCode<C extends ErrorCode> = C extends "idempotency_key_conflict"
-  ? KeyConflictError
-  : C extends "outcome_unknown"
-    ? OutcomeUnknownError
-    : C extends "idempotency_key_in_use"
-      ? KeyInUseError
-      : C extends "result_too_large"
-        ? ResultTooLargeError
-        : IdempotencyError;
+type DataOfCode<C extends ErrorCode> = Omit<
+  C extends "idempotency_key_conflict"
+    ? KeyConflictError
+    : C extends "outcome_unknown"
+      ? OutcomeUnknownError
+      : C extends "idempotency_key_in_use"
+        ? KeyInUseError
+        : C extends "result_too_large"
+          ? ResultTooLargeError
+          : IdempotencyError,
+  keyof IdempotencyError
+>;
 
 /** The same key arrived with different arguments: a caller bug, never absorbed and never run (seed Case 3). */
 export class KeyConflictError extends IdempotencyError {

@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, expectTypeOf, it, vi } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   ErrorCode,
@@ -394,5 +394,14 @@ describe("errors", () => {
     expect(isIdempotencyError(error, "outcome_unknown")).toBe(false);
     expect(isIdempotencyError(new Error("x"))).toBe(false);
     expect(error.cause).toBeInstanceOf(Error);
+  });
+
+  it("narrows by code to optional data, since another error may share the code without carrying it", () => {
+    // An HTTP client's 422 is a conflict too, but knows no fingerprints.
+    const foreign: unknown = new IdempotencyError("idempotency_key_conflict", "422 from the server");
+    if (!isIdempotencyError(foreign, "idempotency_key_conflict")) throw new Error("expected a conflict");
+    expectTypeOf(foreign.originalFingerprint).toEqualTypeOf<string | undefined>();
+    expectTypeOf(foreign.code).toEqualTypeOf<"idempotency_key_conflict">();
+    expect(foreign.originalFingerprint).toBeUndefined();
   });
 });
