@@ -40,6 +40,8 @@ const expected: Record<string, string[]> = {
     "checkpoint",
   ],
   "./audit": ["auditTools"],
+  "./reconcile": ["reconcileOnce", "startReconciler"],
+  "./saga": ["saga"],
   "./postgres": ["postgresStore"],
   "./redis": ["redisStore"],
   "./mcp": ["registerIdempotentTool"],

@@ -1,0 +1,244 @@
+/**
+ * The seed's activation rules as a classifier: a tool is side-effectful when its annotations, its name
+ * (`send_`, `create_`, `charge_` … and their camelCase forms) or its description (it wraps Stripe,
+ * SendGrid, a webhook …) say so. Annotations weigh most, then the name, then the description.
+ */
+import type { ToolDefinition } from "./tool-definition.js";
+import {
+  descriptionFiller,
+  type EffectKind,
+  type MentionKind,
+  mentionPatterns,
+  nounLikeVerbs,
+  readOnlyPhrases,
+  readVerbs,
+  seedPrefixes,
+  sideEffectVerbs,
+} from "./vocabulary.js";
+
+/** Read-only or side-effectful, the seed's first question. */
+export const ToolClass = {
+  readOnly: "read-only",
+  sideEffectful: "side-effectful",
+  /** Nothing in the definition says either way. */
+  unclear: "unclear",
+} as const;
+export type ToolClass = (typeof ToolClass)[keyof typeof ToolClass];
+
+/** One piece of evidence, with where it came from. */
+export interface Signal {
+  readonly from: "annotations" | "name" | "description";
+  readonly says: "read-only" | "side-effectful";
+  /** In words, for a report: `name starts with "send"`. */
+  readonly detail: string;
+}
+
+/** Something the description names: a third party, a store, a kind of content. */
+export interface Mention {
+  readonly label: string;
+  readonly kind: MentionKind;
+  readonly thirdParty: boolean;
+}
+
+export interface Classification {
+  readonly class: ToolClass;
+  /** Every signal found, the deciding one first. */
+  readonly signals: readonly Signal[];
+  /** The kinds of effect its verbs point at (payment, message, write …). */
+  readonly effectKinds: readonly EffectKind[];
+  readonly mentions: readonly Mention[];
+  /** MCP `idempotentHint: true`: the tool says a repeat has no further effect. A claim, not a proof. */
+  readonly declaredIdempotent: boolean;
+  /** The name split into lowercase words (`sendEmail` → `send`, `email`). */
+  readonly words: readonly string[];
+}
+
+/**
+ * Classify one tool as read-only or side-effectful, with the evidence.
+ * @example
+ * classifyTool({ name: "sendEmail", description: "", inputSchema: undefined, annotations: undefined, format: "mcp" }).class;
+ * // "side-effectful"
+ */
+export function classifyTool(tool: ToolDefinition): Classification {
+  const words = splitName(tool.name);
+  const mentions = findMentions(tool.description);
+  const byAnnotations = annotationSignals(tool);
+  const byName = nameSignal(words);
+  const byDescription = descriptionSignal(tool.description, mentions);
+  // A name whose only verb is also a noun (`order_status`) weighs less than what the description says.
+  const [strongName, weakName] = byName?.weak ? [undefined, byName] : [byName, undefined];
+  const signals = [
+    ...byAnnotations,
+    ...(strongName ? [strongName.signal] : []),
+    ...(byDescription ? [byDescription.signal] : []),
+    ...(weakName ? [weakName.signal] : []),
+  ];
+  const deciding = signals[0];
+  const effectKinds = new Set<EffectKind>();
+  for (const kind of [...(byName?.kinds ?? []), ...(byDescription?.kinds ?? [])]) effectKinds.add(kind);
+  // A noun-like verb alone (`order_status`, `email_customer`) is evidence, but not enough to decide.
+  const decided = deciding && !(weakName && deciding === weakName.signal);
+  return {
+    class: decided ? deciding.says : ToolClass.unclear,
+    signals,
+    effectKinds: [...effectKinds],
+    mentions,
+    declaredIdempotent: tool.annotations?.idempotentHint === true,
+    words,
+  };
+}
+
+/** `sendEmail`, `send_email`, `gmail.send`, `HTTPPost` → lowercase words. */
+export function splitName(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
+    .split(/[^A-Za-z0-9]+/)
+    .filter((word) => word.length > 0)
+    .map((word) => word.toLowerCase());
+}
+
+function annotationSignals(tool: ToolDefinition): Signal[] {
+  const hints = tool.annotations;
+  if (!hints) return [];
+  if (hints.readOnlyHint === true) {
+    return [{ from: "annotations", says: "read-only", detail: "its MCP annotations say readOnlyHint: true" }];
+  }
+  const signals: Signal[] = [];
+  if (hints.readOnlyHint === false) {
+    signals.push({
+      from: "annotations",
+      says: "side-effectful",
+      detail: "its MCP annotations say readOnlyHint: false",
+    });
+  }
+  if (hints.destructiveHint === true) {
+    signals.push({
+      from: "annotations",
+      says: "side-effectful",
+      detail: "its MCP annotations say destructiveHint: true",
+    });
+  }
+  return signals;
+}
+
+interface NameSignal {
+  readonly signal: Signal;
+  readonly kinds: readonly EffectKind[];
+  /** The only verb is one that is also a noun, so the name may be a noun phrase. */
+  readonly weak: boolean;
+}
+
+function nameSignal(words: readonly string[]): NameSignal | undefined {
+  const kinds = words.flatMap((word) => {
+    const kind = sideEffectVerbs.get(word);
+    return kind ? [kind] : [];
+  });
+  const sideEffect = (detail: string, weak = false): NameSignal => ({
+    signal: { from: "name", says: "side-effectful", detail },
+    kinds,
+    weak,
+  });
+  const readOnly = (detail: string): NameSignal => ({
+    signal: { from: "name", says: "read-only", detail },
+    kinds: [],
+    weak: false,
+  });
+
+  // The seed's activation prefixes decide on their own.
+  const [head] = words;
+  if (head !== undefined && seedPrefixes.has(head) && words.length > 1) {
+    return sideEffect(`its name starts with "${head}", a seed activation prefix`);
+  }
+  // `get_or_create`, `find_or_insert`: the second verb may write.
+  const or = words.indexOf("or");
+  if (or > 0) {
+    const after = words.slice(or + 1).find((word) => sideEffectVerbs.has(word));
+    if (after) return sideEffect(`its name may "${after}"`);
+  }
+  const verbs = words
+    .map((word, index) => ({ word, index }))
+    .filter(({ word }) => sideEffectVerbs.has(word) || readVerbs.has(word));
+  const first = verbs[0];
+  if (!first) return undefined;
+  const where = (word: string, index: number) =>
+    index === 0 ? `its name starts with "${word}"` : `its name has the verb "${word}"`;
+  if (readVerbs.has(first.word)) return readOnly(where(first.word, first.index));
+  // `email_lookup`, `order_status_get`: a verb that is also a noun, followed by a read verb, is the noun.
+  if (nounLikeVerbs.has(first.word)) {
+    const next = verbs.find(({ index }) => index > first.index);
+    if (next && readVerbs.has(next.word)) return readOnly(where(next.word, next.index));
+    if (next && !nounLikeVerbs.has(next.word)) return sideEffect(where(next.word, next.index));
+    if (!next) return sideEffect(`${where(first.word, first.index)}, which may be a noun`, true);
+  }
+  return sideEffect(where(first.word, first.index));
+}
+
+function descriptionSignal(
+  description: string,
+  mentions: readonly Mention[],
+): { signal: Signal; kinds: EffectKind[] } | undefined {
+  const text = description.trim();
+  if (text === "") return undefined;
+  if (readOnlyPhrases.test(text)) {
+    const phrase = text.match(readOnlyPhrases)?.[0] ?? "read-only";
+    return {
+      signal: { from: "description", says: "read-only", detail: `its description says "${phrase}"` },
+      kinds: [],
+    };
+  }
+  const firstWord = text.replace(descriptionFiller, "").match(/^[A-Za-z]+/)?.[0];
+  const verb = firstWord ? baseForm(firstWord.toLowerCase()) : undefined;
+  if (verb && sideEffectVerbs.has(verb) && !nounLikeVerbs.has(verb)) {
+    return {
+      signal: {
+        from: "description",
+        says: "side-effectful",
+        detail: `its description opens with "${firstWord}"`,
+      },
+      kinds: [sideEffectVerbs.get(verb)!],
+    };
+  }
+  if (verb && readVerbs.has(verb)) {
+    return {
+      signal: { from: "description", says: "read-only", detail: `its description opens with "${firstWord}"` },
+      kinds: [],
+    };
+  }
+  const outside = mentions.filter((m) => m.thirdParty);
+  if (outside.length > 0) {
+    return {
+      signal: {
+        from: "description",
+        says: "side-effectful",
+        detail: `its description mentions ${list(outside.map((m) => m.label))}: it wraps an outside API`,
+      },
+      kinds: [],
+    };
+  }
+  return undefined;
+}
+
+/** `Sends` → `send`, `Notifies` → `notify`, `Publishes` → `publish`, `Lists` → `list`. */
+function baseForm(word: string): string {
+  for (const candidate of [
+    word,
+    word.replace(/ies$/, "y"),
+    word.replace(/es$/, ""),
+    word.replace(/s$/, ""),
+  ]) {
+    if (sideEffectVerbs.has(candidate) || readVerbs.has(candidate)) return candidate;
+  }
+  return word;
+}
+
+function findMentions(description: string): Mention[] {
+  return mentionPatterns
+    .filter((m) => m.pattern.test(description))
+    .map(({ label, kind, thirdParty }) => ({ label, kind, thirdParty }));
+}
+
+export function list(items: readonly string[]): string {
+  if (items.length <= 1) return items.join("");
+  return `${items.slice(0, -1).join(", ")} and ${items.at(-1)}`;
+}

@@ -1,0 +1,371 @@
+/**
+ * The words audit reads a tool's name and description by: the seed's activation prefixes and their
+ * kin, the verbs of tools that only read, and the third parties and stores a description may name.
+ */
+
+/** What kind of side effect a verb or a mention points at; picks the mechanism. */
+export const EffectKind = {
+  payment: "payment",
+  message: "message",
+  write: "write",
+  delete: "delete",
+  content: "content",
+  booking: "booking",
+  action: "action",
+} as const;
+export type EffectKind = (typeof EffectKind)[keyof typeof EffectKind];
+
+const { payment, message, write, content, booking, action } = EffectKind;
+const remove = EffectKind.delete;
+
+/** Verbs that change something. The seed's ten (`send_` … `notify_`) come first. */
+export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, EffectKind>([
+  ["send", message],
+  ["create", write],
+  ["charge", payment],
+  ["post", message],
+  ["write", write],
+  ["publish", message],
+  ["transfer", payment],
+  ["delete", remove],
+  ["update", write],
+  ["notify", message],
+  // Money.
+  ["pay", payment],
+  ["refund", payment],
+  ["purchase", payment],
+  ["buy", payment],
+  ["checkout", payment],
+  ["capture", payment],
+  ["payout", payment],
+  ["withdraw", payment],
+  ["deposit", payment],
+  ["invoice", payment],
+  ["bill", payment],
+  ["debit", payment],
+  ["credit", payment],
+  ["wire", payment],
+  ["authorize", payment],
+  ["void", payment],
+  ["order", payment],
+  ["mint", payment],
+  // Messages.
+  ["email", message],
+  ["sms", message],
+  ["text", message],
+  ["message", message],
+  ["reply", message],
+  ["forward", message],
+  ["tweet", message],
+  ["broadcast", message],
+  ["invite", message],
+  ["alert", message],
+  ["escalate", message],
+  ["comment", message],
+  ["share", message],
+  ["enqueue", message],
+  ["emit", message],
+  // Writes.
+  ["add", write],
+  ["insert", write],
+  ["upsert", write],
+  ["set", write],
+  ["put", write],
+  ["patch", write],
+  ["save", write],
+  ["store", write],
+  ["edit", write],
+  ["modify", write],
+  ["append", write],
+  ["rename", write],
+  ["move", write],
+  ["copy", write],
+  ["import", write],
+  ["submit", write],
+  ["register", write],
+  ["assign", write],
+  ["grant", write],
+  ["revoke", write],
+  ["archive", write],
+  ["replace", write],
+  ["overwrite", write],
+  ["reset", write],
+  ["merge", write],
+  ["commit", write],
+  ["push", write],
+  ["close", write],
+  ["mark", write],
+  ["log", write],
+  ["record", write],
+  ["sync", write],
+  ["apply", write],
+  ["subscribe", write],
+  ["unsubscribe", write],
+  ["follow", write],
+  ["like", write],
+  ["react", write],
+  ["tag", write],
+  ["label", write],
+  // Deletes.
+  ["remove", remove],
+  ["destroy", remove],
+  ["erase", remove],
+  ["purge", remove],
+  ["drop", remove],
+  ["truncate", remove],
+  ["clear", remove],
+  ["unlink", remove],
+  // Content.
+  ["upload", content],
+  // Bookings.
+  ["book", booking],
+  ["reserve", booking],
+  ["schedule", booking],
+  ["cancel", booking],
+  ["rebook", booking],
+  // Actions in the world.
+  ["execute", action],
+  ["run", action],
+  ["trigger", action],
+  ["deploy", action],
+  ["dispatch", action],
+  ["launch", action],
+  ["start", action],
+  ["stop", action],
+  ["restart", action],
+  ["kill", action],
+  ["terminate", action],
+  ["shutdown", action],
+  ["reboot", action],
+  ["provision", action],
+  ["install", action],
+  ["uninstall", action],
+  ["approve", action],
+  ["reject", action],
+  ["accept", action],
+  ["decline", action],
+  ["confirm", action],
+  ["sign", action],
+  ["issue", action],
+  ["process", action],
+  ["ban", action],
+  ["block", action],
+  ["unblock", action],
+  ["invoke", action],
+]);
+
+/** The seed's activation prefixes: a name starting with one (`send_`, `sendEmail`) is side-effectful. */
+export const seedPrefixes: ReadonlySet<string> = new Set([
+  "send",
+  "create",
+  "charge",
+  "post",
+  "write",
+  "publish",
+  "transfer",
+  "delete",
+  "update",
+  "notify",
+]);
+
+/** Verbs of tools that only read. */
+export const readVerbs: ReadonlySet<string> = new Set([
+  "get",
+  "list",
+  "search",
+  "read",
+  "fetch",
+  "find",
+  "query",
+  "lookup",
+  "look",
+  "describe",
+  "show",
+  "view",
+  "count",
+  "check",
+  "validate",
+  "preview",
+  "estimate",
+  "calculate",
+  "compute",
+  "explain",
+  "summarize",
+  "summarise",
+  "analyze",
+  "analyse",
+  "inspect",
+  "browse",
+  "retrieve",
+  "load",
+  "download",
+  "scan",
+  "diff",
+  "compare",
+  "translate",
+  "convert",
+  "format",
+  "parse",
+  "render",
+  "lint",
+  "ping",
+  "echo",
+  "is",
+  "has",
+  "can",
+  "exists",
+  "whoami",
+  "return",
+  "peek",
+  "watch",
+  "poll",
+  "test",
+  "evaluate",
+  "score",
+  "rank",
+  "recommend",
+  "suggest",
+  "predict",
+  "classify",
+  "detect",
+  "extract",
+]);
+
+/**
+ * Verbs that are also common nouns (`email_lookup`, `order_status`): when a read verb follows them in a
+ * name, they are read as the noun.
+ */
+export const nounLikeVerbs: ReadonlySet<string> = new Set([
+  "email",
+  "sms",
+  "text",
+  "message",
+  "order",
+  "post",
+  "store",
+  "bill",
+  "credit",
+  "invoice",
+  "deposit",
+  "payout",
+  "issue",
+  "log",
+  "record",
+  "comment",
+  "share",
+  "like",
+  "alert",
+  "tag",
+  "label",
+  "process",
+  "run",
+  "transfer",
+  "checkout",
+  "wire",
+  "void",
+  "set",
+  "block",
+]);
+
+/** What a description may name, and what it tells about the effect. */
+export const MentionKind = {
+  /** The downstream API takes an idempotency key (seed OP-1). */
+  nativeKey: "native-key",
+  /** Messages that cannot be unsent and whose provider has no key. */
+  messaging: "messaging",
+  /** Money moved by an API whose key support is not known. */
+  payment: "payment",
+  /** A store the tool's owner runs. */
+  ownStore: "own-store",
+  /** Files, blobs, artifacts. */
+  content: "content",
+  /** The effect can be undone. */
+  compensatable: "compensatable",
+  /** A LangGraph node. */
+  langgraph: "langgraph",
+} as const;
+export type MentionKind = (typeof MentionKind)[keyof typeof MentionKind];
+
+export interface MentionPattern {
+  readonly label: string;
+  readonly kind: MentionKind;
+  readonly pattern: RegExp;
+  /** Naming it means the tool calls an outside API with effects (an activation rule of the seed). */
+  readonly thirdParty: boolean;
+}
+
+const mention = (label: string, kind: MentionKind, pattern: RegExp, thirdParty: boolean): MentionPattern => ({
+  label,
+  kind,
+  pattern,
+  thirdParty,
+});
+
+export const mentionPatterns: readonly MentionPattern[] = [
+  mention("Stripe", "native-key", /\bstripe\b/i, true),
+  mention("Square", "native-key", /\bsquare (api|payments?|checkout)\b/i, true),
+  mention("PayPal", "native-key", /\bpaypal\b/i, true),
+  mention("Adyen", "native-key", /\badyen\b/i, true),
+  mention("Checkout.com", "native-key", /\bcheckout\.com\b/i, true),
+  mention("GoCardless", "native-key", /\bgocardless\b/i, true),
+  mention("Mollie", "native-key", /\bmollie\b/i, true),
+  mention("Plaid", "native-key", /\bplaid\b/i, true),
+  mention("an idempotency key", "native-key", /\bidempotency[ -]?(key|token)\b/i, true),
+  mention("a client token", "native-key", /\bclient ?token\b/i, true),
+  mention("SendGrid", "messaging", /\bsendgrid\b/i, true),
+  mention("Twilio", "messaging", /\btwilio\b/i, true),
+  mention("Slack", "messaging", /\bslack\b/i, true),
+  mention("Discord", "messaging", /\bdiscord\b/i, true),
+  mention("Mailgun", "messaging", /\bmailgun\b/i, true),
+  mention("Postmark", "messaging", /\bpostmark\b/i, true),
+  mention("SES", "messaging", /\b(amazon |aws )?ses\b/i, true),
+  mention("Telegram", "messaging", /\btelegram\b/i, true),
+  mention("WhatsApp", "messaging", /\bwhatsapp\b/i, true),
+  mention("Microsoft Teams", "messaging", /\bmicrosoft teams\b/i, true),
+  mention("a webhook", "messaging", /\bwebhooks?\b/i, true),
+  mention("email", "messaging", /\be-?mails?\b/i, true),
+  mention("SMS", "messaging", /\bsms\b|\btext messages?\b/i, true),
+  mention("push notifications", "messaging", /\bpush notifications?\b/i, true),
+  mention("payments", "payment", /\bpayments?\b|\bpayment gateway\b/i, true),
+  mention("a card charge", "payment", /\bcharges? (a |the )?(card|customer)\b/i, true),
+  mention("a bank transfer", "payment", /\b(bank|wire) transfers?\b|\bwires? money\b/i, true),
+  mention("a payout", "payment", /\bpayouts?\b/i, true),
+  mention("S3", "content", /\bs3\b/i, true),
+  mention("a bucket", "content", /\bbuckets?\b/i, false),
+  mention("a file", "content", /\bfiles?\b/i, false),
+  mention("a blob", "content", /\bblobs?\b/i, false),
+  mention("an artifact", "content", /\bartifacts?\b/i, false),
+  mention("a document", "content", /\bdocuments?\b/i, false),
+  mention("an attachment", "content", /\battachments?\b/i, false),
+  mention("an image", "content", /\bimages?\b/i, false),
+  mention("a database", "own-store", /\bdata ?base\b|\bdb\b/i, false),
+  mention("PostgreSQL", "own-store", /\bpostgres(ql)?\b/i, false),
+  mention("MySQL", "own-store", /\bmysql\b/i, false),
+  mention("SQLite", "own-store", /\bsqlite\b/i, false),
+  mention("MongoDB", "own-store", /\bmongo(db)?\b/i, false),
+  mention("DynamoDB", "own-store", /\bdynamo(db)?\b/i, false),
+  mention("Kafka", "own-store", /\bkafka\b/i, false),
+  mention("a queue", "own-store", /\bqueues?\b/i, false),
+  mention("a table", "own-store", /\btables?\b|\brows?\b/i, false),
+  mention("records", "own-store", /\brecords?\b/i, false),
+  mention("a knowledge graph", "own-store", /\bknowledge graph\b/i, false),
+  mention("an internal API", "own-store", /\binternal (api|service)\b/i, false),
+  mention("a refund", "compensatable", /\brefund/i, false),
+  mention("compensation", "compensatable", /\bcompensat/i, false),
+  mention(
+    "an undo",
+    "compensatable",
+    /\bundo\b|\brevert(s|ed)?\b|\broll(s|ed)? back\b|\breversible\b/i,
+    false,
+  ),
+  mention("cancellation", "compensatable", /\bcancel(s|led|lation)?\b/i, false),
+  mention("LangGraph", "langgraph", /\blanggraph\b|\binterrupt\(\)/i, false),
+];
+
+/** Phrases that say outright that a tool changes nothing. */
+export const readOnlyPhrases =
+  /\bread[- ]only\b|\bdoes(n't| not) (modify|change|write)\b|\b(no|without) side[- ]effects?\b|\bsafe to (call|retry) (again|repeatedly)\b/i;
+
+/** Filler a description may open with before its verb. */
+export const descriptionFiller =
+  /^(?:(?:this|the) tool (?:will |that |which |to |can )?|a tool (?:that |to )|tool (?:that |to )|use (?:this )?(?:tool )?to |used to |allows? (?:you |the (?:agent|model|user|assistant) )?to |lets? (?:you |the (?:agent|model|user|assistant) )?|helps? (?:you )?(?:to )?|call (?:this )?to |when called,? (?:it )?)/i;

@@ -1,0 +1,256 @@
+/**
+ * `idempotool inspect list|show`: read records from any store named by URL. Also the helpers the record
+ * commands share (inspect, purge, reconcile): `--store` with `--table`/`--prefix`, and ages like `10m`.
+ */
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { decodeResult } from "../core/serialize.js";
+import { type IdempotencyRecord, type ListQuery, RecordStatus } from "../core/store.js";
+import { positiveInteger } from "./arguments.js";
+import { ExitCode, UsageError } from "./errors.js";
+import type { CommandContext } from "./main.js";
+import { type Styles, styles, table } from "./output.js";
+import { type OpenedStore, openStore, parseStoreUrl } from "./store-url.js";
+
+const units: Record<string, number> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/** `10m`, `2h`, `7d`, `90s`, `500ms`: a duration in milliseconds. */
+export function duration(value: string): number {
+  const match = /^(\d+)(ms|s|m|h|d|w)$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError("must be a duration like 90s, 10m, 2h or 7d");
+  return Number(match[1]) * units[match[2]!]!;
+}
+
+export interface StoreFlags {
+  readonly store: string;
+  readonly table?: string;
+  readonly prefix?: string;
+}
+
+/** Add `--store`, `--table` and `--prefix` to a record command. */
+export function storeOptions(command: Command): Command {
+  return command
+    .requiredOption("--store <url>", "the store: sqlite://path, postgres://user@host/db or redis://host:6379")
+    .option("--table <name>", "the SQLite or PostgreSQL table (default: the store's own)")
+    .option("--prefix <prefix>", "the Redis key prefix (default: the store's own)");
+}
+
+/** Open the store the flags name; a bad URL or an unreachable store is a usage error (one line, exit 2). */
+export async function openFlaggedStore(flags: StoreFlags): Promise<OpenedStore> {
+  const url = parseStoreUrl(flags.store);
+  if (flags.table !== undefined && url.kind === "redis")
+    throw new UsageError("--table is for SQLite and PostgreSQL; Redis takes --prefix");
+  if (flags.prefix !== undefined && url.kind !== "redis")
+    throw new UsageError("--prefix is for Redis; SQLite and PostgreSQL take --table");
+  const merged =
+    url.kind === "redis"
+      ? { ...url, prefix: flags.prefix ?? url.prefix }
+      : { ...url, table: flags.table ?? url.table };
+  return openStore(merged);
+}
+
+/** Run one store operation; a failure becomes one clear line naming the store. */
+export async function storeCall<T>(flags: StoreFlags, operation: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new UsageError(`cannot ${operation} the store ${redact(flags.store)}: ${reason}`, { cause: error });
+  }
+}
+
+/** A URL without its password, for messages. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
+}
+
+interface ListFlags extends StoreFlags {
+  readonly tool?: string;
+  readonly status?: RecordStatus;
+  readonly scope?: string;
+  readonly keyPrefix?: string;
+  readonly olderThan?: number;
+  readonly limit: number;
+  readonly json?: boolean;
+}
+
+const statuses = Object.values(RecordStatus);
+
+const listExamples = `
+Examples:
+  $ idempotool inspect list --store sqlite://./idempotool.db
+  $ idempotool inspect list --store postgres://agent@db/agents --table tool_calls --status unknown
+  $ idempotool inspect list --store redis://127.0.0.1:6379 --prefix agents:idem: --tool send_email --older-than 2h --json`;
+
+const showExamples = `
+Examples:
+  $ idempotool inspect show default turn-7-alice --store sqlite://./idempotool.db
+  $ idempotool inspect show tenant-a order-42 --store redis://127.0.0.1:6379 --json`;
+
+/** Register `inspect` (with `list` and `show`) on its command. */
+export function inspectCommand(command: Command, context: CommandContext): void {
+  command
+    .description("List or show idempotency records in a store")
+    .addHelpText("after", `${listExamples}${showExamples.replace("\nExamples:", "")}`);
+
+  storeOptions(command.command("list"))
+    .description("List records, newest filters first, as a table or JSON")
+    .option("--tool <name>", "only this tool's records")
+    .addOption(new Option("--status <status>", "only records in this status").choices(statuses))
+    .option("--scope <scope>", "only this scope")
+    .option("--key-prefix <prefix>", "only keys starting with this")
+    .option("--older-than <age>", "only records created longer ago than this (10m, 2h, 7d)", duration)
+    .option("--limit <n>", "at most this many records", positiveInteger, 100)
+    .option("--json", "print the records as JSON")
+    .addHelpText("after", listExamples)
+    .action(async (flags: ListFlags) => {
+      const store = await openFlaggedStore(flags);
+      try {
+        const records = await storeCall(flags, "read", () => listRecords(store, flags));
+        const out = context.io.stdout;
+        if (flags.json) {
+          out.write(`${JSON.stringify(records.map(recordJson), null, 2)}\n`);
+          return;
+        }
+        if (records.length === 0) {
+          out.write("No records match.\n");
+          return;
+        }
+        const s = styles(out);
+        const now = Date.now();
+        const rows = records.map((r) => [
+          r.scope,
+          r.key,
+          r.tool,
+          paint(s, r.status),
+          String(r.attempts),
+          new Date(r.createdAt).toISOString(),
+          age(now - r.createdAt),
+          note(r, now),
+        ]);
+        for (const line of table(
+          ["scope", "key", "tool", "status", "attempts", "created", "age", "note"],
+          rows,
+        ))
+          out.write(`${line}\n`);
+        out.write(
+          `${records.length} record${records.length === 1 ? "" : "s"}${records.length === flags.limit ? ` (the first ${flags.limit}; raise --limit for more)` : ""}\n`,
+        );
+      } finally {
+        await store.close();
+      }
+    });
+
+  storeOptions(command.command("show"))
+    .description("Show one record in full")
+    .argument("<scope>", 'the scope ("default" unless the caller gave one)')
+    .argument("<key>", "the idempotency key")
+    .option("--json", "print the record as JSON")
+    .addHelpText("after", showExamples)
+    .action(async (scope: string, key: string, flags: StoreFlags & { json?: boolean }) => {
+      const store = await openFlaggedStore(flags);
+      try {
+        const record = await storeCall(flags, "read", () => store.get({ scope, key }, Date.now()));
+        const out = context.io.stdout;
+        if (!record) {
+          context.io.stderr.write(`idempotool: no live record for key "${key}" in scope "${scope}"\n`);
+          context.setExitCode(ExitCode.findings);
+          return;
+        }
+        if (flags.json) {
+          out.write(`${JSON.stringify(recordJson(record), null, 2)}\n`);
+          return;
+        }
+        const s = styles(out);
+        const json = recordJson(record);
+        for (const [name, value] of Object.entries(json)) {
+          const text =
+            name === "status"
+              ? paint(s, String(value))
+              : typeof value === "string"
+                ? value
+                : JSON.stringify(value, null, 2);
+          out.write(`${s.bold(name.padEnd(16))}${text}\n`);
+        }
+      } finally {
+        await store.close();
+      }
+    });
+}
+
+async function listRecords(store: OpenedStore, flags: ListFlags): Promise<IdempotencyRecord[]> {
+  const query: ListQuery = {
+    ...(flags.tool !== undefined ? { tool: flags.tool } : {}),
+    ...(flags.status !== undefined ? { status: flags.status } : {}),
+    ...(flags.scope !== undefined ? { scope: flags.scope } : {}),
+    ...(flags.keyPrefix !== undefined ? { keyPrefix: flags.keyPrefix } : {}),
+    ...(flags.olderThan !== undefined ? { createdBefore: Date.now() - flags.olderThan } : {}),
+  };
+  const records: IdempotencyRecord[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.list({
+      ...query,
+      limit: Math.min(flags.limit - records.length, 1000),
+      ...(cursor ? { cursor } : {}),
+    });
+    records.push(...page.records);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined && records.length < flags.limit);
+  return records.slice(0, flags.limit);
+}
+
+/** A record for people and for `--json`: times in ISO-8601, the result and failure parsed. */
+export function recordJson(r: IdempotencyRecord): Record<string, unknown> {
+  const parsed = (text: string | null) => {
+    try {
+      return decodeResult(text) ?? null;
+    } catch {
+      return text;
+    }
+  };
+  return {
+    scope: r.scope,
+    key: r.key,
+    tool: r.tool,
+    status: r.status,
+    fingerprint: r.fingerprint,
+    attempts: r.attempts,
+    createdAt: new Date(r.createdAt).toISOString(),
+    updatedAt: new Date(r.updatedAt).toISOString(),
+    leaseExpiresAt: new Date(r.leaseExpiresAt).toISOString(),
+    expiresAt: new Date(r.expiresAt).toISOString(),
+    result: parsed(r.result),
+    error: parsed(r.error),
+  };
+}
+
+export function paint(s: Styles, status: string): string {
+  if (status === RecordStatus.completed) return s.green(status);
+  if (status === RecordStatus.failed) return s.red(status);
+  if (status === RecordStatus.unknown) return s.yellow(status);
+  return status;
+}
+
+function note(r: IdempotencyRecord, now: number): string {
+  if (r.status === RecordStatus.unknown) return "needs a verify hook or an operator";
+  if (r.status === RecordStatus.inProgress) {
+    return r.leaseExpiresAt <= now ? "stale: lease passed" : `lease ${age(r.leaseExpiresAt - now)} left`;
+  }
+  return `expires in ${age(r.expiresAt - now)}`;
+}
+
+/** 42s, 5m, 3h, 2d. */
+export function age(ms: number): string {
+  const abs = Math.max(ms, 0);
+  if (abs < 60_000) return `${Math.floor(abs / 1000)}s`;
+  if (abs < 3_600_000) return `${Math.floor(abs / 60_000)}m`;
+  if (abs < 86_400_000) return `${Math.floor(abs / 3_600_000)}h`;
+  return `${Math.floor(abs / 86_400_000)}d`;
+}

@@ -1,0 +1,65 @@
+/**
+ * What the reconciler asks of a tool: a hook that looks an earlier attempt up downstream, and an optional
+ * compensation step. The shapes fit `idempotent({ verify })` too, so one hook serves both paths.
+ */
+import type { VerifyOutcome } from "../core/options.js";
+import type { IdempotencyRecord } from "../core/store.js";
+
+/** What a hook sees beside the record. The reconciler has no arguments: only what the record keeps. */
+export interface ReconcileContext {
+  readonly key: string;
+  readonly scope: string;
+  readonly tool: string;
+  /** Aborts when the reconciler is stopped or loses its claim on the record. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * What the hook learned: the four outcomes of `verify`, plus, for compensatable effects, "compensate":
+ * the effect happened and must be undone (a duplicate found after the fact, an intent that went stale).
+ */
+export type ReconcileOutcome<R = unknown> =
+  | VerifyOutcome<R>
+  | {
+      readonly status: "compensate";
+      /** What the lookup found (the external id to undo), handed to `compensate`. */
+      readonly found?: R;
+      readonly reason?: string;
+    };
+
+/**
+ * Asks the downstream system what became of an attempt whose outcome is unknown. It must only read:
+ * a dry run asks it too. A hook that ignores `args` also fits `idempotent({ verify })`.
+ * @example
+ * const verify: ReconcileHook<{ messageId: string }> = async (record) => {
+ *   const found = await outbox.findByKey(record.key);
+ *   return found ? { status: "completed", result: { messageId: found.id } } : { status: "not_executed" };
+ * };
+ */
+export type ReconcileHook<R = unknown> = (
+  record: IdempotencyRecord,
+  context: ReconcileContext,
+) => ReconcileOutcome<R> | Promise<ReconcileOutcome<R>>;
+
+export interface CompensateContext<R = unknown> extends ReconcileContext {
+  /** What to undo: the lookup's `found`, or the stored result of a completed record. */
+  readonly step: R | undefined;
+  readonly reason: string;
+}
+
+/** Undo an effect (refund the charge, send the correction). Throw if it could not be undone. */
+export type CompensateHook<R = unknown> = (
+  record: IdempotencyRecord,
+  context: CompensateContext<R>,
+) => unknown;
+
+/** One tool's entry in `reconcile({ tools })`. */
+export interface ReconcileTool<R = unknown> {
+  readonly verify: ReconcileHook<R>;
+  /** Without it, a "compensate" answer leaves the record for review. */
+  readonly compensate?: CompensateHook<R>;
+  /** How long a record the reconciler settles absorbs repeats. Default 24 h, as `idempotent()`. */
+  readonly ttlMs?: number;
+  /** The largest serialized result kept (bytes). Default 1 MiB, as `idempotent()`. */
+  readonly maxResultBytes?: number;
+}

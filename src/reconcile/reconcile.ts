@@ -1,0 +1,188 @@
+/**
+ * The OP-5 reconciler: finds records nobody will finish (an in-progress claim whose lease has passed, or
+ * an outcome recorded as unknown), asks the tool's hook what happened downstream, and settles, releases,
+ * compensates or flags each one. It works over any store, through the store contract alone.
+ */
+import { randomUUID } from "node:crypto";
+import { type Clock, systemClock } from "../core/clock.js";
+import { ErrorCode, IdempotencyError, StoreUnavailableError } from "../core/errors.js";
+import { defaults } from "../core/options.js";
+import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
+import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
+import type { ReconcileTool } from "./hooks.js";
+import { apply, ask, holdClaim, plan } from "./settle-record.js";
+
+export interface ReconcileOptions {
+  readonly store: IdempotencyStore;
+  /** The hook of each tool, by the name given to `idempotent({ name })`. Other tools' records are flagged, never touched. */
+  // biome-ignore lint/suspicious/noExplicitAny: each tool has its own result type; the map holds them all.
+  readonly tools: Readonly<Record<string, ReconcileTool<any>>>;
+  /**
+   * The reconciler's clock. It only picks candidates: the takeover itself is judged by the store's clock
+   * where it has one (PostgreSQL, Redis), so a clock running ahead cannot take over a live lease.
+   */
+  readonly clock?: Clock;
+  /** Ask the hooks and report, but change nothing and never compensate. Default false. */
+  readonly dryRun?: boolean;
+  /** Examine at most this many records in one pass. Default: all of them. */
+  readonly limit?: number;
+  /** Records read per `list` call. Default 100. */
+  readonly pageSize?: number;
+  /** Only this tool's records. */
+  readonly tool?: string;
+  /** Only this scope's records. */
+  readonly scope?: string;
+  /** The reconciler's lease on a record while its hook runs; renewed meanwhile. Default 60 s. */
+  readonly leaseMs?: number;
+  readonly signal?: AbortSignal;
+  /** Called for every decision as it is made; a callback that throws is ignored. */
+  readonly onDecision?: (decision: ReconcileDecision) => void;
+}
+
+/**
+ * One pass over the store. Returns every decision, counted.
+ * @example
+ * import { memoryStore } from "idempotool";
+ * import { reconcileOnce } from "idempotool/reconcile";
+ *
+ * const summary = await reconcileOnce({
+ *   store: memoryStore(),
+ *   tools: { send_email: { verify: async () => ({ status: "unknown", reason: "no lookup yet" }) } },
+ * });
+ * console.log(summary.examined, summary.needsReview);
+ */
+export async function reconcileOnce(options: ReconcileOptions): Promise<ReconcileSummary> {
+  const o = resolve(options);
+  const summary = emptySummary(o.dryRun);
+  const decide = (decision: Omit<ReconcileDecision, "dryRun" | "scope" | "key" | "tool">) => {
+    const full: ReconcileDecision = {
+      scope: decision.record.scope,
+      key: decision.record.key,
+      tool: decision.record.tool,
+      dryRun: o.dryRun,
+      ...decision,
+    };
+    count(summary, full);
+    try {
+      o.onDecision?.(full);
+    } catch {
+      // A logging callback must never change what the reconciler does.
+    }
+  };
+  // A record is examined once per pass, even if a store's cursor (Redis SCAN) hands it back twice.
+  const seen = new Set<string>();
+  // Unknown records first: they already fail every caller closed.
+  for (const status of [RecordStatus.unknown, RecordStatus.inProgress]) {
+    let cursor: string | undefined;
+    do {
+      o.signal?.throwIfAborted();
+      const page = await listPage(o, status, cursor);
+      cursor = page.nextCursor;
+      for (const record of page.records) {
+        if (summary.examined >= o.limit) return summary;
+        o.signal?.throwIfAborted();
+        if (status === RecordStatus.inProgress && record.leaseExpiresAt > o.clock.now()) continue;
+        const id = `${record.scope}\u0000${record.key}`;
+        if (seen.has(id)) continue;
+        seen.add(id);
+        await reconcileRecord(o, record, decide);
+      }
+    } while (cursor !== undefined);
+  }
+  return summary;
+}
+
+/** The same as {@link reconcileOnce}. */
+export const reconcile = reconcileOnce;
+
+export type Resolved = Required<Pick<ReconcileOptions, "store" | "tools" | "clock" | "dryRun" | "leaseMs">> &
+  Omit<ReconcileOptions, "limit" | "pageSize"> & { readonly limit: number; readonly pageSize: number };
+
+function resolve(options: ReconcileOptions): Resolved {
+  if (typeof options?.store?.list !== "function") invalid("store", "must be an idempotency store");
+  if (typeof options.tools !== "object" || options.tools === null) invalid("tools", "must be an object");
+  for (const [name, tool] of Object.entries(options.tools)) {
+    if (typeof tool?.verify !== "function") invalid(`tools.${name}.verify`, "must be a function");
+    if (tool.compensate !== undefined && typeof tool.compensate !== "function") {
+      invalid(`tools.${name}.compensate`, "must be a function");
+    }
+  }
+  const positive = (name: string, value: number | undefined, fallback: number) => {
+    if (value === undefined) return fallback;
+    if (!Number.isSafeInteger(value) || value < 1) invalid(name, `must be a positive integer, got ${value}`);
+    return value;
+  };
+  return {
+    ...options,
+    clock: options.clock ?? systemClock,
+    dryRun: options.dryRun ?? false,
+    leaseMs: positive("leaseMs", options.leaseMs, defaults.leaseMs),
+    limit: positive("limit", options.limit, Number.MAX_SAFE_INTEGER),
+    pageSize: Math.min(positive("pageSize", options.pageSize, 100), 1000),
+  };
+}
+
+function invalid(option: string, problem: string): never {
+  throw new IdempotencyError(ErrorCode.invalidOptions, `reconcile(): option \`${option}\` ${problem}.`);
+}
+
+async function listPage(o: Resolved, status: RecordStatus, cursor: string | undefined) {
+  try {
+    return await o.store.list({
+      status,
+      limit: o.pageSize,
+      ...(o.tool !== undefined ? { tool: o.tool } : {}),
+      ...(o.scope !== undefined ? { scope: o.scope } : {}),
+      ...(cursor !== undefined ? { cursor } : {}),
+    });
+  } catch (error) {
+    throw error instanceof IdempotencyError ? error : new StoreUnavailableError("list", { cause: error });
+  }
+}
+
+type Decide = (decision: Omit<ReconcileDecision, "dryRun" | "scope" | "key" | "tool">) => void;
+
+async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: Decide): Promise<void> {
+  const tool = o.tools[record.tool] as ReconcileTool | undefined;
+  const found = record.status === RecordStatus.unknown ? "recorded as unknown" : "stale (its lease passed)";
+  if (!tool) {
+    decide({ decision: Decision.needsReview, record, reason: `${found}; no hook for tool ${record.tool}` });
+    return;
+  }
+  if (o.dryRun) {
+    const answer = await ask(tool, record, new AbortController().signal);
+    const planned = plan(answer, tool);
+    decide({ ...planned, record, reason: `${found}; would: ${planned.reason}` });
+    return;
+  }
+
+  let taken: IdempotencyRecord | null;
+  try {
+    taken = await o.store.takeover({
+      scope: record.scope,
+      key: record.key,
+      fromToken: record.token,
+      token: randomUUID(),
+      leaseMs: o.leaseMs,
+      now: o.clock.now(),
+    });
+  } catch (error) {
+    decide({ decision: Decision.error, record, reason: `${found}; the takeover failed`, error });
+    return;
+  }
+  if (!taken) {
+    const reason = `${found}; another worker moved it first, or the store's clock says its lease is still live`;
+    decide({ decision: Decision.skipped, record, reason });
+    return;
+  }
+
+  const claim = holdClaim(o, taken);
+  try {
+    const answer = await ask(tool, taken, claim.signal);
+    const planned = plan(answer, tool);
+    const applied = await apply(o, tool, taken, answer, claim.signal);
+    decide({ ...planned, ...applied, record, reason: `${found}; ${applied.reason ?? planned.reason}` });
+  } finally {
+    claim.stop();
+  }
+}

@@ -1,0 +1,179 @@
+/** What the hook answered, and how the reconciler carries it out under the claim it took. */
+import { defaults } from "../core/options.js";
+import { encodeFailure, encodeResult } from "../core/serialize.js";
+import { type IdempotencyRecord, RecordStatus } from "../core/store.js";
+import { Decision } from "./decision.js";
+import type { ReconcileOutcome, ReconcileTool } from "./hooks.js";
+import type { Resolved } from "./reconcile.js";
+
+/** A record's outcome recorded by a compensation: repeats get it back, and the tool never runs again for the key. */
+export class CompensatedError extends Error {
+  override name = "CompensatedError";
+  readonly code = "compensated";
+}
+
+export type Answer = { ok: true; outcome: ReconcileOutcome } | { ok: false; error: unknown };
+
+export async function ask(
+  tool: ReconcileTool,
+  record: IdempotencyRecord,
+  signal: AbortSignal,
+): Promise<Answer> {
+  try {
+    const outcome = await tool.verify(record, {
+      key: record.key,
+      scope: record.scope,
+      tool: record.tool,
+      signal,
+    });
+    return { ok: true, outcome };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+/** What an answer means, before anything is applied. */
+export function plan(
+  answer: Answer,
+  tool: ReconcileTool,
+): { decision: Decision; reason: string; error?: unknown } {
+  if (!answer.ok)
+    return {
+      decision: Decision.error,
+      reason: `the hook failed: ${message(answer.error)}`,
+      error: answer.error,
+    };
+  const outcome = answer.outcome;
+  switch (outcome?.status) {
+    case "completed":
+      return { decision: Decision.completed, reason: "the hook found the effect; settle completed" };
+    case "failed":
+      return { decision: Decision.failed, reason: "the hook found a definitive failure; settle failed" };
+    case "not_executed":
+      return { decision: Decision.released, reason: "the hook found no effect; release the key" };
+    case "compensate":
+      return tool.compensate
+        ? {
+            decision: Decision.compensated,
+            reason: `compensate${outcome.reason ? ` (${outcome.reason})` : ""}`,
+          }
+        : {
+            decision: Decision.needsReview,
+            reason: "the hook asks for compensation, but the tool has no compensate",
+          };
+    case "unknown":
+      return {
+        decision: Decision.needsReview,
+        reason: `the hook cannot tell${outcome.reason ? `: ${outcome.reason}` : ""}`,
+      };
+    default:
+      return { decision: Decision.needsReview, reason: "the hook answered an unrecognised outcome" };
+  }
+}
+
+/** Carry out the answer under the claim just taken; anything short of an outcome puts the record back as unknown. */
+export async function apply(
+  o: Resolved,
+  tool: ReconcileTool,
+  taken: IdempotencyRecord,
+  answer: Answer,
+  signal: AbortSignal,
+): Promise<{ decision?: Decision; reason?: string; error?: unknown }> {
+  const ttlMs = tool.ttlMs ?? defaults.ttlMs;
+  const id = { scope: taken.scope, key: taken.key, token: taken.token, ttlMs };
+  const settle = async (
+    status: "completed" | "failed" | "unknown",
+    result: string | null,
+    error: string | null,
+  ) => {
+    const settled = await o.store.settle({ ...id, status, result, error, now: o.clock.now() });
+    if (!settled) throw new Error("the reconciler lost its claim on the record before settling it");
+  };
+  const backToUnknown = () => settle(RecordStatus.unknown, null, taken.error);
+  try {
+    const outcome = answer.ok ? answer.outcome : undefined;
+    switch (outcome?.status) {
+      case "completed": {
+        const encoded = encodeResult(outcome.result, tool.maxResultBytes ?? defaults.maxResultBytes);
+        await settle(
+          RecordStatus.completed,
+          encoded.ok ? encoded.text : null,
+          encoded.ok ? null : encoded.error,
+        );
+        return {};
+      }
+      case "failed":
+        await settle(RecordStatus.failed, null, encodeFailure(outcome.error, outcome.data));
+        return {};
+      case "not_executed":
+        if (!(await o.store.release({ scope: taken.scope, key: taken.key, token: taken.token }))) {
+          throw new Error("the reconciler lost its claim on the record before releasing it");
+        }
+        return {};
+      case "compensate": {
+        if (!tool.compensate) break;
+        const reason = outcome.reason ?? "the reconciler found an effect to undo";
+        let undone: unknown;
+        try {
+          undone = await tool.compensate(taken, {
+            key: taken.key,
+            scope: taken.scope,
+            tool: taken.tool,
+            signal,
+            step: outcome.found,
+            reason,
+          });
+        } catch (error) {
+          await backToUnknown();
+          return { decision: Decision.error, reason: `compensate failed: ${message(error)}`, error };
+        }
+        const failure = new CompensatedError(`compensated by the reconciler: ${reason}`);
+        await settle(RecordStatus.failed, null, encodeFailure(failure, undone === undefined ? null : undone));
+        return {};
+      }
+    }
+    // Needs review, or the hook failed: callers fail closed at once instead of waiting out our lease.
+    await backToUnknown();
+    return {};
+  } catch (error) {
+    return { decision: Decision.error, reason: `the store refused the outcome: ${message(error)}`, error };
+  }
+}
+
+/** Renew the reconciler's lease while a slow hook runs; abort the hook if the claim is lost. */
+export function holdClaim(o: Resolved, taken: IdempotencyRecord): { signal: AbortSignal; stop(): void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(o.signal?.reason);
+  o.signal?.addEventListener("abort", onAbort, { once: true });
+  const timer = setInterval(
+    () => {
+      o.store
+        .renew({
+          scope: taken.scope,
+          key: taken.key,
+          token: taken.token,
+          leaseMs: o.leaseMs,
+          now: o.clock.now(),
+        })
+        .then((held) => {
+          if (!held) controller.abort(new Error("the reconciler lost its claim on the record"));
+        })
+        .catch(() => {
+          // A missed renewal is retried on the next tick; the lease is sized for that.
+        });
+    },
+    Math.max(Math.floor(o.leaseMs / 3), 1),
+  );
+  timer.unref();
+  return {
+    signal: controller.signal,
+    stop() {
+      clearInterval(timer);
+      o.signal?.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,146 @@
+/**
+ * OP-5 as one helper: record the intent (the claim), make the call, keep its external id (the completed
+ * result), with a compensation step. A thin layer over `idempotent()` with the `compensatable` effect:
+ * the core already gives a saga what it needs (claim, fenced settle, replay, in-flight wait, and a hook
+ * for stale claims), so the saga adds the external-id contract, compensation, and its reconciler entry.
+ */
+
+import type { Clock } from "../core/clock.js";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import type { IdempotencyEvent } from "../core/events.js";
+import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
+import { Effect, type VerifyHook } from "../core/options.js";
+import { decodeResult } from "../core/serialize.js";
+import type { IdempotencyStore } from "../core/store.js";
+import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
+
+/** What a saga's call leaves behind: the downstream's id for the effect, and anything else worth keeping. */
+export interface SagaStep {
+  readonly externalId: string;
+}
+
+export interface SagaOptions<A, S extends SagaStep> {
+  /** The tool's name, kept in the record; the reconciler finds the saga's hooks by it. */
+  readonly name: string;
+  readonly store: IdempotencyStore;
+  /** The call itself. Pass `context.key` downstream as a reference, so `verify` can find the effect later. */
+  readonly run: (args: A, context: ToolContext) => S | Promise<S>;
+  /**
+   * Looks an attempt up downstream (by the reference `run` sent). A retry that finds a stale claim asks it
+   * at once; so does the reconciler. Without it, a stale saga fails closed until the reconciler or an
+   * operator resolves it. A "compensate" answer is left to the reconciler: callers get `outcome_unknown`.
+   */
+  readonly verify?: ReconcileHook<S>;
+  /** Undo the effect (refund, correction). Run by the reconciler, or by `saga.compensate()`. */
+  readonly compensate?: CompensateHook<S>;
+  readonly ttlMs?: number;
+  readonly leaseMs?: number;
+  readonly waitMs?: number;
+  readonly significant?: readonly string[] | ((args: A) => unknown);
+  readonly clock?: Clock;
+  readonly onEvent?: (event: IdempotencyEvent) => void;
+}
+
+/** A saga: call it like any idempotent tool; it also knows how to compensate and how to be reconciled. */
+export interface Saga<A, S extends SagaStep> extends IdempotentTool<A, S> {
+  /**
+   * Undo a completed saga's effect, explicitly (a duplicate found after the fact). The record stays
+   * completed, so repeats still replay the external id and never call again. Returns what `compensate` returned.
+   */
+  compensate(id: { readonly key: string; readonly scope?: string }, reason: string): Promise<unknown>;
+  /** The entry for `reconcile({ tools: { [saga.toolName]: saga.reconciler } })`. */
+  readonly reconciler: ReconcileTool<S>;
+}
+
+/**
+ * Make a compensatable call at most once, keeping its external id.
+ * @example
+ * import { memoryStore } from "idempotool";
+ * import { saga } from "idempotool/saga";
+ *
+ * const refunds = new Map<string, string>(); // the bank, by our reference
+ * const refund = saga({
+ *   name: "issue_refund",
+ *   store: memoryStore(),
+ *   run: async (args: { orderId: string; cents: number }, { key }) => {
+ *     refunds.set(key, `re_${args.orderId}`);
+ *     return { externalId: `re_${args.orderId}`, cents: args.cents };
+ *   },
+ *   verify: async (record) => {
+ *     const id = refunds.get(record.key);
+ *     return id ? { status: "completed", result: { externalId: id, cents: 0 } } : { status: "not_executed" };
+ *   },
+ *   compensate: async (_record, { step }) => { if (step) refunds.delete(step.externalId); },
+ * });
+ * const first = await refund({ orderId: "o-1", cents: 500 }, { key: "refund-o-1" });
+ * const again = await refund({ orderId: "o-1", cents: 500 }, { key: "refund-o-1" });
+ * // again.was_replay === true and again.result.externalId === first.result.externalId
+ */
+export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A, S> {
+  if (typeof options?.run !== "function") invalid("run", "must be a function");
+  if (options.verify !== undefined && typeof options.verify !== "function")
+    invalid("verify", "must be a function");
+  if (options.compensate !== undefined && typeof options.compensate !== "function") {
+    invalid("compensate", "must be a function");
+  }
+  const { run, verify, compensate, ...rest } = options;
+  // The core's hook has no "compensate" answer: until the reconciler undoes the effect, callers fail closed.
+  const inline: VerifyHook<A, S> | undefined = verify
+    ? async (record, context) => {
+        const outcome = await verify(record, { ...context, tool: options.name });
+        if (outcome.status !== "compensate") return outcome;
+        return {
+          status: "unknown",
+          reason: `the effect must be compensated${outcome.reason ? ` (${outcome.reason})` : ""}; the reconciler does that`,
+        };
+      }
+    : undefined;
+  const tool = idempotent<A, S>(run, {
+    ...rest,
+    effect: Effect.compensatable,
+    // S is a plain object type, so Awaited<S> is S; the compiler cannot see that for a generic S.
+    ...(inline ? { reconcile: inline as unknown as VerifyHook<A, Awaited<S>> } : {}),
+  });
+  const unverified: ReconcileHook<S> = () => ({
+    status: "unknown",
+    reason: `${options.name} has no verify hook`,
+  });
+  const reconciler: ReconcileTool<S> = {
+    verify: verify ?? unverified,
+    ...(compensate ? { compensate } : {}),
+    ...(options.ttlMs !== undefined ? { ttlMs: options.ttlMs } : {}),
+  };
+  return Object.assign(tool, {
+    reconciler,
+    async compensate(
+      id: { readonly key: string; readonly scope?: string },
+      reason: string,
+    ): Promise<unknown> {
+      if (!compensate) invalid("compensate", "is needed to compensate a saga");
+      const scope = id.scope ?? "default";
+      const record = await options.store.get(
+        { scope, key: id.key },
+        options.clock ? options.clock.now() : Date.now(),
+      );
+      if (record === undefined || record.tool !== options.name || record.status !== "completed") {
+        throw new IdempotencyError(
+          ErrorCode.invalidArguments,
+          `${options.name}: no completed saga with key "${id.key}" in scope "${scope}" to compensate` +
+            `${record ? ` (it is ${record.status}; the reconciler resolves stale and unknown ones)` : ""}.`,
+        );
+      }
+      return compensate(record, {
+        key: record.key,
+        scope: record.scope,
+        tool: record.tool,
+        signal: new AbortController().signal,
+        step: decodeResult(record.result) as S | undefined,
+        reason,
+      });
+    },
+  });
+}
+
+function invalid(option: string, problem: string): never {
+  throw new IdempotencyError(ErrorCode.invalidOptions, `saga(): option \`${option}\` ${problem}.`);
+}

@@ -1,0 +1,80 @@
+/** `idempotool inspect` through the built binary, on a seeded SQLite store. */
+import { beforeAll, describe, expect, it } from "vitest";
+import { ansi, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { seededSqlite } from "./fixtures/reconcile-seed.js";
+
+let url = "";
+beforeAll(async () => {
+  await ensureBuilt();
+  url = (await seededSqlite()).url;
+}, 200_000);
+
+describe("idempotool inspect", () => {
+  it("lists every record as a plain table without colour when piped", async () => {
+    const { code, stdout } = await idempotool(["inspect", "list", "--store", url]);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^scope\s+key\s+tool\s+status/);
+    expect(stdout).toContain("turn-4-stale");
+    expect(stdout).toContain("stale: lease passed");
+    expect(stdout).toContain("7 records");
+    expect(stdout).not.toMatch(ansi);
+  });
+
+  it("filters by tool, status, scope, key prefix and age, as JSON", async () => {
+    const json = async (...args: string[]) => {
+      const { code, stdout } = await idempotool(["inspect", "list", "--store", url, "--json", ...args]);
+      expect(code).toBe(0);
+      return (JSON.parse(stdout) as { key: string }[]).map((r) => r.key).sort();
+    };
+    expect(await json("--tool", "charge_card")).toEqual(["order-9"]);
+    expect(await json("--status", "unknown")).toEqual(["turn-3-carol"]);
+    expect(await json("--scope", "tenant-b")).toEqual(["order-9"]);
+    expect(await json("--key-prefix", "turn-2")).toEqual(["turn-2-bob"]);
+    expect(await json("--older-than", "2d")).toEqual(["turn-0-old"]);
+  });
+
+  it("shows one record with its result parsed", async () => {
+    const { code, stdout } = await idempotool([
+      "inspect",
+      "show",
+      "default",
+      "turn-1-alice",
+      "--store",
+      url,
+      "--json",
+    ]);
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({
+      status: "completed",
+      result: { messageId: "m-turn-1-alice" },
+    });
+    const missing = await idempotool(["inspect", "show", "default", "nope", "--store", url]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('no live record for key "nope"');
+  });
+
+  it("colours statuses on a terminal only", async () => {
+    const { stdout } = await idempotool(["inspect", "list", "--store", url], { env: { FORCE_COLOR: "1" } });
+    expect(stdout).toMatch(ansi);
+  });
+
+  it("answers a bad URL, a missing store and a bad age with one line and exit 2", async () => {
+    for (const args of [
+      ["--store", "mysql://db/x"],
+      ["--store", "sqlite:///nowhere/at/all.db"],
+      ["--store", url, "--older-than", "soon"],
+      ["--store", "postgres://127.0.0.1:1/none"],
+    ]) {
+      const { code, stderr } = await idempotool(["inspect", "list", ...args]);
+      expect(code, args.join(" ")).toBe(2);
+      expect(stderr, args.join(" ")).not.toMatch(/\n\s+at /);
+    }
+  });
+
+  it("has help with examples", async () => {
+    const { code, stdout } = await idempotool(["inspect", "list", "--help"]);
+    expect(code).toBe(0);
+    expect(stdout).toContain("Examples:");
+    expect(stdout).toContain("--older-than");
+  });
+});

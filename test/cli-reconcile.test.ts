@@ -1,0 +1,96 @@
+/** `idempotool reconcile` through the built binary: a dry run by default, `--apply` to act. */
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { seededSqlite } from "./fixtures/reconcile-seed.js";
+
+const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
+
+beforeAll(async () => {
+  await ensureBuilt();
+}, 200_000);
+
+async function statusOf(url: string, key: string): Promise<string | undefined> {
+  const { stdout } = await idempotool(["inspect", "list", "--store", url, "--json", "--key-prefix", key]);
+  return (JSON.parse(stdout) as { status: string }[])[0]?.status;
+}
+
+describe("idempotool reconcile", () => {
+  it("reports what it would do in a dry run and changes nothing", async () => {
+    const { url } = await seededSqlite();
+    const { code, stdout, stderr } = await idempotool(["reconcile", "--store", url, "--hooks", hooks]);
+    expect(code).toBe(0);
+    expect(stdout).toContain("dry run, nothing changed");
+    expect(stdout).toContain("2 examined, 1 completed, 0 failed, 1 released");
+    expect(stderr).toContain("reconcile: default/turn-4-stale (send_email): completed");
+    expect(await statusOf(url, "turn-4-stale")).toBe("in_progress");
+    expect(await statusOf(url, "turn-3-carol")).toBe("unknown");
+  });
+
+  it("settles and releases with --apply, and summarises as JSON", async () => {
+    const { url } = await seededSqlite();
+    const { code, stdout } = await idempotool([
+      "reconcile",
+      "--store",
+      url,
+      "--hooks",
+      hooks,
+      "--apply",
+      "--json",
+    ]);
+    expect(code).toBe(0);
+    const summary = JSON.parse(stdout) as {
+      dryRun: boolean;
+      completed: number;
+      released: number;
+      decisions: unknown[];
+    };
+    expect(summary).toMatchObject({ dryRun: false, examined: 2, completed: 1, released: 1 });
+    expect(await statusOf(url, "turn-4-stale")).toBe("completed");
+    expect(await statusOf(url, "turn-3-carol")).toBeUndefined();
+    expect(await statusOf(url, "turn-5-live")).toBe("in_progress");
+  });
+
+  it("exits 1 when records need review", async () => {
+    const { url } = await seededSqlite();
+    const { code, stdout } = await idempotool([
+      "reconcile",
+      "--store",
+      url,
+      "--hooks",
+      hooks,
+      "--tool",
+      "charge_card",
+    ]);
+    expect(code).toBe(0);
+    expect(stdout).toContain("0 examined");
+    const other = await seededSqlite();
+    const flagged = await idempotool([
+      "reconcile",
+      "--store",
+      other.url,
+      "--hooks",
+      join(import.meta.dirname, "fixtures", "reconcile-hooks-unsure.mjs"),
+    ]);
+    expect(flagged.code).toBe(1);
+    expect(flagged.stdout).toContain("2 need review");
+  });
+
+  it("answers a missing hooks module or a bad URL with one line and exit 2", async () => {
+    const { url } = await seededSqlite();
+    for (const args of [
+      ["--store", url, "--hooks", "./no-such-hooks.mjs"],
+      ["--store", "redis//nope", "--hooks", hooks],
+    ]) {
+      const { code, stderr } = await idempotool(["reconcile", ...args]);
+      expect(code).toBe(2);
+      expect(stderr.trim().split("\n")).toHaveLength(1);
+    }
+  });
+
+  it("has help with examples", async () => {
+    const { stdout } = await idempotool(["reconcile", "--help"]);
+    expect(stdout).toContain("Examples:");
+    expect(stdout).toContain("--apply");
+  });
+});

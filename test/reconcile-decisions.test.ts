@@ -1,0 +1,117 @@
+/** The reconciler's decisions that need no real store: failing hooks, compensation, options, limits. */
+import { describe, expect, it } from "vitest";
+import { fingerprint, type IdempotencyStore, memoryStore } from "../src/index.js";
+import { reconcileOnce } from "../src/reconcile/index.js";
+import { type FakeClock, fakeClock } from "../src/testing/index.js";
+
+async function stale(store: IdempotencyStore, clock: FakeClock, keys: string[]) {
+  for (const key of keys) {
+    await store.claim({
+      scope: "default",
+      key,
+      tool: "send_email",
+      fingerprint: fingerprint({ key }),
+      token: `t-${key}`,
+      leaseMs: 1_000,
+      ttlMs: 86_400_000,
+      now: clock.now(),
+    });
+  }
+  await clock.advance(1_001);
+}
+
+describe("reconcile decisions", () => {
+  it("counts a hook that throws as an error and puts the record back as unknown", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    const summary = await reconcileOnce({
+      store,
+      clock,
+      tools: {
+        send_email: {
+          verify: () => {
+            throw new Error("provider timeout");
+          },
+        },
+      },
+    });
+    expect(summary).toMatchObject({ examined: 1, errors: 1 });
+    expect(summary.decisions[0]?.reason).toContain("provider timeout");
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
+  });
+
+  it("flags a compensate answer for review when the tool has no compensate step", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    const summary = await reconcileOnce({
+      store,
+      clock,
+      tools: { send_email: { verify: () => ({ status: "compensate", reason: "duplicate" }) } },
+    });
+    expect(summary).toMatchObject({ needsReview: 1, compensated: 0 });
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
+  });
+
+  it("keeps a compensation that failed for review, as an error", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    const summary = await reconcileOnce({
+      store,
+      clock,
+      tools: {
+        send_email: {
+          verify: () => ({ status: "compensate" }),
+          compensate: () => {
+            throw new Error("reversal refused");
+          },
+        },
+      },
+    });
+    expect(summary).toMatchObject({ errors: 1, compensated: 0 });
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
+  });
+
+  it("examines at most `limit` records, across pages", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["a", "b", "c", "d", "e"]);
+    const summary = await reconcileOnce({
+      store,
+      clock,
+      limit: 3,
+      pageSize: 2,
+      tools: { send_email: { verify: () => ({ status: "not_executed" }) } },
+    });
+    expect(summary).toMatchObject({ examined: 3, released: 3 });
+  });
+
+  it("logs every decision even when the callback throws", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["a", "b"]);
+    const summary = await reconcileOnce({
+      store,
+      clock,
+      tools: { send_email: { verify: () => ({ status: "not_executed" }) } },
+      onDecision: () => {
+        throw new Error("logger down");
+      },
+    });
+    expect(summary.released).toBe(2);
+  });
+
+  it("names the option at fault", async () => {
+    await expect(
+      reconcileOnce({ store: memoryStore(), tools: { send_email: {} as never } }),
+    ).rejects.toMatchObject({
+      code: "invalid_options",
+      message: expect.stringContaining("tools.send_email.verify"),
+    });
+    await expect(reconcileOnce({ store: memoryStore(), tools: {}, limit: 0 })).rejects.toMatchObject({
+      code: "invalid_options",
+    });
+  });
+});
