@@ -67,8 +67,13 @@ describe("openStore", () => {
     expect((error as Error).message).toMatch(/^cannot open the SQLite store at /);
   });
 
-  it("refuses the stores this build cannot open yet, in one line", async () => {
-    await expect(openStore("postgres://127.0.0.1/test")).rejects.toThrow(UsageError);
-    await expect(openStore("redis://127.0.0.1:6379")).rejects.toThrow(/cannot open redis/);
+  it("opens PostgreSQL and Redis stores, and turns an unreachable server into one UsageError", async () => {
+    for (const url of ["postgres://postgres@127.0.0.1:5432/test", "redis://127.0.0.1:6379"]) {
+      const store = await openStore(url);
+      expect(await store.get({ scope: "cli-store-url", key: "nothing-here" }, Date.now())).toBeUndefined();
+      await store.close();
+    }
+    await expect(openStore("postgres://postgres@127.0.0.1:1/test")).rejects.toThrow(UsageError);
+    await expect(openStore("redis://127.0.0.1:1")).rejects.toThrow(/cannot reach the Redis store/);
   });
 });

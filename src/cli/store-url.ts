@@ -6,6 +6,8 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { IdempotencyStore } from "../core/store.js";
+import { postgresStore } from "../postgres/index.js";
+import { redisStore } from "../redis/index.js";
 import { sqliteStore } from "../sqlite/index.js";
 import { UsageError } from "./errors.js";
 
@@ -52,21 +54,14 @@ export function parseStoreUrl(text: string): StoreUrl {
   );
 }
 
-/**
- * How each kind of store is opened. PostgreSQL and Redis join here as their stores land; until then a
- * URL of theirs parses and is refused with one clear line.
- */
+/** How each kind of store is opened; each checks it can reach its server before a command uses it. */
 export const storeOpeners: Record<
   StoreUrl["kind"],
   (url: never, options: OpenOptions) => Promise<OpenedStore>
 > = {
   sqlite: openSqlite,
-  postgres: async () => {
-    throw new UsageError("this build of idempotool cannot open postgres:// stores yet");
-  },
-  redis: async () => {
-    throw new UsageError("this build of idempotool cannot open redis:// stores yet");
-  },
+  postgres: openPostgres,
+  redis: openRedis,
 };
 
 export interface OpenOptions {
@@ -95,4 +90,95 @@ async function openSqlite(
     const reason = error instanceof Error ? error.message : String(error);
     throw new UsageError(`cannot open the SQLite store at ${path}: ${reason}`, { cause: error });
   }
+}
+
+/** How long a command waits for a server before it says it cannot reach it. */
+const connectTimeoutMs = 5_000;
+
+async function openPostgres(url: Extract<StoreUrl, { kind: "postgres" }>): Promise<OpenedStore> {
+  const pg = await loadDriver<{ Pool: new (config: object) => PgPool }>("pg", "postgres://");
+  // `table` is ours, not a connection parameter.
+  const connection = new URL(url.url);
+  connection.searchParams.delete("table");
+  const pool = new pg.Pool({
+    connectionString: connection.toString(),
+    connectionTimeoutMillis: connectTimeoutMs,
+    max: 2,
+  });
+  try {
+    await pool.query("SELECT 1");
+    const store = postgresStore({ client: pool, ...(url.table ? { table: url.table } : {}) });
+    return { ...store, close: () => pool.end() };
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw new UsageError(`cannot reach the PostgreSQL store at ${redact(connection)}: ${reasonOf(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+async function openRedis(url: Extract<StoreUrl, { kind: "redis" }>): Promise<OpenedStore> {
+  const ioredis = await loadDriver<{ Redis: new (url: string, options: object) => RedisClient }>(
+    "ioredis",
+    "redis://",
+  );
+  const connection = new URL(url.url);
+  connection.searchParams.delete("prefix");
+  const client = new ioredis.Redis(connection.toString(), {
+    lazyConnect: true,
+    connectTimeout: connectTimeoutMs,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  // Errors reach the command through the rejected calls; without a listener ioredis prints each one too.
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    const store = redisStore({ client, ...(url.prefix ? { prefix: url.prefix } : {}) });
+    return {
+      ...store,
+      close: async () => {
+        await client.quit();
+      },
+    };
+  } catch (error) {
+    client.disconnect();
+    throw new UsageError(`cannot reach the Redis store at ${redact(connection)}: ${reasonOf(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+interface PgPool {
+  query(config: { text: string; values?: unknown[] } | string): Promise<{ rows: unknown[] }>;
+  end(): Promise<void>;
+}
+
+type RedisClient = Parameters<typeof redisStore>[0]["client"] & {
+  on(event: "error", listener: (error: unknown) => void): unknown;
+  connect(): Promise<void>;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+};
+
+/** Drivers are optional peers: load one only when its URL is used, and say how to get it. */
+async function loadDriver<T>(name: string, scheme: string): Promise<T> {
+  try {
+    return (await import(name)) as T;
+  } catch (error) {
+    throw new UsageError(`${scheme} stores need the ${name} package: npm install ${name}`, { cause: error });
+  }
+}
+
+/** Never print a password from a URL. */
+function redact(url: URL): string {
+  const shown = new URL(url.toString());
+  if (shown.password) shown.password = "***";
+  return shown.toString();
+}
+
+function reasonOf(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length > 0) return reasonOf(error.errors[0]);
+  return error instanceof Error && error.message ? error.message : String(error);
 }

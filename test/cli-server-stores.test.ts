@@ -1,0 +1,126 @@
+/**
+ * The record commands (inspect, purge, reconcile) through the built binary against the real
+ * PostgreSQL and Redis servers, named by URL as an operator would.
+ */
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { IdempotencyStore } from "../src/index.js";
+import { postgresStore } from "../src/postgres/index.js";
+import { redisStore } from "../src/redis/index.js";
+import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { seedRecord } from "./fixtures/reconcile-seed.js";
+
+const DAY = 86_400_000;
+const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
+const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test", max: 2 });
+const redis = new Redis({ host: "127.0.0.1", port: 6379, maxRetriesPerRequest: 1 });
+const table = `idempotool_cli_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+const prefix = `idempotool-cli-${randomUUID().slice(0, 8)}:`;
+
+/** Records in every state, written as workers would (judged by the caller's clock, which is the server's here). */
+async function seed(store: IdempotencyStore, expired: number): Promise<void> {
+  const now = Date.now();
+  await seedRecord(store, { key: "turn-1-alice", status: "completed", now });
+  await seedRecord(store, { key: "turn-3-carol", status: "unknown", now });
+  await seedRecord(store, { key: "turn-4-stale", status: "in_progress", now: now - 120_000, leaseMs: 1_000 });
+  await seedRecord(store, {
+    key: "order-9",
+    tool: "charge_card",
+    scope: "tenant-b",
+    status: "completed",
+    now,
+  });
+  for (let i = 0; i < expired; i++) {
+    await seedRecord(store, { key: `old-${i}`, status: "completed", now: now - 2 * DAY, ttlMs: DAY });
+  }
+}
+
+beforeAll(async () => {
+  await ensureBuilt();
+  await seed(postgresStore({ client: pool, table, clock: "request" }), 5);
+  await seed(redisStore({ client: redis, prefix, clock: "request" }), 0);
+}, 200_000);
+
+afterAll(async () => {
+  await pool.query(`DROP TABLE IF EXISTS ${table}`);
+  await pool.end();
+  const keys = await redis.keys(`${prefix}*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+});
+
+const stores = () => [
+  { name: "PostgreSQL", url: `postgres://postgres@127.0.0.1:5432/test?table=${table}` },
+  { name: "Redis", url: `redis://127.0.0.1:6379?prefix=${encodeURIComponent(prefix)}` },
+];
+
+describe("the record commands on server stores", () => {
+  for (const { name, url } of [
+    { name: "PostgreSQL", url: "postgres" },
+    { name: "Redis", url: "redis" },
+  ]) {
+    it(`inspects ${name}: lists and filters the records as JSON`, async () => {
+      const store = stores().find((s) => s.url.startsWith(url))!;
+      const list = async (...args: string[]) => {
+        const { code, stdout, stderr } = await idempotool([
+          "inspect",
+          "list",
+          "--store",
+          store.url,
+          "--json",
+          ...args,
+        ]);
+        expect(code, stderr).toBe(0);
+        return (JSON.parse(stdout) as { key: string }[]).map((r) => r.key).sort();
+      };
+      expect(await list("--scope", "tenant-b")).toEqual(["order-9"]);
+      expect(await list("--status", "unknown")).toEqual(["turn-3-carol"]);
+      expect(await list("--key-prefix", "turn-")).toEqual(["turn-1-alice", "turn-3-carol", "turn-4-stale"]);
+    });
+
+    it(`reconciles ${name} as a dry run without changing a record`, async () => {
+      const store = stores().find((s) => s.url.startsWith(url))!;
+      const { code, stdout, stderr } = await idempotool([
+        "reconcile",
+        "--store",
+        store.url,
+        "--hooks",
+        hooks,
+      ]);
+      expect(code, stderr).toBe(0);
+      expect(stdout).toContain("dry run, nothing changed");
+      expect(stdout).toContain("2 examined");
+      const { stdout: after } = await idempotool([
+        "inspect",
+        "list",
+        "--store",
+        store.url,
+        "--json",
+        "--status",
+        "in_progress",
+      ]);
+      expect((JSON.parse(after) as { key: string }[]).map((r) => r.key)).toEqual(["turn-4-stale"]);
+    });
+  }
+
+  it("purges the expired PostgreSQL rows and keeps the live ones", async () => {
+    const store = stores()[0]!;
+    const { code, stdout, stderr } = await idempotool(["purge", "--store", store.url, "--json"]);
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ deleted: 5 });
+    const { stdout: left } = await idempotool(["inspect", "list", "--store", store.url, "--json"]);
+    expect(JSON.parse(left)).toHaveLength(4);
+  });
+
+  it("answers an unreachable server with one line and exit 2, never a stack", async () => {
+    for (const url of ["postgres://postgres@127.0.0.1:1/test", "redis://127.0.0.1:1"]) {
+      const { code, stderr } = await idempotool(["inspect", "list", "--store", url]);
+      expect(code, url).toBe(2);
+      expect(stderr.trim().split("\n"), url).toHaveLength(1);
+      expect(stderr, url).toMatch(/cannot reach the (PostgreSQL|Redis) store/);
+    }
+  });
+});
