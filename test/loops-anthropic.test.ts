@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
-import type { Message, MessageParam } from "@anthropic-ai/sdk/resources/messages";
+import type { Message, MessageParam, ToolResultBlockParam } from "@anthropic-ai/sdk/resources/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type LoopTool, loopTool, runAnthropicToolUses } from "../src/loops/index.js";
 import { type SqliteStore, sqliteStore } from "../src/sqlite/index.js";
@@ -69,7 +69,7 @@ afterEach(async () => {
 });
 
 /** The agent's tools on a fresh connection to the SQLite file, as a restarted process would open them. */
-function agentTools(sent: Email[]): LoopTool[] {
+function agentTools(sent: Email[], similar?: { fields: string[] }): LoopTool[] {
   const store = sqliteStore({ path: join(dir, "idempotool.db") });
   stores.push(store);
   return [
@@ -78,7 +78,13 @@ function agentTools(sent: Email[]): LoopTool[] {
         sent.push(args);
         return { messageId: `m-${sent.length}` };
       },
-      { name: "send_email", store, parse: (input) => input as Email, intentFields: ["to", "subject"] },
+      {
+        name: "send_email",
+        store,
+        parse: (input) => input as Email,
+        intentFields: ["to", "subject"],
+        ...(similar ? { similar } : {}),
+      },
     ),
   ];
 }
@@ -150,6 +156,32 @@ describe("runAnthropicToolUses with the Anthropic SDK", () => {
     messages.push({ role: "user", content: "Again please, she lost it" });
     while (await anthropicRound(client, messages, tools, "msg_2"));
     expect(sent).toHaveLength(2);
+  });
+
+  it("sends again in a new turn with the near-duplicate hint when it is enabled (seed Case 2)", async () => {
+    const sent: Email[] = [];
+    const tools = agentTools(sent, { fields: ["to"] });
+    const { client, requests } = fakeAnthropic([
+      assistant([toolUse("toolu_1", { ...alice, to: "hint@example.com" })], "tool_use"),
+      assistant([{ type: "text", text: "Sent." }], "end_turn"),
+      assistant([toolUse("toolu_7", { ...alice, to: "hint@example.com" })], "tool_use"),
+      assistant([{ type: "text", text: "Sent again." }], "end_turn"),
+    ]);
+    const messages: MessageParam[] = [{ role: "user", content: "Send the summary to hint@example.com" }];
+    while (await anthropicRound(client, messages, tools, "msg_hint_1"));
+    messages.push({ role: "user", content: "Send the summary to hint@example.com" });
+    while (await anthropicRound(client, messages, tools, "msg_hint_2"));
+
+    expect(sent).toHaveLength(2);
+    const results = requests
+      .flatMap((request) => request.messages.slice(-1))
+      .flatMap((message) => (Array.isArray(message.content) ? message.content : []))
+      .filter((block): block is ToolResultBlockParam => block.type === "tool_result");
+    const second = JSON.parse(String(results.at(-1)!.content));
+    expect(second).toMatchObject({
+      was_replay: false,
+      recent_similar_call: { called_at: expect.any(String) },
+    });
   });
 
   it("marks failures as is_error results the model reads", async () => {

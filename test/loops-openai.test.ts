@@ -37,7 +37,7 @@ interface Email {
 
 const alice: Email = { to: "alice@example.com", subject: "Meeting summary", body: "Hi Alice, here it is." };
 
-function emailTool(store = memoryStore()) {
+function emailTool(store = memoryStore(), similar?: { fields: string[] }) {
   const sent: Email[] = [];
   const sendEmail = loopTool(
     async (args: Email) => {
@@ -56,6 +56,7 @@ function emailTool(store = memoryStore()) {
         return { to, subject, body };
       },
       intentFields: ["to", "subject"],
+      ...(similar ? { similar } : {}),
     },
   );
   return { sent, sendEmail };
@@ -181,6 +182,31 @@ describe("runOpenAIToolCalls with the OpenAI SDK", () => {
     expect(sent).toHaveLength(2);
     const answer = (requests[3]!.messages as { content: string }[]).at(-1)!;
     expect(JSON.parse(answer.content)).toMatchObject({ was_replay: false, result: { messageId: "m-2" } });
+  });
+
+  it("sends again in a new user turn with the near-duplicate hint when it is enabled (seed Case 2)", async () => {
+    const { sent, sendEmail } = emailTool(memoryStore(), { fields: ["to"] });
+    const { client, requests } = fakeOpenAI([
+      chatToolCalls({ id: "call_1", arguments: aliceJson }),
+      chatText("Sent."),
+      chatToolCalls({ id: "call_9", arguments: aliceJson }),
+      chatText("Sent again."),
+    ]);
+    const messages: ChatCompletionMessageParam[] = [
+      { role: "user", content: "Send Alice the meeting summary" },
+    ];
+    await chatTurn(client, messages, [sendEmail], "msg_1");
+    messages.push({ role: "user", content: "Send Alice the meeting summary" });
+    await chatTurn(client, messages, [sendEmail], "msg_2");
+
+    expect(sent).toHaveLength(2);
+    const first = JSON.parse((requests[1]!.messages as { content: string }[]).at(-1)!.content);
+    const second = JSON.parse((requests[3]!.messages as { content: string }[]).at(-1)!.content);
+    expect(first.recent_similar_call).toBeUndefined();
+    expect(second).toMatchObject({
+      was_replay: false,
+      recent_similar_call: { idempotency_key: first.idempotency_key },
+    });
   });
 
   it("answers malformed JSON arguments and unknown tools with error results, and still runs the good call", async () => {
