@@ -1,6 +1,7 @@
 /**
  * `idempotool demo`: an agent's `send_email` meets every repeat source of DESIGN §1 on a fresh
- * SQLite file, and a table shows calls made against emails actually sent.
+ * SQLite file, and a table shows calls made against emails actually sent. The MCP, LangGraph and HTTP
+ * rows load their frameworks lazily (demo-integrations.ts) and are skipped when one is not installed.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -10,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { isIdempotencyError, keys } from "../index.js";
 import { sqliteStore } from "../sqlite/index.js";
+import { integrations, missingPackage } from "./demo-integrations.js";
 import { type Email, readOutbox, sendEmailTool } from "./demo-tool.js";
 
 export interface DemoRow {
@@ -20,6 +22,8 @@ export interface DemoRow {
   /** What each caller got, in order. */
   readonly got: readonly string[];
   readonly holds: boolean;
+  /** Set when the row could not run because its framework is not installed: what to install. */
+  readonly skipped?: string;
 }
 
 export interface DemoOptions {
@@ -114,15 +118,44 @@ export async function runDemo(
       const again = () => attempt(send(alice, { key: keys.intent("turn-44", { to: alice.to }), scope }));
       return [first, first.then(again)];
     });
+
+    // The integrations, on the same store and outbox; each framework is an optional peer.
+    for (const integration of integrations) {
+      const scope = `demo-${rows.length + 1}`;
+      let run: Awaited<ReturnType<typeof integration.load>>;
+      try {
+        run = await integration.load();
+      } catch (error) {
+        if (missingPackage(error) === undefined) throw error;
+        const skipped = `install ${integration.install} to see this row`;
+        rows.push({
+          source: integration.source,
+          calls: 0,
+          sent: 0,
+          expected: 1,
+          got: [skipped],
+          holds: false,
+          skipped,
+        });
+        continue;
+      }
+      const got = await run({ store, outbox, scope, email: alice }).catch((error: unknown) => [
+        describe(error),
+      ]);
+      const sent = readOutbox(outbox).filter((e) => e.scope === scope).length;
+      rows.push({ source: integration.source, calls: got.length, sent, expected: 1, got, holds: sent === 1 });
+    }
   } finally {
     await store.close();
   }
 
   printTable(rows, write);
-  const ok = rows.every((row) => row.holds);
+  const ok = rows.every((row) => row.skipped !== undefined || row.holds);
+  const skipped = rows.filter((row) => row.skipped !== undefined).length;
+  const skippedNote = skipped === 0 ? "" : ` (${skipped} row${skipped === 1 ? "" : "s"} skipped)`;
   write(
     ok
-      ? `\nEvery row holds: ${rows.reduce((n, r) => n + r.calls, 0)} calls, ${rows.reduce((n, r) => n + r.sent, 0)} emails, none twice.`
+      ? `\nEvery row holds: ${rows.reduce((n, r) => n + r.calls, 0)} calls, ${rows.reduce((n, r) => n + r.sent, 0)} emails, none twice.${skippedNote}`
       : "\nSome rows do not hold: an email was sent twice or not at all.",
   );
   return { rows, ok, dir };
@@ -182,11 +215,11 @@ function printTable(rows: readonly DemoRow[], write: (line: string) => void): vo
   const header = ["repeat source", "calls", "emails sent", "expected", "what each caller got", "holds"];
   const cells = rows.map((r) => [
     r.source,
-    String(r.calls),
-    String(r.sent),
-    String(r.expected),
+    r.skipped !== undefined ? "-" : String(r.calls),
+    r.skipped !== undefined ? "-" : String(r.sent),
+    r.skipped !== undefined ? "-" : String(r.expected),
     r.got.join(", "),
-    r.holds ? "yes" : "NO",
+    r.skipped !== undefined ? "skipped" : r.holds ? "yes" : "NO",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((row) => row[i]!.length)));
   const line = (row: readonly string[]) => row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ");
