@@ -1,0 +1,151 @@
+import { Redis } from "ioredis";
+import {
+  ioredisCacheClient,
+  nodeIdempotencyRedis,
+  nodeIdempotencySubject,
+  powertoolsSubject,
+} from "../anchors.js";
+import type { Library } from "../library.js";
+import { countedTool, type Subject, SubjectName, singleFlight, type ToolArgs } from "../subject.js";
+import { BackendName, type BackendSetup, defaultConcurrencies, Skip } from "./backend.js";
+import { idempotoolSubject } from "./memory.js";
+
+const dayMs = 24 * 60 * 60 * 1000;
+const leaseMs = 60_000;
+
+/**
+ * The floor on the same ioredis client: a first call is SET NX PX (claim) + SET XX PX (settle), a replay one GET.
+ */
+export function redisFloor(redis: Redis, prefix: string, fingerprint: string): Subject {
+  const tool = countedTool();
+  const first = async (key: string, args: ToolArgs) => {
+    const name = prefix + key;
+    const claimed = await redis.set(
+      name,
+      `{"status":"in_progress","fingerprint":"${fingerprint}"}`,
+      "PX",
+      leaseMs,
+      "NX",
+    );
+    if (claimed !== "OK") throw new Error(`redis floor: ${key} is already claimed`);
+    const result = await tool.fn(args);
+    const record = JSON.stringify({ status: "completed", fingerprint, result });
+    await redis.set(name, record, "PX", dayMs, "XX");
+    return result;
+  };
+  const replay = async (key: string) => {
+    const text = await redis.get(prefix + key);
+    const record =
+      text === null
+        ? undefined
+        : (JSON.parse(text) as { status: string; fingerprint: string; result: unknown });
+    if (record?.status !== "completed" || record.fingerprint !== fingerprint) {
+      throw new Error(`redis floor: ${key} holds no completed record`);
+    }
+    return record.result;
+  };
+  return {
+    name: SubjectName.floor,
+    description: "ioredis, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
+    first,
+    replay,
+    contended: singleFlight(first, replay),
+    validatesPayload: false,
+    runs: tool.runs,
+  };
+}
+
+export async function redisBackends(
+  lib: Library,
+  options: {
+    readonly url: string;
+    readonly prefix: string;
+    readonly fingerprint: string;
+    readonly autoPipelining: boolean;
+  },
+  candidate?: Library,
+): Promise<BackendSetup> {
+  const redis = new Redis(options.url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    enableAutoPipelining: options.autoPipelining,
+  });
+  try {
+    await redis.connect();
+  } catch (error) {
+    redis.disconnect();
+    throw new Skip(`Redis at ${options.url} is not reachable: ${(error as Error).message}`);
+  }
+  const version = /redis_version:(\S+)/.exec(await redis.info("server"))?.[1] ?? "?";
+  const nodeIdempotency = await nodeIdempotencyRedis(options.url);
+  const p = options.prefix;
+  const subjects: Subject[] = [];
+  const tieredSubjects: Subject[] = [];
+  const redisLib = lib.redis;
+  if (redisLib) {
+    const store = redisLib.redisStore({ client: redis, prefix: `${p}i:` });
+    const tiered = lib.core.tieredStore({
+      store: redisLib.redisStore({ client: redis, prefix: `${p}t:` }),
+      maxEntries: 10_000,
+    });
+    subjects.push(idempotoolSubject(lib, () => store, "redisStore({ client: ioredis })"));
+    tieredSubjects.push(idempotoolSubject(lib, () => tiered, "tieredStore({ store: redisStore })"));
+  }
+  subjects.push(
+    redisFloor(redis, `${p}f:`, options.fingerprint),
+    powertoolsSubject({ client: () => ioredisCacheClient(redis), keyPrefix: `${p}pt` }),
+    nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, prefix: `${p}ni` }),
+  );
+  const candidateRedis = candidate?.redis;
+  if (candidate && candidateRedis) {
+    const store = candidateRedis.redisStore({ client: redis, prefix: `${p}ci:` });
+    const tiered = candidate.core.tieredStore({
+      store: candidateRedis.redisStore({ client: redis, prefix: `${p}ct:` }),
+      maxEntries: 10_000,
+    });
+    const from = `from ${candidate.dir}`;
+    subjects.push(
+      idempotoolSubject(candidate, () => store, `redisStore ${from}`, false, SubjectName.candidate),
+    );
+    tieredSubjects.push(
+      idempotoolSubject(
+        candidate,
+        () => tiered,
+        `tieredStore(redisStore) ${from}`,
+        false,
+        SubjectName.candidate,
+      ),
+    );
+  }
+  tieredSubjects.push(
+    powertoolsSubject({ client: () => ioredisCacheClient(redis), keyPrefix: `${p}pc`, localCache: true }),
+  );
+  return {
+    backends: [
+      {
+        name: BackendName.redis,
+        description: `ioredis 6${options.autoPipelining ? " (enableAutoPipelining)" : ""} (node-idempotency: its adapter's own node-redis 4 client, which pipelines)`,
+        concurrencies: defaultConcurrencies,
+        subjects,
+      },
+      {
+        name: BackendName.tieredRedis,
+        description: "in-process LRU in front of the same Redis: tieredStore vs Powertools useLocalCache",
+        concurrencies: defaultConcurrencies,
+        subjects: tieredSubjects,
+      },
+    ],
+    info: { redis: version },
+    async close() {
+      // Everything this run wrote lives under its prefix; other sessions share the server.
+      let cursor = "0";
+      do {
+        const [next, names] = await redis.scan(cursor, "MATCH", `${p}*`, "COUNT", 1000);
+        cursor = next;
+        if (names.length > 0) await redis.unlink(...names);
+      } while (cursor !== "0");
+      await nodeIdempotency.close();
+      redis.disconnect();
+    },
+  };
+}

@@ -1,0 +1,244 @@
+/**
+ * `npm run bench`: idempotool on every store beside the floor (the raw store operations the design needs, on
+ * the same client) and beside the libraries users would pick instead, in one run. Prints a Markdown table
+ * with ratios and issue 7's targets (PASS/MISS) on stdout, progress on stderr, and writes the JSON to
+ * bench/results/<timestamp>.json. It measures the BUILT library (dist/, or --lib), not the TypeScript source.
+ *
+ *   npm run bench -- --quick                      a smoke run
+ *   npm run bench -- --store memory,sqlite --workload replay
+ *   npm run bench -- --scale                      also 1 M records and purge cost (slow: minutes)
+ */
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Backend, type BackendName, type BackendSetup, Skip } from "./lib/backends/backend.js";
+import { memoryBackend } from "./lib/backends/memory.js";
+import { postgresBackends } from "./lib/backends/postgres.js";
+import { redisBackends } from "./lib/backends/redis.js";
+import { sqliteBackends } from "./lib/backends/sqlite.js";
+import { loadLibrary } from "./lib/library.js";
+import { machine } from "./lib/machine.js";
+import { type BenchOptions, parseOptions, usage } from "./lib/options.js";
+import { progress } from "./lib/progress.js";
+import { resultsTable, type SkippedRow, targetsTable } from "./lib/report.js";
+import {
+  type Cell,
+  keyMaker,
+  plannedSteps,
+  runBackend,
+  type SanityResult,
+  sanityCheck,
+  summarize,
+} from "./lib/runner.js";
+import { runScale, type ScaleResult, scaleTable } from "./lib/scale.js";
+import { toolArgs } from "./lib/subject.js";
+import { evaluateTargets } from "./lib/targets.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+async function main(): Promise<number> {
+  const parsed = parseOptions(process.argv.slice(2));
+  if (parsed === "help") {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const options: BenchOptions = parsed;
+  // tsx turns source maps on for the bench's own TypeScript; the measured library is plain JS, and no
+  // stack trace it (or an anchor) builds should pay for source-map lookups.
+  process.setSourceMapsEnabled(false);
+  const p = progress();
+  const lib = await loadLibrary(path.resolve(root, options.lib));
+  const candidate =
+    options.compare === undefined ? undefined : await loadLibrary(path.resolve(root, options.compare));
+  const startedAt = new Date();
+  const tag = `b${startedAt.getTime().toString(36)}`;
+  const nextKey = keyMaker(tag);
+  const host = machine(root);
+  const fingerprint = lib.core.fingerprint(toolArgs);
+  p.note(
+    `idempotool bench (${lib.dir}) · node ${host.node} · ${host.cpu} × ${host.cores} · load ${host.loadAverage.join(" ")}`,
+  );
+
+  const wanted = (name: BackendName) => options.stores.includes(name);
+  const skipped: SkippedRow[] = [];
+  const setups: BackendSetup[] = [];
+  const info: Record<string, string> = {};
+  const skipAll = (backends: BackendName[], reason: string) => {
+    for (const backend of backends.filter(wanted)) skipped.push({ backend, subject: "all", reason });
+    p.note(`skipped ${backends.filter(wanted).join(", ")}: ${reason}`);
+  };
+  const attempt = async (backends: BackendName[], setup: () => BackendSetup | Promise<BackendSetup>) => {
+    if (!backends.some(wanted)) return;
+    try {
+      const s = await setup();
+      setups.push(s);
+      Object.assign(info, s.info);
+    } catch (error) {
+      if (!(error instanceof Skip)) throw error;
+      skipAll(backends, error.message);
+    }
+  };
+  for (const [store, backends] of [
+    ["postgres", ["postgres"]],
+    ["redis", ["redis", "tiered-redis"]],
+  ] as const) {
+    const reason = lib.missing[store];
+    if (reason === undefined) continue;
+    for (const backend of backends.filter(wanted)) skipped.push({ backend, subject: "idempotool", reason });
+    p.note(`idempotool on ${backends.join(" and ")}: skipped, ${reason}; the other rows still run`);
+  }
+
+  const cells: Cell[] = [];
+  const sanity: SanityResult[] = [];
+  let scale: ScaleResult | undefined;
+  const settings = {
+    reps: options.reps,
+    durationMs: options.durationMs,
+    warmupMs: options.warmupMs,
+    workloads: options.workloads,
+    concurrencies: options.concurrencies,
+  };
+  try {
+    if (!options.scaleOnly) {
+      await attempt(["memory"], () => memoryBackend(lib, candidate));
+      await attempt(["sqlite", "tiered-sqlite"], () =>
+        sqliteBackends(lib, path.join(root, "bench", "tmp", `${tag}.db`), fingerprint, candidate),
+      );
+      await attempt(["redis", "tiered-redis"], () =>
+        redisBackends(
+          lib,
+          {
+            url: options.redisUrl,
+            prefix: `ib:${tag}:`,
+            fingerprint,
+            autoPipelining: options.redisAutoPipelining,
+          },
+          candidate,
+        ),
+      );
+      await attempt(["postgres"], () =>
+        postgresBackends(lib, { url: options.pgUrl, tag, fingerprint }, candidate),
+      );
+      const backends: Backend[] = setups.flatMap((s) => s.backends).filter((b) => wanted(b.name));
+
+      for (const backend of backends) {
+        for (const subject of backend.subjects) {
+          const result = await sanityCheck(backend, subject, nextKey);
+          sanity.push(result);
+          if (!result.ok)
+            p.note(`SANITY FAILED ${backend.name} ${subject.name}: ${result.checks.join("; ")}`);
+        }
+      }
+      p.note(`sanity: ${sanity.filter((s) => s.ok).length}/${sanity.length} subjects dedupe as they must`);
+      for (const backend of backends) p.plan(plannedSteps(backend, settings));
+      for (const backend of backends) cells.push(...(await runBackend(backend, settings, nextKey, p)));
+    }
+  } finally {
+    for (const setup of setups)
+      await setup.close().catch((error: unknown) => p.note(`cleanup: ${String(error)}`));
+  }
+  if (options.scale) {
+    scale = await runScale(lib, {
+      rows: options.scaleRows,
+      quick: options.quick,
+      file: path.join(root, "bench", "tmp", `${tag}-scale.db`),
+      pgUrl: options.pgUrl,
+      tag,
+      progress: p,
+    });
+  }
+  p.done();
+
+  const targets = evaluateTargets(cells);
+  const candidateTargets = candidate ? evaluateTargets(cells, "candidate") : undefined;
+  const finishedAt = new Date();
+  const command = `node ${process.execArgv.join(" ")} bench/run.ts ${process.argv.slice(2).join(" ")}`
+    .replace(/\s+/g, " ")
+    .trim();
+  const lines = [
+    `# idempotool bench — ${startedAt.toISOString()}`,
+    "",
+    `command: ${command}`,
+    `library: ${path.relative(root, lib.dir) || "."} (built JavaScript) · node ${host.node} · ${host.cpu} × ${host.cores} cores · ${host.platform}`,
+    `load average: ${host.loadAverage.join(" ")} at start, ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(
+        " ",
+      )} at end · ${options.reps} reps × ${options.durationMs} ms after ${options.warmupMs} ms warm-up; medians`,
+    `servers: ${
+      Object.entries(info)
+        .filter(([k]) => k !== "sqliteFile")
+        .map(([k, v]) => `${k} ${v}`)
+        .join(" · ") || "—"
+    }`,
+    "",
+  ];
+  if (!options.scaleOnly) {
+    lines.push(
+      "`idempotool ÷ row`: idempotool's ops/s over that row's, the median of per-repetition ratios (ABAB interleaved).",
+      "",
+      resultsTable(cells, skipped),
+      "",
+      targetsTable(targets),
+      "",
+    );
+    if (candidateTargets) {
+      lines.push(
+        `The same targets for the candidate (${path.relative(root, candidate?.dir ?? "")}):`,
+        "",
+        targetsTable(candidateTargets),
+        "",
+      );
+    }
+  }
+  if (scale) lines.push(scaleTable(scale), "");
+  const failedSanity = sanity.filter((s) => !s.ok);
+  if (failedSanity.length > 0) {
+    lines.push(
+      "SANITY FAILURES:",
+      ...failedSanity.map((s) => `- ${s.backend} ${s.subject}: ${s.checks.join("; ")}`),
+      "",
+    );
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
+
+  if (options.write) {
+    const out = path.resolve(root, options.out);
+    mkdirSync(out, { recursive: true });
+    const file = path.join(out, `${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+    const json = {
+      startedAt: startedAt.toISOString(),
+      finishedAt: finishedAt.toISOString(),
+      command,
+      label: options.label,
+      options,
+      machine: { ...host, loadAverageAtEnd: os.loadavg() },
+      servers: info,
+      library: lib.dir,
+      skipped,
+      sanity,
+      cells: cells.map((c) => ({ ...c, median: summarize(c) })),
+      targets,
+      candidate: candidate?.dir,
+      candidateTargets,
+      scale,
+    };
+    // Written under a .tmp name (git-ignored) and renamed, so an interrupted run leaves no half file behind.
+    writeFileSync(`${file}.tmp`, `${JSON.stringify(json, null, 2)}\n`);
+    renameSync(`${file}.tmp`, file);
+    p.note(`wrote ${path.relative(root, file)}`);
+  }
+  return failedSanity.length > 0 || cells.some((c) => !c.dedupOk) ? 1 : 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 2;
+  },
+);
