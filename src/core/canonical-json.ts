@@ -174,7 +174,7 @@ function serializeObject(object: object, context: Context): string {
     for (let i = 0; i < names.length; i++) {
       name = undefined; // a bad key is a problem of this object, not of its property
       const member = names[i]!;
-      const quotedName = quote(member, "has a key with");
+      const quotedName = quoteName(member);
       name = member;
       const memberText = serialize((object as Record<string, unknown>)[member], member, context);
       if (memberText === undefined) continue;
@@ -199,7 +199,23 @@ function numberText(value: number): string {
   throw new Rejection(`is ${value}, which JSON would turn into null (and so make it equal to null)`);
 }
 
+// A string with nothing JSON escapes and no surrogate quotes as itself: no JSON.stringify call, no scan for
+// lone surrogates. Keys repeat from call to call, so their quoted form is kept (bounded).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are exactly the characters JSON escapes.
+const plainString = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/;
+const quotedNames = new Map<string, string>();
+
+function quoteName(name: string): string {
+  let quoted = quotedNames.get(name);
+  if (quoted === undefined) {
+    quoted = quote(name, "has a key with");
+    if (quotedNames.size < 4096) quotedNames.set(name, quoted);
+  }
+  return quoted;
+}
+
 function quote(text: string, subject = "contains"): string {
+  if (text.length < 256 && plainString.test(text)) return `"${text}"`;
   const quoted = JSON.stringify(text);
   // JSON.stringify writes a lone surrogate as a "\udxxx" escape and a paired one as itself, so the
   // escape's absence proves the string well formed; its presence may also be an escaped backslash.

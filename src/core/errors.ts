@@ -215,6 +215,39 @@ export class LeaseLostError extends IdempotencyError {
   }
 }
 
+const pad2 = (n: number) => (n < 10 ? `0${n}` : `${n}`);
+const pad3 = (n: number) => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
+
+/**
+ * Date#toISOString for epoch ms, without a Date: a third of the time, and an envelope formats two per call.
+ * The civil date from the day count (the inverse of H. Hinnant's days_from_civil) for 1970–9999; other
+ * values go to Date.
+ */
 export function iso(epochMs: number): string {
-  return new Date(epochMs).toISOString();
+  if (!(epochMs >= 0 && epochMs < 253_402_300_800_000) || !Number.isInteger(epochMs)) {
+    return new Date(epochMs).toISOString();
+  }
+  const days = Math.floor(epochMs / 86_400_000);
+  let rest = epochMs - days * 86_400_000;
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const dayOfEra = z - era * 146_097;
+  const yearOfEra = Math.floor(
+    (dayOfEra -
+      Math.floor(dayOfEra / 1460) +
+      Math.floor(dayOfEra / 36_524) -
+      Math.floor(dayOfEra / 146_096)) /
+      365,
+  );
+  const dayOfYear = dayOfEra - (365 * yearOfEra + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100));
+  const mp = Math.floor((5 * dayOfYear + 2) / 153);
+  const day = dayOfYear - Math.floor((153 * mp + 2) / 5) + 1;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0);
+  const hours = Math.floor(rest / 3_600_000);
+  rest -= hours * 3_600_000;
+  const minutes = Math.floor(rest / 60_000);
+  rest -= minutes * 60_000;
+  const seconds = Math.floor(rest / 1000);
+  return `${year}-${pad2(month)}-${pad2(day)}T${pad2(hours)}:${pad2(minutes)}:${pad2(seconds)}.${pad3(rest - seconds * 1000)}Z`;
 }

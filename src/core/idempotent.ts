@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import {
   type Call,
   type Envelope,
@@ -34,6 +33,7 @@ import {
   resolveOptions,
 } from "./options.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
+import { ownerToken } from "./owner-token.js";
 import {
   decodeFailure,
   decodeResult,
@@ -121,7 +121,7 @@ async function callOnce<A, R>(
         key,
         tool: o.name,
         fingerprint: print,
-        token: randomUUID(),
+        token: ownerToken(),
         leaseMs: o.leaseMs,
         ttlMs: o.ttlMs,
         now: o.clock.now(),
@@ -194,7 +194,9 @@ async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<
         scope: c.scope,
         tool: c.o.name,
         attempt: record.attempts,
-        signal: lease.signal,
+        get signal() {
+          return lease.signal;
+        },
       });
     } catch (error) {
       await lease.stop();

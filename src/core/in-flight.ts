@@ -1,4 +1,4 @@
-import type { Clock } from "./clock.js";
+import { type Clock, systemClock } from "./clock.js";
 import type { IdempotencyStore } from "./store.js";
 
 /**
@@ -47,6 +47,19 @@ export async function waitForOutcome(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const local = running.get(store)?.get(idOf(scope, key));
+  if (signal === undefined && clock === systemClock) {
+    // The common case needs no AbortController (~7 µs each on Node 20, and every waiter makes one).
+    let handle: NodeJS.Timeout | undefined;
+    const sleeping = new Promise<void>((resolve) => {
+      handle = setTimeout(resolve, ms);
+    });
+    try {
+      await (local ? Promise.race([local, sleeping]) : sleeping);
+    } finally {
+      clearTimeout(handle);
+    }
+    return;
+  }
   const timer = new AbortController();
   const onAbort = () => timer.abort(signal?.reason);
   signal?.addEventListener("abort", onAbort, { once: true });

@@ -1,0 +1,148 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { fakeClock } from "../testing/fake-clock.js";
+import { systemClock } from "./clock.js";
+import { LeaseLostError } from "./errors.js";
+import { startLease } from "./lease.js";
+import { memoryStore } from "./memory-store.js";
+import type { IdempotencyRecord, IdempotencyStore, RenewRequest } from "./store.js";
+
+/** A store whose renewals are counted and answered by the test. */
+function renewals(answer: (request: RenewRequest) => Promise<boolean> = async () => true) {
+  const seen: RenewRequest[] = [];
+  const store: IdempotencyStore = {
+    ...memoryStore(),
+    renew: (request) => {
+      seen.push(request);
+      return answer(request);
+    },
+  };
+  return { store, seen };
+}
+
+const record = { scope: "s", key: "k", token: "t" } as IdempotencyRecord;
+const noStoreErrors = () => {
+  throw new Error("unexpected store error");
+};
+
+// The system clock takes a lighter path (a bare timer, no AbortController): Vitest's fake timers drive it.
+describe("startLease on the system clock", () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("renews every third of the lease until stopped, and never after", async () => {
+    const { store, seen } = renewals();
+    const lease = startLease({ store, clock: systemClock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(seen).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ scope: "s", key: "k", token: "t", leaseMs: 3_000 });
+    await vi.advanceTimersByTimeAsync(3_000);
+    expect(seen).toHaveLength(4);
+    await lease.stop();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(seen).toHaveLength(4);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("stop() waits for a renewal in flight, so a settle never races it", async () => {
+    let answer!: (renewed: boolean) => void;
+    const { store } = renewals(() => new Promise((resolve) => (answer = resolve)));
+    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
+    await vi.advanceTimersByTimeAsync(100);
+    let stopped = false;
+    const stopping = lease.stop().then(() => (stopped = true));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(stopped).toBe(false);
+    answer(true);
+    await stopping;
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("aborts a signal read before the loss, and hands an aborted one to a tool that reads it after", async () => {
+    let renewed = true;
+    const { store } = renewals(async () => renewed);
+    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
+    const early = lease.signal;
+    await vi.advanceTimersByTimeAsync(100);
+    expect(early.aborted).toBe(false);
+    renewed = false;
+    await vi.advanceTimersByTimeAsync(100);
+    expect(early.aborted).toBe(true);
+    expect(early.reason).toBeInstanceOf(LeaseLostError);
+    // The same signal every read.
+    expect(lease.signal).toBe(early);
+    await lease.stop();
+  });
+
+  it("a signal first read after the loss is already aborted with LeaseLostError", async () => {
+    const { store } = renewals(async () => false);
+    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+    await lease.stop();
+  });
+
+  it("passes the caller's abort on, whether the tool read the signal before or after it", async () => {
+    const { store } = renewals();
+    const caller = new AbortController();
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 300 },
+      record,
+      caller.signal,
+      noStoreErrors,
+    );
+    caller.abort(new Error("user cancelled"));
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as Error).message).toBe("user cancelled");
+    await lease.stop();
+
+    const already = new AbortController();
+    already.abort("gone");
+    const second = startLease(
+      { store, clock: systemClock, leaseMs: 300 },
+      record,
+      already.signal,
+      noStoreErrors,
+    );
+    expect(second.signal.reason).toBe("gone");
+    await second.stop();
+  });
+
+  it("keeps renewing after a store error, and reports it", async () => {
+    let calls = 0;
+    const { store } = renewals(async () => {
+      calls++;
+      if (calls === 1) throw new Error("connection reset");
+      return true;
+    });
+    const errors: unknown[] = [];
+    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, (e) =>
+      errors.push(e),
+    );
+    await vi.advanceTimersByTimeAsync(200);
+    expect(calls).toBe(2);
+    expect(errors).toHaveLength(1);
+    expect(lease.signal.aborted).toBe(false);
+    await lease.stop();
+  });
+});
+
+describe("startLease on another clock", () => {
+  it("renews on that clock's sleep and stops with it", async () => {
+    const clock = fakeClock();
+    const { store, seen } = renewals();
+    const lease = startLease({ store, clock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
+    await clock.advance(1_000);
+    await clock.advance(1_000);
+    expect(seen).toHaveLength(2);
+    await lease.stop();
+    await clock.advance(5_000);
+    expect(seen).toHaveLength(2);
+  });
+});
