@@ -63,21 +63,31 @@ export const settleAttempts = 3;
 export async function settleFenced<A, R>(
   c: Call<A, R>,
   record: IdempotencyRecord,
-  outcome: { status: "completed" | "failed" | "unknown"; result: string | null; error: string | null },
+  status: "completed" | "failed" | "unknown",
+  result: string | null,
+  error: string | null,
 ): Promise<IdempotencyRecord | "lost" | "store_failed"> {
-  const request = { scope: c.scope, key: c.key, token: record.token, ttlMs: c.o.ttlMs, ...outcome };
   let failed = false;
   for (let attempt = 0; attempt < settleAttempts; attempt++) {
     try {
-      const settled = await c.o.store.settle({ ...request, now: c.o.clock.now() });
+      const settled = await c.o.store.settle({
+        scope: c.scope,
+        key: c.key,
+        token: record.token,
+        status,
+        result,
+        error,
+        ttlMs: c.o.ttlMs,
+        now: c.o.clock.now(),
+      });
       if (settled) return settled;
       if (!failed) return "lost";
       // An earlier attempt may have landed with its reply lost: if the record holds our outcome, it did.
       const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
-      return current?.token === record.token && current.status === outcome.status ? current : "lost";
+      return current?.token === record.token && current.status === status ? current : "lost";
     } catch (error) {
       failed = true;
-      emit(c, "store_error", { error: new StoreUnavailableError("settle", { cause: error }) });
+      emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: error }));
     }
   }
   return "store_failed";
@@ -86,27 +96,24 @@ export async function settleFenced<A, R>(
 export async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {
   try {
     await c.o.store.release({ scope: c.scope, key: c.key, token: record.token });
-    emit(c, "released", { attempt: record.attempts });
+    emit(c, "released", record.attempts);
   } catch (error) {
     // The record stays in progress; once its lease passes a repeat is judged by the effect class.
-    emit(c, "store_error", { error: new StoreUnavailableError("release", { cause: error }) });
+    emit(c, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
   }
 }
 
-export async function storeOp<A, R, T>(c: Call<A, R>, operation: string, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    const failure =
-      error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
-    emit(c, "store_error", { error: failure });
-    throw failure;
-  }
+/** A store operation failed: the error the caller gets (`store_unavailable` unless the store said more). */
+export function storeFailure<A, R>(c: Call<A, R>, operation: string, error: unknown): IdempotencyError {
+  const failure =
+    error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+  emit(c, "store_error", undefined, failure);
+  return failure;
 }
 
 export function leaseLost<A, R>(c: Call<A, R>, record: IdempotencyRecord, cause?: unknown): LeaseLostError {
   const error = new LeaseLostError(c.key, cause === undefined ? undefined : { cause });
-  emit(c, "lease_lost", { attempt: record.attempts, error });
+  emit(c, "lease_lost", record.attempts, error);
   return error;
 }
 
@@ -126,15 +133,12 @@ export function envelope<A, R>(
   };
 }
 
-export function emit<A, R>(
-  c: Call<A, R>,
-  type: EventType,
-  extra: { attempt?: number; error?: unknown } = {},
-): void {
+/** Tell `onEvent`, if given, what just happened (with no listener this allocates nothing). */
+export function emit<A, R>(c: Call<A, R>, type: EventType, attempt?: number, error?: unknown): void {
   const onEvent = c.o.onEvent;
   if (!onEvent) return;
   const at = c.o.clock.now();
-  const event: IdempotencyEvent = {
+  const event: { -readonly [K in keyof IdempotencyEvent]: IdempotencyEvent[K] } = {
     type,
     tool: c.o.name,
     effect: c.o.effect,
@@ -142,8 +146,9 @@ export function emit<A, R>(
     key: c.key,
     at,
     durationMs: at - c.startedAt,
-    ...extra,
   };
+  if (attempt !== undefined) event.attempt = attempt;
+  if (error !== undefined) event.error = error;
   try {
     onEvent(event);
   } catch {

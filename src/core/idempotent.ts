@@ -7,7 +7,7 @@ import {
   leaseLost,
   releaseFenced,
   settleFenced,
-  storeOp,
+  storeFailure,
   type Tool,
   type ToolContext,
 } from "./call.js";
@@ -23,7 +23,7 @@ import {
   StoreUnavailableError,
 } from "./errors.js";
 import { fingerprint } from "./fingerprint.js";
-import { waitForOutcome, withInFlight } from "./in-flight.js";
+import { beginFlight, endFlight, waitForOutcome } from "./in-flight.js";
 import { startLease } from "./lease.js";
 import {
   type CallOptions,
@@ -42,7 +42,7 @@ import {
   encodeResult,
 } from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar, similarMarkerKey } from "./similar.js";
-import { type IdempotencyRecord, RecordStatus } from "./store.js";
+import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
 import { failureNote, resolveUnknown } from "./unknown-outcome.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
@@ -115,8 +115,9 @@ async function callOnce<A, R>(
   let pollMs = 10;
   for (;;) {
     options.signal?.throwIfAborted();
-    const claim = await storeOp(c, "claim", () =>
-      o.store.claim({
+    let claim: ClaimResult;
+    try {
+      claim = await o.store.claim({
         scope,
         key,
         tool: o.name,
@@ -125,21 +126,23 @@ async function callOnce<A, R>(
         leaseMs: o.leaseMs,
         ttlMs: o.ttlMs,
         now: o.clock.now(),
-      }),
-    );
-    if (claim.claimed) return execute(c, claim.record);
+      });
+    } catch (error) {
+      throw storeFailure(c, "claim", error);
+    }
+    if (claim.claimed) return await execute(c, claim.record);
 
     const record = claim.record;
     if (record.fingerprint !== print) {
       const error = new KeyConflictError(record, print);
-      emit(c, "conflict", { error });
+      emit(c, "conflict", undefined, error);
       throw error;
     }
     switch (record.status) {
       case RecordStatus.completed:
         return replayCompleted(c, record);
       case RecordStatus.failed:
-        emit(c, "replay", { attempt: record.attempts });
+        emit(c, "replay", record.attempts);
         throw new ReplayedFailureError(decodeFailure(record.error, c.o.codec), iso(record.createdAt), key);
       case RecordStatus.unknown: {
         const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(record, c.o.codec)}`;
@@ -159,7 +162,7 @@ async function callOnce<A, R>(
         const now = o.clock.now();
         if (waitingSince === undefined) {
           waitingSince = now;
-          emit(c, "in_flight_wait", { attempt: record.attempts });
+          emit(c, "in_flight_wait", record.attempts);
         }
         const waited = now - waitingSince;
         if (waited >= o.waitMs) {
@@ -183,10 +186,11 @@ async function callOnce<A, R>(
 
 /** Run the tool under a claim this call owns, and record what happened. */
 async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
-  emit(c, "run", { attempt: record.attempts });
-  return withInFlight(c.o.store, c.scope, c.key, async () => {
-    const similar = await lookUpSimilar(c);
-    const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", { error }));
+  emit(c, "run", record.attempts);
+  const flight = beginFlight(c.o.store, c.scope, c.key);
+  try {
+    const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
+    const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
     let result: Awaited<R>;
     try {
       result = await c.fn(c.args, {
@@ -200,41 +204,44 @@ async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<
       });
     } catch (error) {
       await lease.stop();
-      return settleThrow(c, record, error);
+      return await settleThrow(c, record, error);
     }
-    await lease.stop();
+    // Most calls end before their first renewal: then there is nothing to wait for.
+    const renewing = lease.stop();
+    if (renewing) await renewing;
     const envelope = await settleResult(c, record, result);
-    await recordSimilar(c, record);
+    if (c.similarKey === undefined) return envelope;
+    await recordSimilar(c, c.similarKey, record);
     return similar ? { ...envelope, recent_similar_call: similar } : envelope;
-  });
+  } finally {
+    endFlight(flight);
+  }
 }
 
 /** The near-duplicate hint is advisory: a store error here costs the hint, never the call. */
-async function lookUpSimilar<A, R>(c: Call<A, R>): Promise<RecentSimilarCall | undefined> {
-  if (c.similarKey === undefined) return undefined;
+async function lookUpSimilar<A, R>(
+  c: Call<A, R>,
+  similarKey: string,
+): Promise<RecentSimilarCall | undefined> {
   try {
-    return await findSimilar(c.o.store, c.scope, c.similarKey, c.key, c.o.clock.now());
+    return await findSimilar(c.o.store, c.scope, similarKey, c.key, c.o.clock.now());
   } catch (error) {
-    emit(c, "store_error", { error: new StoreUnavailableError("similar-call lookup", { cause: error }) });
+    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call lookup", { cause: error }));
     return undefined;
   }
 }
 
-async function recordSimilar<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {
-  if (c.similarKey === undefined || c.o.similar === undefined) return;
+async function recordSimilar<A, R>(
+  c: Call<A, R>,
+  similarKey: string,
+  record: IdempotencyRecord,
+): Promise<void> {
+  if (c.o.similar === undefined) return;
   try {
     const now = c.o.clock.now();
-    await rememberSimilar(
-      c.o.store,
-      c.scope,
-      c.similarKey,
-      c.key,
-      record.createdAt,
-      now,
-      c.o.similar.windowMs,
-    );
+    await rememberSimilar(c.o.store, c.scope, similarKey, c.key, record.createdAt, now, c.o.similar.windowMs);
   } catch (error) {
-    emit(c, "store_error", { error: new StoreUnavailableError("similar-call record", { cause: error }) });
+    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call record", { cause: error }));
   }
 }
 
@@ -244,18 +251,20 @@ async function settleResult<A, R>(
   result: Awaited<R>,
 ): Promise<Envelope<Awaited<R>>> {
   const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec);
-  const settled = await settleFenced(c, record, {
-    status: RecordStatus.completed,
-    result: encoded.ok ? encoded.text : null,
-    error: encoded.ok ? null : encoded.error,
-  });
+  const settled = await settleFenced(
+    c,
+    record,
+    RecordStatus.completed,
+    encoded.ok ? encoded.text : null,
+    encoded.ok ? null : encoded.error,
+  );
   if (settled === "lost") throw leaseLost(c, record);
   const notKept = encoded.ok
     ? undefined
     : encoded.problem.code === ErrorCode.resultTooLarge
       ? new ResultTooLargeError(encoded.problem.sizeBytes, encoded.problem.maxBytes)
       : new IdempotencyError(ErrorCode.resultUnserializable, encoded.problem.reason);
-  emit(c, "completed", { attempt: record.attempts, ...(notKept ? { error: notKept } : {}) });
+  emit(c, "completed", record.attempts, notKept);
   // The effect happened: this caller gets its result even if the store could not record it.
   const kept = settled === "store_failed" ? record : settled;
   const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : kept.expiresAt;
@@ -269,24 +278,28 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
     throw error.cause;
   }
   if (error instanceof DefinitiveFailure) {
-    const settled = await settleFenced(c, record, {
-      status: RecordStatus.failed,
-      result: null,
-      error: encodeFailure(error.cause, error.data, c.o.codec),
-    });
+    const settled = await settleFenced(
+      c,
+      record,
+      RecordStatus.failed,
+      null,
+      encodeFailure(error.cause, error.data, c.o.codec),
+    );
     if (settled === "lost") throw leaseLost(c, record, error.cause);
-    emit(c, "failed", { attempt: record.attempts, error: error.cause });
+    emit(c, "failed", record.attempts, error.cause);
     throw error.cause;
   }
   if (c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore) {
     await releaseFenced(c, record);
     throw error;
   }
-  const settled = await settleFenced(c, record, {
-    status: RecordStatus.unknown,
-    result: null,
-    error: encodeFailure(error, undefined, c.o.codec),
-  });
+  const settled = await settleFenced(
+    c,
+    record,
+    RecordStatus.unknown,
+    null,
+    encodeFailure(error, undefined, c.o.codec),
+  );
   if (settled === "lost") throw leaseLost(c, record, error);
   const kept = settled === "store_failed" ? record : settled;
   const unknown = new OutcomeUnknownError(
@@ -294,12 +307,12 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
     `the tool threw before reporting an outcome (${errorMessage(error)}), and its ${c.o.effect} effect may have happened`,
     { cause: error },
   );
-  emit(c, "outcome_unknown", { attempt: record.attempts, error: unknown });
+  emit(c, "outcome_unknown", record.attempts, unknown);
   throw unknown;
 }
 
 function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
-  emit(c, "replay", { attempt: record.attempts });
+  emit(c, "replay", record.attempts);
   if (record.result === null) {
     const problem = decodeResultProblem(record.error);
     if (problem?.code === ErrorCode.resultTooLarge) {

@@ -5,36 +5,43 @@ import type { IdempotencyStore } from "./store.js";
  * Calls running in this process, per store: a repeat in the same process learns the outcome the
  * moment it is settled instead of at its next poll. Other processes still poll the store.
  */
-const running = new WeakMap<IdempotencyStore, Map<string, Promise<void>>>();
+const running = new WeakMap<IdempotencyStore, Map<string, Flight>>();
+
+/** One call in flight. Its promise is made only when a repeat in this process waits on it. */
+export interface Flight {
+  readonly calls: Map<string, Flight>;
+  readonly id: string;
+  landed: Promise<void> | undefined;
+  land: (() => void) | undefined;
+}
 
 function idOf(scope: string, key: string): string {
   return `${scope.length}:${scope}${key}`;
 }
 
-/** Run `work` registered as the in-flight call for (scope, key). */
-export async function withInFlight<T>(
-  store: IdempotencyStore,
-  scope: string,
-  key: string,
-  work: () => Promise<T>,
-): Promise<T> {
+/** Register the call about to run on (scope, key); pair with {@link endFlight} in a `finally`. */
+export function beginFlight(store: IdempotencyStore, scope: string, key: string): Flight {
   let calls = running.get(store);
   if (!calls) {
     calls = new Map();
     running.set(store, calls);
   }
-  const id = idOf(scope, key);
-  let done!: () => void;
-  const finished = new Promise<void>((resolve) => {
-    done = resolve;
+  const flight: Flight = { calls, id: idOf(scope, key), landed: undefined, land: undefined };
+  calls.set(flight.id, flight);
+  return flight;
+}
+
+/** The call has settled (or given up): wake whoever waits on it. */
+export function endFlight(flight: Flight): void {
+  if (flight.calls.get(flight.id) === flight) flight.calls.delete(flight.id);
+  flight.land?.();
+}
+
+function landing(flight: Flight): Promise<void> {
+  flight.landed ??= new Promise<void>((resolve) => {
+    flight.land = resolve;
   });
-  calls.set(id, finished);
-  try {
-    return await work();
-  } finally {
-    if (calls.get(id) === finished) calls.delete(id);
-    done();
-  }
+  return flight.landed;
 }
 
 /** Wait up to `ms` for the in-flight call on (scope, key) to finish, waking early if it runs in this process. */
@@ -46,7 +53,8 @@ export async function waitForOutcome(
   ms: number,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const local = running.get(store)?.get(idOf(scope, key));
+  const flight = running.get(store)?.get(idOf(scope, key));
+  const local = flight && landing(flight);
   if (signal === undefined && clock === systemClock) {
     // The common case needs no AbortController (~7 µs each on Node 20, and every waiter makes one).
     let handle: NodeJS.Timeout | undefined;

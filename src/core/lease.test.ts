@@ -33,6 +33,14 @@ describe("startLease on the system clock", () => {
     vi.useRealTimers();
   });
 
+  it("stops at once, with nothing to wait for, when no renewal ever ran", () => {
+    const { store, seen } = renewals();
+    const lease = startLease({ store, clock: systemClock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
+    expect(lease.stop()).toBeUndefined();
+    expect(vi.getTimerCount()).toBe(0);
+    expect(seen).toHaveLength(0);
+  });
+
   it("renews every third of the lease until stopped, and never after", async () => {
     const { store, seen } = renewals();
     const lease = startLease({ store, clock: systemClock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
@@ -55,7 +63,9 @@ describe("startLease on the system clock", () => {
     const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
     await vi.advanceTimersByTimeAsync(100);
     let stopped = false;
-    const stopping = lease.stop().then(() => (stopped = true));
+    const renewing = lease.stop();
+    expect(renewing).toBeInstanceOf(Promise);
+    const stopping = renewing?.then(() => (stopped = true));
     await vi.advanceTimersByTimeAsync(0);
     expect(stopped).toBe(false);
     answer(true);

@@ -47,8 +47,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
   // When to look at each record again, earliest first. Invariant: every stored record has an entry due no
   // later than its expiresAt. Settle, renew and takeover usually move expiry later, which needs no new entry:
   // a popped entry whose record now lives longer is pushed back at the new time. Entries of removed records
-  // are skipped when popped, and the heap is rebuilt when they pile up.
-  let expiries: IdempotencyRecord[] = [];
+  // are skipped when popped, and the heap is rebuilt when they pile up. An entry is only the record's id and
+  // time, not the record: a settled record replaces its claim, and the heap must not keep the claim alive.
+  let expiries: Due[] = [];
 
   const find = (scope: string, key: string) => scopes.get(scope)?.get(key);
 
@@ -61,7 +62,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
     keys.set(record.key, record);
     if (previous === undefined) size++;
     else if (previous.expiresAt <= record.expiresAt) return;
-    heapPush(expiries, record);
+    heapPush(expiries, due(record));
     if (expiries.length > 2 * size + 1_024) expiries = heapFrom(allRecords(scopes));
   };
 
@@ -76,16 +77,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
   const removeExpired = (now: number, limit: number): number => {
     let deleted = 0;
     while (deleted < limit) {
-      const due = expiries[0];
-      if (due === undefined || due.expiresAt > now) break;
+      const next = expiries[0];
+      if (next === undefined || next.expiresAt > now) break;
       heapPop(expiries);
-      const current = find(due.scope, due.key);
+      const current = find(next.scope, next.key);
       if (current === undefined) continue;
       if (current.expiresAt <= now) {
-        remove(due.scope, due.key);
+        remove(next.scope, next.key);
         deleted++;
       } else {
-        heapPush(expiries, current);
+        heapPush(expiries, due(current));
       }
     }
     return deleted;
@@ -309,7 +310,18 @@ function compareIds(scopeA: string, keyA: string, scopeB: string, keyB: string):
 
 // A binary min-heap on expiresAt, kept in a plain array.
 
-function heapPush(heap: IdempotencyRecord[], record: IdempotencyRecord): void {
+/** When to look at a record again. */
+interface Due {
+  readonly scope: string;
+  readonly key: string;
+  readonly expiresAt: number;
+}
+
+function due(record: IdempotencyRecord): Due {
+  return { scope: record.scope, key: record.key, expiresAt: record.expiresAt };
+}
+
+function heapPush(heap: Due[], record: Due): void {
   let index = heap.length;
   heap.push(record);
   while (index > 0) {
@@ -322,13 +334,13 @@ function heapPush(heap: IdempotencyRecord[], record: IdempotencyRecord): void {
   heap[index] = record;
 }
 
-function heapPop(heap: IdempotencyRecord[]): void {
+function heapPop(heap: Due[]): void {
   const last = heap.pop();
   if (last === undefined || heap.length === 0) return;
   siftDown(heap, 0, last);
 }
 
-function siftDown(heap: IdempotencyRecord[], start: number, record: IdempotencyRecord): void {
+function siftDown(heap: Due[], start: number, record: Due): void {
   const size = heap.length;
   let index = start;
   for (;;) {
@@ -344,8 +356,8 @@ function siftDown(heap: IdempotencyRecord[], start: number, record: IdempotencyR
   heap[index] = record;
 }
 
-function heapFrom(records: Iterable<IdempotencyRecord>): IdempotencyRecord[] {
-  const heap = [...records];
+function heapFrom(records: Iterable<IdempotencyRecord>): Due[] {
+  const heap = Array.from(records, due);
   for (let index = (heap.length >> 1) - 1; index >= 0; index--) siftDown(heap, index, heap[index]!);
   return heap;
 }

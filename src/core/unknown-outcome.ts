@@ -2,7 +2,6 @@
  * Records whose outcome nobody knows: a stale claim (the worker may have crashed after its effect),
  * or a throw under an irreversible or compensatable effect. The effect class and the verify hook decide.
  */
-import { randomUUID } from "node:crypto";
 import {
   type Call,
   type Envelope,
@@ -11,12 +10,13 @@ import {
   errorMessage,
   leaseLost,
   settleFenced,
-  storeOp,
+  storeFailure,
 } from "./call.js";
 import { iso, OutcomeUnknownError } from "./errors.js";
 import { startLease } from "./lease.js";
 import { Effect } from "./options.js";
 import { ReplayedFailureError } from "./outcomes.js";
+import { ownerToken } from "./owner-token.js";
 import type { ResultCodec } from "./result-codec.js";
 import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
@@ -36,21 +36,24 @@ export async function resolveUnknown<A, R>(
   const takesOver = c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore;
   if (!takesOver && !c.o.verify) {
     const error = new OutcomeUnknownError(record, reason);
-    emit(c, "outcome_unknown", { attempt: record.attempts, error });
+    emit(c, "outcome_unknown", record.attempts, error);
     throw error;
   }
-  const taken = await storeOp(c, "takeover", () =>
-    c.o.store.takeover({
+  let taken: IdempotencyRecord | null;
+  try {
+    taken = await c.o.store.takeover({
       scope: c.scope,
       key: c.key,
       fromToken: record.token,
-      token: randomUUID(),
+      token: ownerToken(),
       leaseMs: c.o.leaseMs,
       now: c.o.clock.now(),
-    }),
-  );
+    });
+  } catch (error) {
+    throw storeFailure(c, "takeover", error);
+  }
   if (!taken) return undefined;
-  emit(c, "takeover", { attempt: taken.attempts });
+  emit(c, "takeover", taken.attempts);
   if (takesOver) return execute(c, taken);
   return verifyTakenOver(c, taken, reason, execute);
 }
@@ -63,8 +66,8 @@ async function verifyTakenOver<A, R>(
   execute: Execute,
 ): Promise<Envelope<Awaited<R>>> {
   const verify = c.o.verify!;
-  emit(c, "verify", { attempt: taken.attempts });
-  const lease = startLease(c.o, taken, c.signal, (error) => emit(c, "store_error", { error }));
+  emit(c, "verify", taken.attempts);
+  const lease = startLease(c.o, taken, c.signal, (error) => emit(c, "store_error", undefined, error));
   let outcome: Awaited<ReturnType<typeof verify>> | undefined;
   let verifyError: unknown;
   try {
@@ -80,35 +83,35 @@ async function verifyTakenOver<A, R>(
       return execute(c, taken);
     case "completed": {
       const encoded = encodeResult(outcome.result, c.o.maxResultBytes, c.o.codec);
-      const settled = await settleFenced(c, taken, {
-        status: RecordStatus.completed,
-        result: encoded.ok ? encoded.text : null,
-        error: encoded.ok ? null : encoded.error,
-      });
+      const settled = await settleFenced(
+        c,
+        taken,
+        RecordStatus.completed,
+        encoded.ok ? encoded.text : null,
+        encoded.ok ? null : encoded.error,
+      );
       if (settled === "lost") throw leaseLost(c, taken);
-      emit(c, "replay", { attempt: taken.attempts });
+      emit(c, "replay", taken.attempts);
       const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : settled.expiresAt;
       // The effect happened on an earlier attempt: this is its outcome, handed back.
       return envelope(c, outcome.result, true, taken.createdAt, expiresAt);
     }
     case "failed": {
-      const settled = await settleFenced(c, taken, {
-        status: RecordStatus.failed,
-        result: null,
-        error: encodeFailure(outcome.error, outcome.data, c.o.codec),
-      });
+      const settled = await settleFenced(
+        c,
+        taken,
+        RecordStatus.failed,
+        null,
+        encodeFailure(outcome.error, outcome.data, c.o.codec),
+      );
       if (settled === "lost") throw leaseLost(c, taken);
-      emit(c, "replay", { attempt: taken.attempts });
+      emit(c, "replay", taken.attempts);
       const failure = decodeFailure(encodeFailure(outcome.error, outcome.data));
       throw new ReplayedFailureError(failure, iso(taken.createdAt), c.key);
     }
     default: {
       // Still unknown, the hook failed, or it answered something we do not understand: fail closed.
-      const settled = await settleFenced(c, taken, {
-        status: RecordStatus.unknown,
-        result: null,
-        error: taken.error,
-      });
+      const settled = await settleFenced(c, taken, RecordStatus.unknown, null, taken.error);
       const kept = typeof settled === "string" ? taken : settled;
       const why =
         outcome?.status === "unknown"
@@ -121,7 +124,7 @@ async function verifyTakenOver<A, R>(
         why,
         verifyError === undefined ? undefined : { cause: verifyError },
       );
-      emit(c, "outcome_unknown", { attempt: taken.attempts, error });
+      emit(c, "outcome_unknown", taken.attempts, error);
       throw error;
     }
   }
