@@ -460,6 +460,72 @@ describe("postgresStore judges leases by the server's clock", () => {
   });
 });
 
+describe("postgresStore answers records as stored", () => {
+  it("under the server clock, a won claim, a settle and a claim of an expired key answer what get reads back", async () => {
+    const name = table();
+    let offsetMs = 0;
+    const store = postgresStore({ client: pool, table: name, clockOffsetMs: () => offsetMs });
+    const id = { scope: "tenant-a", key: "order-1" };
+    const claimed = await store.claim(claimRequest({ leaseMs: 1_000, ttlMs: 500 }));
+    expect(claimed.claimed).toBe(true);
+    expect(claimed.record).toEqual(await store.get(id, 0));
+    expect(claimed.record.expiresAt).toBe(claimed.now + 1_000); // the lease outlasts the ttl
+    const settled = await store.settle({
+      ...id,
+      token: "token-a",
+      status: "failed",
+      result: null,
+      error: '{"name":"Error","message":"declined — ☃ 𝄞"}',
+      ttlMs: 2_000,
+      now: 0,
+    });
+    expect(settled).toEqual(await store.get(id, 0));
+    expect(settled).toMatchObject({ status: "failed", attempts: 1, createdAt: claimed.record.createdAt });
+    // Past the ttl, by the server's clock: the expired record is replaced in place by a new claim.
+    offsetMs = 5_000;
+    const again = await store.claim(claimRequest({ token: "token-b", fingerprint: "e".repeat(64) }));
+    expect(again.claimed).toBe(true);
+    expect(again.record).toEqual(await store.get(id, 0));
+    expect(again.record).toMatchObject({ token: "token-b", attempts: 1, result: null, error: null });
+    expect(again.record.createdAt).toBe(again.now);
+    // And a repeat now gets that holder, as stored.
+    const holder = await store.claim(claimRequest({ token: "token-c" }));
+    expect(holder.claimed).toBe(false);
+    expect(holder.record).toEqual(again.record);
+  });
+
+  it("takes no transaction id for a claim that finds a live holder: a replay writes nothing and waits for no flush", async () => {
+    const name = table();
+    await postgresStore({ client: pool, table: name }).migrate();
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    try {
+      const store = postgresStore({ client, table: name });
+      /** Runs one claim inside a transaction and says whether it took a transaction id. */
+      const claimTakesXid = async (token: string) => {
+        await client.query("BEGIN");
+        try {
+          const outcome = await store.claim(claimRequest({ token }));
+          const { rows } = await client.query<{ xid: string | null }>(
+            "SELECT txid_current_if_assigned() AS xid",
+          );
+          return { claimed: outcome.claimed, xid: rows[0]?.xid ?? null };
+        } finally {
+          await client.query("COMMIT");
+        }
+      };
+      const won = await claimTakesXid("token-a");
+      expect(won.claimed).toBe(true);
+      expect(won.xid).not.toBeNull();
+      const replay = await claimTakesXid("token-b");
+      expect(replay.claimed).toBe(false);
+      expect(replay.xid).toBeNull();
+    } finally {
+      await client.end();
+    }
+  });
+});
+
 describe("postgresStore round trips", () => {
   it("sends exactly one statement per operation", async () => {
     const counting = countingClient(pool);
@@ -707,7 +773,7 @@ describe("postgresStore timeouts", () => {
       busy.release();
       // Now the queued claim runs and lands, and the store releases it.
       await eventually(async () => answers.length === 2, "the late claim lands and is released");
-      expect(answers[0]).toMatchObject({ claimed: true, token: "token-a" });
+      expect(answers[0]).toMatchObject({ claimed: true });
       expect(answers[1]).toEqual({ released: 1 });
       expect((await pool.query(`SELECT token FROM "${name}"`)).rows).toEqual([]);
       const fresh = postgresStore({ client: pool, table: name, clock: "request" });

@@ -1,5 +1,5 @@
 import { keyPrefixUpperBound } from "../core/list-paging.js";
-import type { ListQuery, RecordId } from "../core/store.js";
+import type { IdempotencyRecord, ListQuery, RecordId } from "../core/store.js";
 
 /** Which clock a statement judges time by: PostgreSQL's own, or the `now` the core sent. */
 export type PostgresClock = "server" | "request";
@@ -18,11 +18,14 @@ export interface Statement {
 export interface PostgresStatements {
   /** Creates the table and its index if missing, then refuses a table that is not an ordinary logged one. */
   readonly migrate: string;
-  /** $1 scope, $2 key, $3 tool, $4 fingerprint, $5 token, $6 now, $7 leaseMs, $8 ttlMs. */
+  /**
+   * $1 scope, $2 key, $3 tool, $4 fingerprint, $5 token, $6 now, $7 leaseMs, $8 ttlMs. Answers one
+   * `ClaimRow`, or no row when it lost a race to a commit newer than its snapshot (see claimSql).
+   */
   readonly claim: string;
   /** $1 scope, $2 key, $3 fromToken, $4 token, $5 now, $6 leaseMs. */
   readonly takeover: string;
-  /** $1 scope, $2 key, $3 token, $4 status, $5 result, $6 error, $7 now, $8 ttlMs. */
+  /** $1 scope, $2 key, $3 token, $4 status, $5 result, $6 error, $7 now, $8 ttlMs. Answers a `SettleRow`. */
   readonly settle: string;
   /** $1 scope, $2 key, $3 token, $4 now, $5 leaseMs. */
   readonly renew: string;
@@ -56,6 +59,37 @@ const recordColumns =
   'expires_at::float8 AS "expiresAt", attempts, result, error';
 
 /**
+ * What a claim answers. A won claim carries only the judging clock: every other field of the new record
+ * follows from the request and that instant, so the holder's columns are null. A lost claim carries the
+ * live holder (its scope and key are the request's: the primary key compares bytes).
+ */
+export interface ClaimRow {
+  readonly claimed: boolean;
+  readonly now: number;
+  readonly tool: string;
+  readonly fingerprint: string;
+  readonly status: IdempotencyRecord["status"];
+  readonly token: string;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly leaseExpiresAt: number;
+  readonly expiresAt: number;
+  readonly attempts: number;
+  readonly result: string | null;
+  readonly error: string | null;
+}
+
+/** What a settle answers: the fields of the settled record that its request does not already hold. */
+export interface SettleRow {
+  readonly tool: string;
+  readonly fingerprint: string;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly expiresAt: number;
+  readonly attempts: number;
+}
+
+/**
  * The statements for one table and one clock.
  * @example
  * const s = postgresStatements({ schema: undefined, table: "idempotool_records" }, "server");
@@ -63,8 +97,9 @@ const recordColumns =
  */
 export function postgresStatements(name: TableName, clock: PostgresClock): PostgresStatements {
   const t = name.schema === undefined ? `"${name.table}"` : `"${name.schema}"."${name.table}"`;
-  // statement_timestamp() is stable within a statement, so every use below sees one instant; a plain
-  // parameter under the request clock. Either way one clock judges every comparison in a statement.
+  // statement_timestamp() is stable within a statement, so every use below sees one instant (written out
+  // where needed: cheaper than joining a one-row CTE); a plain parameter under the request clock. Either
+  // way one clock judges every comparison in a statement.
   const now = (n: number) =>
     clock === "server"
       ? `(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint + $${n}::bigint)`
@@ -76,26 +111,23 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
     // One round trip in the common cases; see the comment above claimSql.
     claim: claimSql(t, now(6)),
 
-    takeover: `WITH clock AS (SELECT ${now(5)} AS now)
-      UPDATE ${t} SET token = $4, status = 'in_progress', lease_expires_at = clock.now + $6::bigint,
-        expires_at = greatest(expires_at, clock.now + $6::bigint), attempts = attempts + 1,
-        updated_at = clock.now, result = NULL
-      FROM clock
-      WHERE scope = $1 AND key = $2 AND token = $3 AND expires_at > clock.now
-        AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= clock.now))
+    takeover: `UPDATE ${t} SET token = $4, status = 'in_progress', lease_expires_at = ${now(5)} + $6::bigint,
+        expires_at = greatest(expires_at, ${now(5)} + $6::bigint), attempts = attempts + 1,
+        updated_at = ${now(5)}, result = NULL
+      WHERE scope = $1 AND key = $2 AND token = $3 AND expires_at > ${now(5)}
+        AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ${now(5)}))
       RETURNING ${recordColumns}`,
 
-    settle: `WITH clock AS (SELECT ${now(7)} AS now)
-      UPDATE ${t} SET status = $4, result = $5, error = $6, updated_at = clock.now,
-        lease_expires_at = clock.now, expires_at = clock.now + $8::bigint
-      FROM clock
+    // Returns only what the request does not hold: result and error go back as they were sent, and a
+    // large result is not shipped back over the wire.
+    settle: `UPDATE ${t} SET status = $4, result = $5, error = $6, updated_at = ${now(7)},
+        lease_expires_at = ${now(7)}, expires_at = ${now(7)} + $8::bigint
       WHERE scope = $1 AND key = $2 AND token = $3 AND status IN ('in_progress', 'unknown')
-      RETURNING ${recordColumns}`,
+      RETURNING tool, fingerprint, created_at::float8 AS "createdAt", updated_at::float8 AS "updatedAt",
+        expires_at::float8 AS "expiresAt", attempts`,
 
-    renew: `WITH clock AS (SELECT ${now(4)} AS now)
-      UPDATE ${t} SET lease_expires_at = clock.now + $5::bigint,
-        expires_at = greatest(expires_at, clock.now + $5::bigint), updated_at = clock.now
-      FROM clock
+    renew: `UPDATE ${t} SET lease_expires_at = ${now(4)} + $5::bigint,
+        expires_at = greatest(expires_at, ${now(4)} + $5::bigint), updated_at = ${now(4)}
       WHERE scope = $1 AND key = $2 AND token = $3 AND status = 'in_progress'
       RETURNING 1 AS renewed`,
 
@@ -154,50 +186,52 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
 }
 
 /**
- * Claim-or-return-holder in one statement. Three parts share one snapshot:
- * - `existing` reads the row, if any;
- * - `replaced` overwrites it only if it expired (an UPDATE locks the row and, under READ COMMITTED,
- *   re-checks `expires_at` on its newest version, so two claimants never both replace it);
- * - `inserted` runs only when the snapshot saw no row: `ON CONFLICT DO NOTHING` makes a concurrent
- *   insert of the same key win and ours add nothing.
- * The statement returns the replaced or inserted row flagged `claimed`, or else the live existing row.
+ * Claim-or-return-holder in one statement, two parts sharing one snapshot:
+ * - `live` reads the row if it has not expired;
+ * - `claimed` runs only when the snapshot saw no live row: it inserts the key, or, when the key is held by
+ *   an expired row, replaces that row through `ON CONFLICT DO UPDATE … WHERE expires_at <= now`. The
+ *   conflict check sees every committed row, snapshot or not, and waits for an uncommitted one; DO UPDATE
+ *   locks the row and re-checks the WHERE on its newest version (READ COMMITTED), so two claimants never
+ *   both replace it, and a row that is live by then is left alone.
+ * The statement returns the claim (flagged `claimed`, with the clock it judged by: the new record follows
+ * from the request and that instant) or else the live holder.
  *
- * The READ COMMITTED gap: when another transaction inserted the key but had not committed when our
- * snapshot was taken, our INSERT waits for it and then does nothing, yet no part of this statement can
- * see the row (it is newer than the snapshot). The same holds when a concurrent claim replaced an expired
- * row: our UPDATE re-checks and skips it, while `existing` still shows the old, expired version, which the
- * final filter drops. In both cases the statement returns no row, and the caller runs it again: the next
- * statement's snapshot is taken after that commit and sees the holder. So a claim is one round trip
+ * A replay writes nothing: the holder is live, `claimed` inserts nothing and takes no lock, so the
+ * statement takes no transaction id, writes no WAL and its commit waits for no flush. (An ungated
+ * `ON CONFLICT DO UPDATE` would lock the row on every replay, even when its WHERE is false.)
+ *
+ * The READ COMMITTED gap: when a concurrent claim inserted or replaced the key and committed after our
+ * snapshot was taken, `live` cannot see its row (or sees the old, expired version), while `claimed` finds
+ * the new row live and does nothing. The statement then returns no row, and the caller runs it again: the
+ * next statement's snapshot is taken after that commit and sees the holder. So a claim is one round trip
  * unless it lost such a race, and never reports a holder it did not see committed.
- *
- * Why not `ON CONFLICT DO UPDATE … WHERE expires_at <= now` (which returns the newest row even across that
- * gap)? DO UPDATE locks the conflicting row even when its WHERE is false, so every replay would take an
- * XID, write WAL and wait for a commit flush. Here a replay writes nothing: the UPDATE's filter fails on
- * the snapshot's version and the INSERT is skipped.
  */
 function claimSql(t: string, now: string): string {
-  return `WITH clock AS MATERIALIZED (SELECT ${now} AS now),
-    existing AS MATERIALIZED (SELECT ${recordColumns} FROM ${t} WHERE scope = $1 AND key = $2),
-    replaced AS (
-      UPDATE ${t} SET tool = $3, fingerprint = $4, status = 'in_progress', token = $5,
-        created_at = clock.now, updated_at = clock.now, lease_expires_at = clock.now + $7::bigint,
-        expires_at = greatest(clock.now + $8::bigint, clock.now + $7::bigint), attempts = 1,
-        result = NULL, error = NULL
-      FROM clock
-      WHERE scope = $1 AND key = $2 AND expires_at <= clock.now
-      RETURNING ${recordColumns}),
-    inserted AS (
-      INSERT INTO ${t} (scope, key, tool, fingerprint, status, token, created_at, updated_at,
+  return `WITH live AS MATERIALIZED (
+      SELECT tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts,
+        result, error
+      FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > ${now}),
+    claimed AS (
+      INSERT INTO ${t} AS held (scope, key, tool, fingerprint, status, token, created_at, updated_at,
         lease_expires_at, expires_at, attempts)
-      SELECT $1, $2, $3, $4, 'in_progress', $5, clock.now, clock.now, clock.now + $7::bigint,
-        greatest(clock.now + $8::bigint, clock.now + $7::bigint), 1
-      FROM clock WHERE NOT EXISTS (SELECT 1 FROM existing)
-      ON CONFLICT (scope, key) DO NOTHING
-      RETURNING ${recordColumns})
-    SELECT true AS claimed, clock.now::float8 AS now, replaced.* FROM replaced, clock
-    UNION ALL SELECT true, clock.now::float8, inserted.* FROM inserted, clock
-    UNION ALL SELECT false, clock.now::float8, existing.* FROM existing, clock
-      WHERE existing."expiresAt" > clock.now`;
+      SELECT $1, $2, $3, $4, 'in_progress', $5, ${now}, ${now}, ${now} + $7::bigint,
+        greatest(${now} + $8::bigint, ${now} + $7::bigint), 1
+      WHERE NOT EXISTS (SELECT FROM live)
+      ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
+        status = excluded.status, token = excluded.token, created_at = excluded.created_at,
+        updated_at = excluded.updated_at, lease_expires_at = excluded.lease_expires_at,
+        expires_at = excluded.expires_at, attempts = excluded.attempts, result = NULL, error = NULL
+      WHERE held.expires_at <= excluded.created_at
+      RETURNING 1)
+    SELECT true AS claimed, ${now}::float8 AS now, NULL::text AS tool, NULL::text AS fingerprint,
+      NULL::text AS status, NULL::text AS token, NULL::float8 AS "createdAt", NULL::float8 AS "updatedAt",
+      NULL::float8 AS "leaseExpiresAt", NULL::float8 AS "expiresAt", NULL::integer AS attempts,
+      NULL::text AS result, NULL::text AS error
+    FROM claimed
+    UNION ALL
+    SELECT false, ${now}::float8, tool, fingerprint, status, token, created_at::float8, updated_at::float8,
+      lease_expires_at::float8, expires_at::float8, attempts, result, error
+    FROM live`;
 }
 
 /**

@@ -1,10 +1,26 @@
 import { createHash } from "node:crypto";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
-import type { ClaimResult, IdempotencyRecord, IdempotencyStore } from "../core/store.js";
-import { boundedQuery } from "./bounded-query.js";
-import { type PgQueryable, type PostgresStoreOptions, resolvePostgresOptions } from "./postgres-options.js";
-import { notLoggedPrefix, notLoggedSqlState, postgresStatements } from "./postgres-statements.js";
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  RecordStatus,
+} from "../core/store.js";
+import { boundedQueries } from "./bounded-query.js";
+import {
+  type PgQueryable,
+  type PgQueryConfig,
+  type PostgresStoreOptions,
+  resolvePostgresOptions,
+} from "./postgres-options.js";
+import {
+  type ClaimRow,
+  notLoggedPrefix,
+  notLoggedSqlState,
+  postgresStatements,
+  type SettleRow,
+} from "./postgres-statements.js";
 
 /** An idempotency store on a PostgreSQL table. */
 export interface PostgresStore extends IdempotencyStore {
@@ -20,8 +36,6 @@ export interface PostgresStore extends IdempotencyStore {
 
 // Each extra attempt follows a race lost to a concurrent commit; a fifth loss in a row is not a race.
 const claimAttempts = 5;
-
-type ClaimRow = IdempotencyRecord & { readonly claimed: boolean; readonly now: number };
 
 /**
  * A store on PostgreSQL, shared by a fleet of workers. Every operation is one statement (one round
@@ -53,24 +67,29 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       names.set(text, `idempotool_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`);
     }
   }
+  const bounded = boundedQueries(client, o.timeoutMs);
+  const query_timeout = bounded.queryTimeoutMs;
   const send: Send = (operation, text, values, onLateRows) => {
     const name = names.get(text);
-    const statement = values === undefined ? { text } : { text, values };
-    return boundedQuery(
-      client,
-      o.timeoutMs,
-      operation,
-      name ? { ...statement, name } : statement,
-      onLateRows,
-    );
+    let config: PgQueryConfig;
+    if (values === undefined) config = { text, query_timeout };
+    else if (name === undefined) config = { text, values, query_timeout };
+    else config = { name, text, values, query_timeout };
+    return bounded(operation, config, onLateRows);
   };
 
   let migrated: Promise<void> | undefined;
+  let ready = false;
   const migrate = () => {
-    migrated ??= runMigration(send, s.migrate).catch((error: unknown) => {
-      migrated = undefined;
-      throw error;
-    });
+    migrated ??= runMigration(send, s.migrate).then(
+      () => {
+        ready = true;
+      },
+      (error: unknown) => {
+        migrated = undefined;
+        throw error;
+      },
+    );
     return migrated;
   };
   const run = async (
@@ -79,7 +98,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     values: unknown[],
     onLateRows?: (rows: readonly unknown[]) => void,
   ) => {
-    await migrate();
+    if (!ready) await migrate();
     return send(operation, text, values, onLateRows);
   };
   /** The "now" parameter: the core's time, or the offset added to the server's. */
@@ -101,10 +120,44 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
           if ((rows[0] as ClaimRow | undefined)?.claimed !== true) return;
           send("release", s.release, [scope, key, token]).catch(() => {});
         };
-        const [row] = (await run("claim", s.claim, values, giveBack)) as ClaimRow[];
+        const row = (await run("claim", s.claim, values, giveBack))[0] as ClaimRow | undefined;
+        if (row?.claimed === true) {
+          // The statement computed these from the same request and instant, in exact integer arithmetic.
+          const at = row.now;
+          const record: IdempotencyRecord = {
+            scope,
+            key,
+            tool,
+            fingerprint,
+            status: RecordStatus.inProgress,
+            token,
+            createdAt: at,
+            updatedAt: at,
+            leaseExpiresAt: at + leaseMs,
+            expiresAt: Math.max(at + ttlMs, at + leaseMs),
+            attempts: 1,
+            result: null,
+            error: null,
+          };
+          return { claimed: true, record, now: at };
+        }
         if (row) {
-          const { claimed, now: judgedAt, ...record } = row;
-          return { claimed, record, now: judgedAt };
+          const record: IdempotencyRecord = {
+            scope,
+            key,
+            tool: row.tool,
+            fingerprint: row.fingerprint,
+            status: row.status,
+            token: row.token,
+            createdAt: row.createdAt,
+            updatedAt: row.updatedAt,
+            leaseExpiresAt: row.leaseExpiresAt,
+            expiresAt: row.expiresAt,
+            attempts: row.attempts,
+            result: row.result,
+            error: row.error,
+          };
+          return { claimed: false, record, now: row.now };
         }
         // No row: the holder committed after this statement's snapshot (see claimSql). Look again.
         if (attempt === claimAttempts) {
@@ -138,7 +191,24 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         now(requestNow),
         ttlMs,
       ]);
-      return (rows[0] as IdempotencyRecord | undefined) ?? null;
+      const row = rows[0] as SettleRow | undefined;
+      if (!row) return null;
+      // The statement stored status, result and error as given, so they come back from the request.
+      return {
+        scope,
+        key,
+        tool: row.tool,
+        fingerprint: row.fingerprint,
+        status,
+        token,
+        createdAt: row.createdAt,
+        updatedAt: row.updatedAt,
+        leaseExpiresAt: row.updatedAt,
+        expiresAt: row.expiresAt,
+        attempts: row.attempts,
+        result,
+        error,
+      };
     },
 
     async renew({ scope, key, token, leaseMs, now: requestNow }) {
