@@ -4,7 +4,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { isIdempotencyError } from "../core/errors.js";
-import type { ClaimRequest } from "../core/store.js";
+import type { ClaimRequest, SettleRequest } from "../core/store.js";
 import { storeConformanceCases } from "../testing/conformance.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import { type SqliteDatabase, type SqliteStatement, sqliteStore } from "./index.js";
@@ -47,6 +47,20 @@ function claimRequest(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
     leaseMs: 60_000,
     ttlMs: 86_400_000,
     now: t0,
+    ...overrides,
+  };
+}
+
+function settleRequest(overrides: Partial<SettleRequest> = {}): SettleRequest {
+  return {
+    scope: "tenant-a",
+    key: "order-1",
+    token: "token-a",
+    status: "completed",
+    result: '{"id":"msg_1"}',
+    error: null,
+    ttlMs: 86_400_000,
+    now: t0 + 10,
     ...overrides,
   };
 }
@@ -209,6 +223,7 @@ describe("sqliteStore", () => {
         get: (...params) => statement.get(...params),
         all: (...params) => statement.all(...params),
         safeIntegers: (toggle) => statement.safeIntegers(toggle),
+        raw: (toggle) => statement.raw(toggle),
       };
     });
     const store = sqliteStore({ database });
@@ -224,11 +239,75 @@ describe("sqliteStore", () => {
     const database = new Database(":memory:");
     database.defaultSafeIntegers(true);
     const store = sqliteStore({ database });
+    const numbers = (record: object | null | undefined) => {
+      expect(record).toBeTruthy();
+      const { createdAt, updatedAt, leaseExpiresAt, expiresAt, attempts } = record as Record<string, unknown>;
+      for (const value of [createdAt, updatedAt, leaseExpiresAt, expiresAt, attempts]) {
+        expect(typeof value).toBe("number");
+      }
+    };
     await store.claim(claimRequest());
-    const record = await store.get({ scope: "tenant-a", key: "order-1" }, t0);
-    expect(typeof record?.createdAt).toBe("number");
-    expect(typeof (await store.list({})).records[0]?.attempts).toBe("number");
+    numbers(await store.get({ scope: "tenant-a", key: "order-1" }, t0));
+    numbers((await store.claim(claimRequest({ token: "token-b" }))).record);
+    numbers((await store.list({})).records[0]);
+    numbers(
+      await store.takeover({ ...claimRequest({ token: "token-b", now: t0 + 60_000 }), fromToken: "token-a" }),
+    );
+    numbers(await store.settle(settleRequest({ token: "token-b", now: t0 + 60_001 })));
     database.close();
+  });
+
+  it("returns from settle the record as stored: the claim's tool, fingerprint and creation time, the takeover's attempts", async () => {
+    const store = sqliteStore({ database: new Database(":memory:") });
+    await store.claim(claimRequest());
+    const taken = await store.takeover({
+      ...claimRequest({ token: "token-b", now: t0 + 60_000 }),
+      fromToken: "token-a",
+    });
+    expect(taken).toMatchObject({ attempts: 2, createdAt: t0 });
+    const result = JSON.stringify({ text: "héllo — 𝄞 👩‍👩‍👧 \u2028", body: "x".repeat(100_000) });
+    const settled = await store.settle(settleRequest({ token: "token-b", result, now: t0 + 60_500 }));
+    expect(settled).toEqual({
+      scope: "tenant-a",
+      key: "order-1",
+      tool: "send_email",
+      fingerprint: "f".repeat(64),
+      status: "completed",
+      token: "token-b",
+      createdAt: t0,
+      updatedAt: t0 + 60_500,
+      leaseExpiresAt: t0 + 60_500,
+      expiresAt: t0 + 60_500 + 86_400_000,
+      attempts: 2,
+      result,
+      error: null,
+    });
+    expect(await store.get({ scope: "tenant-a", key: "order-1" }, t0 + 60_500)).toEqual(settled);
+    expect(await store.settle(settleRequest({ token: "token-a", now: t0 + 60_600 }))).toBeNull();
+    store.database.close();
+  });
+
+  it("returns the record as stored when a string holds a lone surrogate, which SQLite's UTF-8 cannot keep", async () => {
+    const store = sqliteStore({ database: new Database(":memory:") });
+    for (const [i, field] of (["scope", "key", "tool", "fingerprint", "token"] as const).entries()) {
+      const request = claimRequest({ key: `key-${i}`, [field]: `${field}-\ud800-${i}` });
+      const claimed = await store.claim(request);
+      expect(claimed.claimed).toBe(true);
+      const stored = await store.get({ scope: request.scope, key: request.key }, t0);
+      expect(stored).toBeDefined();
+      expect(claimed.record).toEqual(stored);
+      const again = await store.claim({ ...request, token: "token-z" });
+      expect(again).toEqual({ claimed: false, record: stored, now: t0 });
+    }
+    for (const [i, field] of (["result", "error", "scope", "key", "token"] as const).entries()) {
+      const overrides = { key: `settle-${i}`, [field]: `${field}-\udc00-${i}` };
+      const request = claimRequest(overrides);
+      await store.claim(request);
+      const settled = await store.settle(settleRequest({ ...overrides, status: "failed" }));
+      expect(settled).not.toBeNull();
+      expect(settled).toEqual(await store.get({ scope: request.scope, key: request.key }, t0 + 10));
+    }
+    store.database.close();
   });
 
   it("treats % and _ in a key prefix literally and finds keys with characters beyond U+FFFF", async () => {

@@ -14,6 +14,7 @@ import type {
   IdempotencyStore,
   ListPage,
   ListQuery,
+  RecordStatus,
 } from "../core/store.js";
 
 /** The part of a better-sqlite3 statement we use. */
@@ -22,6 +23,8 @@ export interface SqliteStatement {
   get(...params: unknown[]): unknown;
   all(...params: unknown[]): unknown[];
   safeIntegers(toggle?: boolean): unknown;
+  /** Rows as arrays of column values: the store reads columns by position, so no names are built per row. */
+  raw(toggle?: boolean): unknown;
 }
 
 /** The part of better-sqlite3 we use; a `Database` fits, so the store never imports the package's types. */
@@ -65,10 +68,60 @@ export interface SqliteStore extends IdempotencyStore {
 const tableNamePattern = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const busyTimeoutMs = 5000;
 
-// Aliased so a row comes back already shaped as an IdempotencyRecord: no mapping on the hot path.
+// Read back as raw rows (arrays) and shaped by `toRecord`: better-sqlite3 builds a named row by interning
+// every column name and setting each property through V8's slow path, which costs a replay more than SQLite's
+// own lookup does; an array and one object literal cost a fraction of that.
 const recordColumns =
-  "scope, key, tool, fingerprint, status, token, created_at AS createdAt, updated_at AS updatedAt, " +
-  "lease_expires_at AS leaseExpiresAt, expires_at AS expiresAt, attempts, result, error";
+  "scope, key, tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts, " +
+  "result, error";
+
+/** A row of `recordColumns`, in that order. */
+type RecordRow = readonly [
+  scope: string,
+  key: string,
+  tool: string,
+  fingerprint: string,
+  status: RecordStatus,
+  token: string,
+  createdAt: number,
+  updatedAt: number,
+  leaseExpiresAt: number,
+  expiresAt: number,
+  attempts: number,
+  result: string | null,
+  error: string | null,
+];
+
+function toRecord(row: RecordRow): IdempotencyRecord {
+  return {
+    scope: row[0],
+    key: row[1],
+    tool: row[2],
+    fingerprint: row[3],
+    status: row[4],
+    token: row[5],
+    createdAt: row[6],
+    updatedAt: row[7],
+    leaseExpiresAt: row[8],
+    expiresAt: row[9],
+    attempts: row[10],
+    result: row[11],
+    error: row[12],
+  };
+}
+
+/** The columns a settle cannot know from its request, in this order. */
+type SettledRow = readonly [tool: string, fingerprint: string, createdAt: number, attempts: number];
+
+/**
+ * Whether SQLite keeps `text` exactly, so a record can be built from the request instead of read back.
+ * UTF-8 cannot carry a lone UTF-16 surrogate: better-sqlite3 writes its 3-byte form, which reads back as
+ * U+FFFD characters, and the record a store returns must be the one it keeps. A one-byte string answers at
+ * once. (`isWellFormed` is Node 20's, newer than the ES2022 lib this package compiles against.)
+ */
+function storedExactly(text: string | null): boolean {
+  return text === null || (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
 
 /**
  * A store on SQLite (better-sqlite3): the embedded default, safe across processes sharing one file.
@@ -129,12 +182,41 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         now,
         now,
       );
-      return (row as IdempotencyRecord | undefined) ?? null;
+      return row === undefined ? null : toRecord(row as RecordRow);
     },
 
     async settle({ scope, key, token, status, result, error, ttlMs, now }) {
-      const row = statements().settle.get(status, result, error, now, now, now + ttlMs, scope, key, token);
-      return (row as IdempotencyRecord | undefined) ?? null;
+      const s = statements();
+      const expiresAt = now + ttlMs;
+      const params = [status, result, error, now, now, expiresAt, scope, key, token] as const;
+      if (
+        !storedExactly(result) ||
+        !storedExactly(error) ||
+        !storedExactly(scope) ||
+        !storedExactly(key) ||
+        !storedExactly(token)
+      ) {
+        const row = s.settleReadBack.get(...params);
+        return row === undefined ? null : toRecord(row as RecordRow);
+      }
+      // Everything else the record holds is in the request: read back only what it is not, never the result.
+      const row = s.settle.get(...params) as SettledRow | undefined;
+      if (row === undefined) return null;
+      return {
+        scope,
+        key,
+        tool: row[0],
+        fingerprint: row[1],
+        status,
+        token,
+        createdAt: row[2],
+        updatedAt: now,
+        leaseExpiresAt: now,
+        expiresAt,
+        attempts: row[3],
+        result,
+        error,
+      };
     },
 
     async renew({ scope, key, token, leaseMs, now }) {
@@ -147,7 +229,8 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async get({ scope, key }, now) {
-      return statements().get.get(scope, key, now) as IdempotencyRecord | undefined;
+      const row = statements().get.get(scope, key, now);
+      return row === undefined ? undefined : toRecord(row as RecordRow);
     },
 
     async delete({ scope, key }) {
@@ -216,25 +299,28 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     ),
   ).immediate();
 
-  // A caller's database may default to BigInt integers; records carry plain numbers.
+  // Rows come back as arrays (see recordColumns). A caller's database may default to BigInt integers;
+  // records carry plain numbers.
   const reader = (sql: string) => {
     const statement = db.prepare(sql);
     statement.safeIntegers(false);
+    statement.raw(true);
     return statement;
   };
 
   // One statement inserts, or replaces an expired record; a live record (in progress, stale or settled)
   // fails the WHERE and is left alone, so two claimants can never both change a row.
-  const claim = db.prepare(
-    `INSERT INTO ${t} (scope, key, tool, fingerprint, status, token, created_at, updated_at,
+  const claimSql = `INSERT INTO ${t} (scope, key, tool, fingerprint, status, token, created_at, updated_at,
        lease_expires_at, expires_at, attempts, result, error)
      VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?, ?, 1, NULL, NULL)
      ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
        status = 'in_progress', token = excluded.token, created_at = excluded.created_at,
        updated_at = excluded.updated_at, lease_expires_at = excluded.lease_expires_at,
        expires_at = excluded.expires_at, attempts = 1, result = NULL, error = NULL
-     WHERE expires_at <= excluded.created_at`,
-  );
+     WHERE expires_at <= excluded.created_at`;
+  const claim = db.prepare(claimSql);
+  // The same claim for a request SQLite cannot store exactly (see storedExactly): the record comes back as stored.
+  const claimReadBack = reader(`${claimSql} RETURNING ${recordColumns}`);
   const get = reader(`SELECT ${recordColumns} FROM ${t} WHERE scope = ? AND key = ? AND expires_at > ?`);
 
   // Read first: a repeat (the common case for an idempotency store) finds its holder without taking
@@ -242,14 +328,23 @@ function prepareStatements(db: SqliteDatabase, table: string) {
   // Returns undefined only when another claimant wrote between the read and the insert.
   const claimOnce = (request: ClaimRequest): ClaimResult | undefined => {
     const { scope, key, now } = request;
-    const holder = get.get(scope, key, now) as IdempotencyRecord | undefined;
-    if (holder) return { claimed: false, record: holder, now };
+    const holder = get.get(scope, key, now);
+    if (holder !== undefined) return { claimed: false, record: toRecord(holder as RecordRow), now };
     const { tool, fingerprint, token } = request;
     const leaseExpiresAt = now + request.leaseMs;
     const expiresAt = Math.max(now + request.ttlMs, leaseExpiresAt);
-    if (claim.run(scope, key, tool, fingerprint, token, now, now, leaseExpiresAt, expiresAt).changes !== 1) {
-      return undefined;
+    const params = [scope, key, tool, fingerprint, token, now, now, leaseExpiresAt, expiresAt] as const;
+    if (
+      !storedExactly(scope) ||
+      !storedExactly(key) ||
+      !storedExactly(tool) ||
+      !storedExactly(fingerprint) ||
+      !storedExactly(token)
+    ) {
+      const row = claimReadBack.get(...params);
+      return row === undefined ? undefined : { claimed: true, record: toRecord(row as RecordRow), now };
     }
+    if (claim.run(...params).changes !== 1) return undefined;
     const record: IdempotencyRecord = {
       scope,
       key,
@@ -307,12 +402,15 @@ function prepareStatements(db: SqliteDatabase, table: string) {
       listStatements.set(sql, statement);
     }
     // One extra row tells whether another page exists, so the last page carries no cursor.
-    const records = statement.all(...params, limit + 1) as IdempotencyRecord[];
+    const records = (statement.all(...params, limit + 1) as RecordRow[]).map(toRecord);
     if (records.length <= limit) return { records };
     records.length = limit;
     const last = records[limit - 1]!;
     return { records, nextCursor: encodeListCursor(last) };
   };
+
+  const settleSql = `UPDATE ${t} SET status = ?, result = ?, error = ?, updated_at = ?, lease_expires_at = ?,
+       expires_at = ? WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')`;
 
   return {
     claimOnce,
@@ -326,11 +424,8 @@ function prepareStatements(db: SqliteDatabase, table: string) {
          AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ?))
        RETURNING ${recordColumns}`,
     ),
-    settle: reader(
-      `UPDATE ${t} SET status = ?, result = ?, error = ?, updated_at = ?, lease_expires_at = ?, expires_at = ?
-       WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')
-       RETURNING ${recordColumns}`,
-    ),
+    settle: reader(`${settleSql} RETURNING tool, fingerprint, created_at, attempts`),
+    settleReadBack: reader(`${settleSql} RETURNING ${recordColumns}`),
     renew: db.prepare(
       `UPDATE ${t} SET lease_expires_at = ?, expires_at = MAX(expires_at, ?), updated_at = ?
        WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress'`,
