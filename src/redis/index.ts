@@ -20,3 +20,4 @@
  */
 export type { RedisLike, RedisScanner, RedisStore, RedisStoreOptions } from "./redis-store.js";
 export { redisStore } from "./redis-store.js";
+export type { RedisPipelineLike, ScriptClient } from "./script-runner.js";

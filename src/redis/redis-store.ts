@@ -3,14 +3,14 @@ import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../co
 import type { IdempotencyRecord, IdempotencyStore, ListPage, RecordId } from "../core/store.js";
 import { compareIds, matches } from "./list-cursor.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
-import { newRecord, notARecord, readRecord, toRecord } from "./record-reply.js";
+import { newRecord, readRecord, toRecord } from "./record-value.js";
+import { type ScriptClient, scriptRunner } from "./script-runner.js";
 import {
   claimScript,
   deleteScript,
   getScript,
   peekScript,
   purgeScript,
-  type RedisScript,
   releaseScript,
   renewScript,
   settleScript,
@@ -26,14 +26,15 @@ export interface RedisScanner {
     countToken: "COUNT",
     count: number,
     typeToken: "TYPE",
-    type: "hash",
+    type: "string",
   ): Promise<[cursor: string, elements: string[]]>;
 }
 
-/** The part of a Redis client the store uses; an ioredis `Redis` and an ioredis `Cluster` fit. */
-export interface RedisLike extends RedisScanner {
-  evalsha(sha: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
-  eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
+/**
+ * The part of a Redis client the store uses; an ioredis `Redis` and an ioredis `Cluster` fit. With
+ * `pipeline` (a standalone client), scripts that callers start in the same tick are written together.
+ */
+export interface RedisLike extends RedisScanner, ScriptClient {
   /** A cluster client's master nodes: `list` and `purge` scan each of them, since SCAN walks one node. */
   nodes?(role: "master"): readonly RedisScanner[];
 }
@@ -94,30 +95,15 @@ const scanCount = 1000;
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   const { client, prefix, commandTimeoutMs, clock, offsetMs } = resolveOptions(options);
-  const loaded = new Set<RedisScript>();
+  const { run, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
 
-  /** One script, one round trip in steady state: EVALSHA, or EVAL once per store and after a NOSCRIPT. */
-  const evaluate = async (script: RedisScript, name: string, args: (string | number)[]) => {
-    if (loaded.has(script)) {
-      try {
-        return await client.evalsha(script.sha, 1, name, ...args);
-      } catch (error) {
-        // A restart, SCRIPT FLUSH, failover or another Cluster node: the script did not run; send it whole.
-        if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
-      }
-    }
-    const reply = await client.eval(script.lua, 1, name, ...args);
-    loaded.add(script);
-    return reply;
-  };
-  const run = (script: RedisScript, name: string, args: (string | number)[] = []) =>
-    withDeadline(evaluate(script, name, args), commandTimeoutMs, script.name);
-
-  const clockArgs = (now: number): [string, number] => {
-    if (clock === "server") return ["", offsetMs()];
+  // ARGV[1] and ARGV[2] of a clocked script: the request's time, or "" and the offset for the server's.
+  const clockNow = (now: number): string => {
+    if (clock === "server") return "";
     if (!Number.isFinite(now)) throw new TypeError(`redisStore: now must be epoch ms, got ${String(now)}.`);
-    return [String(now), 0];
+    return String(now);
   };
+  const clockOffset = (): string => (clock === "server" ? String(offsetMs()) : "0");
   const nameOf = (id: RecordId) => recordName(prefix, id.scope, id.key);
 
   /** Every key name a pattern matches, node by node, one SCAN page at a time (pages may repeat names). */
@@ -129,10 +115,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     for (const node of nodes) {
       let cursor = "0";
       do {
-        const [next, names] = await withDeadline(
-          node.scan(cursor, "MATCH", pattern, "COUNT", scanCount, "TYPE", "hash"),
-          commandTimeoutMs,
-          "scan",
+        const [next, names] = await within("scan", () =>
+          node.scan(cursor, "MATCH", pattern, "COUNT", scanCount, "TYPE", "string"),
         );
         yield names;
         cursor = next;
@@ -145,66 +129,53 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     prefix,
 
     async claim(request) {
-      const { scope, key, tool, fingerprint, token, leaseMs, ttlMs } = request;
       const reply = await run(claimScript, nameOf(request), [
-        ...clockArgs(request.now),
-        tool,
-        fingerprint,
-        token,
-        leaseMs,
-        ttlMs,
+        clockNow(request.now),
+        clockOffset(),
+        request.tool,
+        request.fingerprint,
+        request.token,
+        String(request.leaseMs),
+        String(request.ttlMs),
       ]);
-      const [claimed, now] = reply as [number, number];
-      if (claimed === 1) return { claimed: true, record: newRecord(request, now), now };
-      return { claimed: false, record: toRecord(scope, key, reply, 2), now };
+      if (typeof reply === "number") return { claimed: true, record: newRecord(request, reply), now: reply };
+      const [now, value] = Array.isArray(reply) ? (reply as [number, unknown]) : [Number.NaN, reply];
+      return { claimed: false, record: toRecord(request.scope, request.key, value), now };
     },
 
     async takeover({ scope, key, fromToken, token, leaseMs, now }) {
       const reply = await run(takeoverScript, nameOf({ scope, key }), [
-        ...clockArgs(now),
+        clockNow(now),
+        clockOffset(),
         fromToken,
         token,
-        leaseMs,
+        String(leaseMs),
       ]);
-      return reply === null ? null : toRecord(scope, key, reply, 0);
+      return reply === null ? null : toRecord(scope, key, reply);
     },
 
     async settle({ scope, key, token, status, result, error, ttlMs, now }) {
       const reply = await run(settleScript, nameOf({ scope, key }), [
-        ...clockArgs(now),
+        clockNow(now),
+        clockOffset(),
         token,
         status,
         result === null ? "0" : "1",
         result ?? "",
         error === null ? "0" : "1",
         error ?? "",
-        ttlMs,
+        String(ttlMs),
       ]);
-      if (reply === null) return null;
-      const [settledAt, tool, fingerprint, createdAt, attempts] = reply as [
-        number,
-        ...(string | undefined)[],
-      ];
-      if (tool === undefined || fingerprint === undefined) throw notARecord(scope, key);
-      return {
-        scope,
-        key,
-        tool,
-        fingerprint,
-        status,
-        token,
-        createdAt: Number(createdAt),
-        updatedAt: settledAt,
-        leaseExpiresAt: settledAt,
-        expiresAt: settledAt + ttlMs,
-        attempts: Number(attempts),
-        result,
-        error,
-      };
+      return reply === null ? null : toRecord(scope, key, reply, { result, error });
     },
 
     async renew({ scope, key, token, leaseMs, now }) {
-      const reply = await run(renewScript, nameOf({ scope, key }), [...clockArgs(now), token, leaseMs]);
+      const reply = await run(renewScript, nameOf({ scope, key }), [
+        clockNow(now),
+        clockOffset(),
+        token,
+        String(leaseMs),
+      ]);
       return reply === 1;
     },
 
@@ -214,8 +185,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     },
 
     async get({ scope, key }, now) {
-      const reply = await run(getScript, nameOf({ scope, key }), clockArgs(now));
-      return reply === null ? undefined : toRecord(scope, key, reply, 0);
+      const reply = await run(getScript, nameOf({ scope, key }), [clockNow(now), clockOffset()]);
+      return reply === null ? undefined : toRecord(scope, key, reply);
     },
 
     async delete(id) {
@@ -254,8 +225,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         const replies = await Promise.all(batch.map((id) => run(peekScript, id.name)));
         for (const [i, reply] of replies.entries()) {
           const id = batch[i]!;
-          // Gone since the scan, or a hash that is not one of our records.
-          const record = readRecord(id.scope, id.key, reply, 0);
+          // Gone since the scan, or a value that is not one of our records.
+          const record = readRecord(id.scope, id.key, reply);
           if (record && matches(record, query) && records.length <= limit) records.push(record);
         }
       }
@@ -277,7 +248,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         for (let next = 0; next < ours.length && deleted < max; ) {
           const batch = ours.slice(next, next + Math.min(max - deleted, 256));
           next += batch.length;
-          const replies = await Promise.all(batch.map((name) => run(purgeScript, name, clockArgs(now))));
+          const args = [clockNow(now), clockOffset()];
+          const replies = await Promise.all(batch.map((name) => run(purgeScript, name, args)));
           deleted += replies.filter((reply) => reply === 1).length;
         }
         if (deleted >= max) break;
@@ -332,24 +304,18 @@ function resolveOptions(options: RedisStoreOptions) {
   return { client, prefix, commandTimeoutMs, clock, offsetMs };
 }
 
-function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `redisStore: option \`${option}\` ${problem}.`);
+/**
+ * Whether the store batches its own commands: only on a standalone client (a Cluster's pipeline must
+ * stay on one slot) that does not already pipeline by itself (ioredis `enableAutoPipelining`).
+ */
+function pipelines(client: RedisLike): boolean {
+  const autoPipelining = (client as { options?: { enableAutoPipelining?: unknown } }).options
+    ?.enableAutoPipelining;
+  return typeof client.pipeline === "function" && client.nodes === undefined && autoPipelining !== true;
 }
 
-/** Rejects when Redis has not answered within `ms`; the command itself may still land later. */
-function withDeadline<T>(work: Promise<T>, ms: number, operation: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new Error(
-        `redisStore: no reply from Redis to ${operation} within ${ms} ms (commandTimeoutMs); ` +
-          "it may or may not have been applied.",
-      );
-      error.name = "TimeoutError";
-      reject(error);
-    }, ms);
-  });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+function invalid(option: string, problem: string): never {
+  throw new IdempotencyError("invalid_options", `redisStore: option \`${option}\` ${problem}.`);
 }
 
 /**

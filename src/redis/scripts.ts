@@ -1,6 +1,10 @@
 /**
  * The Lua scripts behind the Redis store: one per atomic operation, each touching exactly one key
- * (KEYS[1], the record's hash), so every operation is one round trip and runs on Redis Cluster.
+ * (KEYS[1], the record's string value), so every operation is one round trip and runs on Redis Cluster.
+ *
+ * A record is one string (see record-value.ts): a one-line header of decimal fields, then its strings
+ * back to back, each exactly as many bytes long as the header says, so a script reads it with one GET,
+ * writes it with one SET and hands it back as one bulk string.
  *
  * Every script but release, peek and delete starts with the same two arguments, the clock it judges by:
  * ARGV[1] is the caller's time in epoch ms, or "" for the server's `TIME`; ARGV[2] is an offset in ms
@@ -14,124 +18,147 @@ export interface RedisScript {
   readonly sha: string;
 }
 
-// Redis 5 and 6 replicate scripts verbatim unless told otherwise, and refuse writes after TIME;
-// from Redis 7 effects replication is the only mode and replicate_commands() does nothing.
-const prelude = `
+// Scripts start with the clock and the path most calls take (a replay reads the expiry and returns),
+// and define what a write needs after it: Lua creates a script's local functions on every call.
+const clock = `
+-- Redis 5 and 6 replicate scripts verbatim unless told otherwise, and refuse writes after TIME;
+-- from Redis 7 effects replication is the only mode and replicate_commands() does nothing.
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local server_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now
 if ARGV[1] == '' then now = server_now + tonumber(ARGV[2]) else now = tonumber(ARGV[1]) end
-local function ms(n) return string.format('%d', n) end
--- Redis deletes the key by its own clock: never before the record's expiresAt, nor before the same
--- remaining life has passed on the server's clock (a caller whose clock runs behind never has its
--- records vanish early). With the server clock and no offset the two are the same instant.
-local function expire_at(at)
-  redis.call('PEXPIREAT', KEYS[1], ms(math.max(at, server_now + (at - now))))
-end
-local function live_expires_at()
-  local expires_at = redis.call('HGET', KEYS[1], 'expiresAt')
-  if expires_at and tonumber(expires_at) > now then return tonumber(expires_at) end
-  return nil
-end
--- The whole record if it is live, else nil (and whether an expired one is still there): one read
--- where the caller wants every field anyway.
-local function live_record()
-  local fields = redis.call('HGETALL', KEYS[1])
-  for i = 1, #fields, 2 do
-    if fields[i] == 'expiresAt' then
-      if tonumber(fields[i + 1]) > now then return fields, true end
-      break
+`;
+
+// A record's value (record-value.ts):
+//   expiresAt status leaseExpiresAt createdAt updatedAt attempts #token #tool #fingerprint #result #error\n
+//   token tool fingerprint result error
+// with #x the byte length of x and "-" for a null result or error. `layout` captures every header field
+// but updatedAt, then the position of the token.
+const layout = `
+local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) (%d+) ([%d-]+) ([%d-]+)\\n()'
+`;
+
+// Whether a value is a whole record, its sizes adding up (needs `layout`): checked before an expired
+// record is replaced or deleted, so nothing else at a record's key is ever taken for one.
+const recordCheck = `
+local function is_record(v)
+  local e, _, _, _, _, nt, ntool, nf, nr, ne, at = string.match(v, layout)
+  if not e then return false end
+  local size = at - 1 + nt + ntool + nf
+  for _, n in ipairs({nr, ne}) do
+    if n ~= '-' then
+      if not string.match(n, '^%d+$') then return false end
+      size = size + tonumber(n)
     end
   end
-  return nil, #fields > 0
+  return size == #v
 end
 `;
 
-function script(name: string, body: string, clocked = true): RedisScript {
-  const lua = clocked ? `${prelude}${body}` : body;
+const codec = `${layout}
+local function ms(n) return string.format('%d', n) end
+local function head(expires, status, lease, created, updated, attempts, nt, ntool, nf, nr, ne)
+  return ms(expires) .. ' ' .. status .. ' ' .. ms(lease) .. ' ' .. ms(created) .. ' ' .. ms(updated) .. ' ' ..
+    attempts .. ' ' .. nt .. ' ' .. ntool .. ' ' .. nf .. ' ' .. nr .. ' ' .. ne .. '\\n'
+end
+`;
+
+// Redis deletes the key by its own clock: never before the record's expiresAt, nor before the same
+// remaining life has passed on the server's clock (a caller whose clock runs behind never has its
+// records vanish early). With the server clock and no offset the two are the same instant.
+const write = `
+local function store(v, at)
+  redis.call('SET', KEYS[1], v)
+  redis.call('PEXPIREAT', KEYS[1], ms(math.max(at, server_now + (at - now))))
+end
+`;
+
+function script(name: string, lua: string): RedisScript {
   return { name, lua, sha: createHash("sha1").update(lua).digest("hex") };
 }
 
 /**
  * ARGV[3..7]: tool, fingerprint, token, leaseMs, ttlMs.
- * Returns {1, now} when it claimed, or {0, now, field, value, …} with the live holder.
+ * Returns now (an integer) when it claimed, or {now, value} with the live holder's value. A value that
+ * is not a record is handed back too, so the caller refuses it rather than have it overwritten.
  */
 export const claimScript = script(
   "claim",
-  `
-local holder, present = live_record()
-if holder then
-  table.insert(holder, 1, now)
-  table.insert(holder, 1, 0)
-  return holder
+  `${clock}
+local v = redis.call('GET', KEYS[1])
+if v then
+  local expires = tonumber(string.match(v, '^%-?%d+'))
+  if not expires or expires > now then return {now, v} end
 end
+${codec}${recordCheck}${write}
+-- An expired record is replaced whole (none of its strings may carry over); anything else is refused.
+if v and not is_record(v) then return {now, v} end
 local lease = now + tonumber(ARGV[6])
 local expires = math.max(now + tonumber(ARGV[7]), lease)
--- An expired record is replaced whole: none of its fields (a result, an error) may carry over.
-if present then redis.call('DEL', KEYS[1]) end
-redis.call('HSET', KEYS[1], 'tool', ARGV[3], 'fingerprint', ARGV[4], 'status', 'in_progress',
-  'token', ARGV[5], 'createdAt', ms(now), 'updatedAt', ms(now), 'leaseExpiresAt', ms(lease),
-  'expiresAt', ms(expires), 'attempts', '1')
-expire_at(expires)
-return {1, now}
+store(head(expires, 'in_progress', lease, now, now, 1, #ARGV[5], #ARGV[3], #ARGV[4], '-', '-') ..
+  ARGV[5] .. ARGV[3] .. ARGV[4], expires)
+return now
 `,
 );
 
-/** ARGV[3..5]: fromToken, token, leaseMs. Returns the new record's fields, or nil. */
+/** ARGV[3..5]: fromToken, token, leaseMs. Returns the new record's value, or nil. */
 export const takeoverScript = script(
   "takeover",
-  `
-local expires = live_expires_at()
-if not expires then return false end
-local r = redis.call('HMGET', KEYS[1], 'token', 'status', 'leaseExpiresAt')
-if r[1] ~= ARGV[3] then return false end
-if not (r[2] == 'unknown' or (r[2] == 'in_progress' and tonumber(r[3]) <= now)) then return false end
+  `${clock}${codec}${write}
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local e, s, l, c, a, nt, ntool, nf, _, ne, at = string.match(v, layout)
+if not e or tonumber(e) <= now or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return false end
+if not (s == 'unknown' or (s == 'in_progress' and tonumber(l) <= now)) then return false end
 local lease = now + tonumber(ARGV[5])
-expires = math.max(expires, lease)
-redis.call('HSET', KEYS[1], 'token', ARGV[4], 'status', 'in_progress', 'updatedAt', ms(now),
-  'leaseExpiresAt', ms(lease), 'expiresAt', ms(expires))
-redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-redis.call('HDEL', KEYS[1], 'result')
-expire_at(expires)
-return redis.call('HGETALL', KEYS[1])
+local expires = math.max(tonumber(e), lease)
+-- The new owner starts without a result; an error (why the record was unknown) stays. It comes last.
+local err = ''
+if ne ~= '-' and ne ~= '0' then err = string.sub(v, -tonumber(ne)) end
+v = head(expires, 'in_progress', lease, c, now, a + 1, #ARGV[4], ntool, nf, '-', ne) ..
+  ARGV[4] .. string.sub(v, at + nt, at + nt + ntool + nf - 1) .. err
+store(v, expires)
+return v
 `,
 );
 
 /**
  * ARGV[3..8]: token, status, hasResult ("1"/"0"), result, hasError, error, then ARGV[9] ttlMs.
- * Returns {now, tool, fingerprint, createdAt, attempts} (the caller knows the rest, and the result is
- * not sent back), or nil.
+ * Returns the settled record's value up to its fingerprint (the caller has the result and error it
+ * sent, and they are not sent back), or nil.
  */
 export const settleScript = script(
   "settle",
-  `
-if not live_expires_at() then return false end
-local r = redis.call('HMGET', KEYS[1], 'token', 'status')
-if r[1] ~= ARGV[3] or not (r[2] == 'in_progress' or r[2] == 'unknown') then return false end
+  `${clock}${codec}${write}
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local e, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
+if not e or tonumber(e) <= now or not (s == 'in_progress' or s == 'unknown') then return false end
+if string.sub(v, at, at + nt - 1) ~= ARGV[3] then return false end
 local expires = now + tonumber(ARGV[9])
-redis.call('HSET', KEYS[1], 'status', ARGV[4], 'updatedAt', ms(now), 'leaseExpiresAt', ms(now),
-  'expiresAt', ms(expires))
-if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) else redis.call('HDEL', KEYS[1], 'result') end
-if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'error', ARGV[8]) else redis.call('HDEL', KEYS[1], 'error') end
-expire_at(expires)
-local kept = redis.call('HMGET', KEYS[1], 'tool', 'fingerprint', 'createdAt', 'attempts')
-return {now, kept[1], kept[2], kept[3], kept[4]}
+local nr, ne, result, err = '-', '-', '', ''
+if ARGV[5] == '1' then nr, result = #ARGV[6], ARGV[6] end
+if ARGV[7] == '1' then ne, err = #ARGV[8], ARGV[8] end
+local settled = head(expires, ARGV[4], now, c, now, a, nt, ntool, nf, nr, ne) ..
+  string.sub(v, at, at + nt + ntool + nf - 1)
+store(settled .. result .. err, expires)
+return settled
 `,
 );
 
 /** ARGV[3..4]: token, leaseMs. Returns 1 when renewed, else 0. */
 export const renewScript = script(
   "renew",
-  `
-local expires = live_expires_at()
-if not expires then return 0 end
-local r = redis.call('HMGET', KEYS[1], 'token', 'status')
-if r[1] ~= ARGV[3] or r[2] ~= 'in_progress' then return 0 end
+  `${clock}${codec}${write}
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local e, s, _, c, a, nt, ntool, nf, nr, ne, at = string.match(v, layout)
+if not e or tonumber(e) <= now or s ~= 'in_progress' or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return 0 end
 local lease = now + tonumber(ARGV[4])
-expires = math.max(expires, lease)
-redis.call('HSET', KEYS[1], 'updatedAt', ms(now), 'leaseExpiresAt', ms(lease), 'expiresAt', ms(expires))
-expire_at(expires)
+local expires = math.max(tonumber(e), lease)
+-- Only the header changes: everything from the token on is kept as it is.
+store(head(expires, s, lease, c, now, a, nt, ntool, nf, nr, ne) .. string.sub(v, at), expires)
 return 1
 `,
 );
@@ -139,35 +166,45 @@ return 1
 /** ARGV[1]: token. Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. */
 export const releaseScript = script(
   "release",
-  `
-local r = redis.call('HMGET', KEYS[1], 'token', 'status')
-if r[1] ~= ARGV[1] or not (r[2] == 'in_progress' or r[2] == 'unknown') then return 0 end
+  `${codec}
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local e, s, _, _, _, nt, _, _, _, _, at = string.match(v, layout)
+if not e or not (s == 'in_progress' or s == 'unknown') or string.sub(v, at, at + nt - 1) ~= ARGV[1] then return 0 end
 return redis.call('DEL', KEYS[1])
 `,
-  false,
 );
 
-/** Returns the live record's fields, or nil. */
+/** Returns the live record's value, or nil (a value that is not a record is handed back: the caller refuses it). */
 export const getScript = script(
   "get",
-  `
-local record = live_record()
-return record or false
+  `${clock}
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local expires = tonumber(string.match(v, '^%-?%d+'))
+if not expires or expires > now then return v end
+${layout}${recordCheck}
+if is_record(v) then return false end
+return v
 `,
 );
 
-/** For list: the record's fields whatever its expiry (empty when absent). Takes no clock. */
-export const peekScript = script("peek", "return redis.call('HGETALL', KEYS[1])", false);
+/** For list: the record's value whatever its expiry (nil when absent). Takes no clock. */
+export const peekScript = script("peek", "return redis.call('GET', KEYS[1])");
 
 /** Returns 1 when it deleted the record, else 0. Takes no clock. */
-export const deleteScript = script("delete", "return redis.call('DEL', KEYS[1])", false);
+export const deleteScript = script("delete", "return redis.call('DEL', KEYS[1])");
 
 /** Returns 1 when the record had expired and was deleted, else 0. */
 export const purgeScript = script(
   "purge",
-  `
-local expires_at = redis.call('HGET', KEYS[1], 'expiresAt')
-if expires_at and tonumber(expires_at) <= now then return redis.call('DEL', KEYS[1]) end
+  `${clock}
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local expires = tonumber(string.match(v, '^%-?%d+'))
+if not expires or expires > now then return 0 end
+${layout}${recordCheck}
+if is_record(v) then return redis.call('DEL', KEYS[1]) end
 return 0
 `,
 );

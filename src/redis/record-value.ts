@@ -1,0 +1,117 @@
+/**
+ * A record as Redis keeps it: one string value, read and written whole by the scripts (scripts.ts).
+ *
+ *   <expiresAt> <status> <leaseExpiresAt> <createdAt> <updatedAt> <attempts> <#token> <#tool> <#fingerprint> <#result> <#error>\n
+ *   <token><tool><fingerprint><result><error>
+ *
+ * The header is one line of decimal epoch-ms times, the status and the byte length of each string that
+ * follows ("-" for a null result or error); the strings follow back to back, unescaped, so any string
+ * (a space, a newline, the empty string) is kept byte for byte and null stays apart from "". The
+ * expiry comes first, so a script can judge a record live from the value's first digits.
+ */
+import { Buffer } from "node:buffer";
+import type { ClaimRequest, IdempotencyRecord, RecordStatus } from "../core/store.js";
+
+const header =
+  /^(-?\d+) (in_progress|completed|failed|unknown) (-?\d+) (-?\d+) (-?\d+) (\d+) (\d+) (\d+) (\d+) (-|\d+) (-|\d+)\n/;
+
+/** The record a successful claim wrote, built from the request and the time the script judged by. */
+export function newRecord(request: ClaimRequest, now: number): IdempotencyRecord {
+  const leaseExpiresAt = now + request.leaseMs;
+  return {
+    scope: request.scope,
+    key: request.key,
+    tool: request.tool,
+    fingerprint: request.fingerprint,
+    status: "in_progress",
+    token: request.token,
+    createdAt: now,
+    updatedAt: now,
+    leaseExpiresAt,
+    expiresAt: Math.max(now + request.ttlMs, leaseExpiresAt),
+    attempts: 1,
+    result: null,
+    error: null,
+  };
+}
+
+/** What a settle sent: the record it returns ends at the fingerprint, and these complete it. */
+export interface Outcome {
+  readonly result: string | null;
+  readonly error: string | null;
+}
+
+/**
+ * The record a value holds; undefined when the value is absent or not a record. With `outcome`, the
+ * value stops after the fingerprint (a settle's reply) and the result and error are taken from it.
+ */
+export function readRecord(
+  scope: string,
+  key: string,
+  value: unknown,
+  outcome?: Outcome,
+): IdempotencyRecord | undefined {
+  if (typeof value !== "string") return undefined;
+  const fields = header.exec(value);
+  if (fields === null) return undefined;
+  const expiresAt = Number(fields[1]);
+  const leaseExpiresAt = Number(fields[3]);
+  const createdAt = Number(fields[4]);
+  const updatedAt = Number(fields[5]);
+  const attempts = Number(fields[6]);
+  const tokenSize = Number(fields[7]);
+  const toolSize = Number(fields[8]);
+  const fingerprintSize = Number(fields[9]);
+  const resultSize = outcome || fields[10] === "-" ? 0 : Number(fields[10]);
+  const errorSize = outcome || fields[11] === "-" ? 0 : Number(fields[11]);
+  const numbers = [expiresAt, leaseExpiresAt, createdAt, updatedAt, attempts, tokenSize, toolSize];
+  if (
+    !numbers.every(Number.isSafeInteger) ||
+    !Number.isSafeInteger(fingerprintSize + resultSize + errorSize)
+  ) {
+    return undefined;
+  }
+  const tokenAt = fields[0].length;
+  const toolAt = tokenAt + tokenSize;
+  const fingerprintAt = toolAt + toolSize;
+  const resultAt = fingerprintAt + fingerprintSize;
+  const errorAt = resultAt + resultSize;
+  const end = errorAt + errorSize;
+  // Sizes count bytes. A value as many UTF-16 code units long as it is bytes is all ASCII, and its
+  // positions are offsets; otherwise cut its UTF-8 bytes (the header is ASCII either way).
+  let cut = (from: number, to: number) => value.slice(from, to);
+  if (value.length !== end) {
+    const bytes = Buffer.from(value, "utf8");
+    if (bytes.length !== end) return undefined;
+    cut = (from, to) => bytes.toString("utf8", from, to);
+  }
+  return {
+    scope,
+    key,
+    tool: cut(toolAt, fingerprintAt),
+    fingerprint: cut(fingerprintAt, resultAt),
+    status: fields[2] as RecordStatus,
+    token: cut(tokenAt, toolAt),
+    createdAt,
+    updatedAt,
+    leaseExpiresAt,
+    expiresAt,
+    attempts,
+    result: outcome ? outcome.result : fields[10] === "-" ? null : cut(resultAt, errorAt),
+    error: outcome ? outcome.error : fields[11] === "-" ? null : cut(errorAt, end),
+  };
+}
+
+/** Like readRecord, for values that must hold a record: anything else fails the operation (closed). */
+export function toRecord(scope: string, key: string, value: unknown, outcome?: Outcome): IdempotencyRecord {
+  const record = readRecord(scope, key, value, outcome);
+  if (!record) throw notARecord(scope, key);
+  return record;
+}
+
+/** The key of (scope, key) holds something that is not a record: fail rather than guess. */
+export function notARecord(scope: string, key: string): Error {
+  return new Error(
+    `redisStore: the key of (${JSON.stringify(scope)}, ${JSON.stringify(key)}) holds something that is not an idempotool record.`,
+  );
+}

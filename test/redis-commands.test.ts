@@ -1,0 +1,209 @@
+// How the Redis store's scripts reach Redis: pipelined when many callers start them in one tick, and
+// each under its own deadline.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import type { Redis } from "ioredis";
+import { afterAll, describe, expect, it } from "vitest";
+import type { ClaimRequest } from "../src/index.js";
+import { type RedisLike, redisStore } from "../src/redis/index.js";
+import { dropPrefix, freshPrefix, reachable, testClient } from "./fixtures/redis-helpers.js";
+
+const client = testClient();
+const ready = reachable(client);
+ready.catch(() => {});
+const prefixes: string[] = [];
+afterAll(async () => {
+  await Promise.allSettled(prefixes.map((prefix) => dropPrefix(client, prefix)));
+  client.disconnect();
+});
+
+async function fresh(): Promise<string> {
+  await ready;
+  const prefix = freshPrefix("commands");
+  prefixes.push(prefix);
+  return prefix;
+}
+
+function claimOf(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return {
+    scope: "tenant-a",
+    key: "order-1",
+    tool: "send_email",
+    fingerprint: "f".repeat(64),
+    token: "token-a",
+    leaseMs: 60_000,
+    ttlMs: 86_400_000,
+    now: Date.now(),
+    ...overrides,
+  };
+}
+
+/** The real client, counting the pipelines the store opens and the scripts it sends alone by SHA1. */
+function countingPipelines(inner: Redis) {
+  const counts = { pipelines: 0, alone: 0 };
+  const counted = new Proxy(inner, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      if (property === "pipeline") {
+        return () => {
+          counts.pipelines++;
+          return Reflect.apply(value, target, []);
+        };
+      }
+      if (property === "evalsha") {
+        return (...args: unknown[]) => {
+          counts.alone++;
+          return Reflect.apply(value, target, args);
+        };
+      }
+      return value;
+    },
+  });
+  return { client: counted, counts };
+}
+
+describe("redisStore pipelines the scripts started in one tick", () => {
+  it("sends the first alone and the rest of the tick in pipelines of 16, each command with its own answer", async () => {
+    const prefix = await fresh();
+    const spy = countingPipelines(client);
+    const store = redisStore({ client: spy.client, prefix });
+    // Each script goes whole (EVAL) the first time, alone, and by its SHA1 from then on.
+    await store.claim(claimOf({ key: "warm-up" }));
+    await store.settle({ ...claimOf({ key: "warm-up" }), status: "completed", result: null, error: null });
+    spy.counts.alone = 0;
+
+    const keys = Array.from({ length: 32 }, (_, i) => `k${i}`);
+    const claims = await Promise.all(keys.map((key) => store.claim(claimOf({ key, token: `t-${key}` }))));
+    expect(claims.every((c) => c.claimed)).toBe(true);
+    expect(spy.counts).toEqual({ pipelines: 2, alone: 1 });
+
+    const replays = await Promise.all(keys.map((key) => store.claim(claimOf({ key, token: "late" }))));
+    expect(replays.map((r) => [r.claimed, r.record.key, r.record.token])).toEqual(
+      keys.map((key) => [false, key, `t-${key}`]),
+    );
+    const settled = await Promise.all(
+      keys.map((key) =>
+        store.settle({
+          ...claimOf({ key }),
+          token: `t-${key}`,
+          status: "completed",
+          result: key,
+          error: null,
+        }),
+      ),
+    );
+    expect(settled.map((r) => r?.result)).toEqual(keys);
+    expect(spy.counts).toEqual({ pipelines: 6, alone: 3 });
+  });
+
+  it("recovers every pipelined script from a flushed script cache", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
+    await store.claim(claimOf({ key: "warm-up" }));
+    await client.script("FLUSH");
+    const claims = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => store.claim(claimOf({ key: `k${i}`, token: `t${i}` }))),
+    );
+    expect(claims.map((c) => c.claimed)).toEqual(Array(8).fill(true));
+  });
+
+  it("fails each command of a pipeline that fails or cannot be made, and each command an error answers", async () => {
+    // Mock only to inject the failures.
+    let broken = false;
+    let exec: () => Promise<[Error | null, unknown][] | null> = () =>
+      Promise.reject(new Error("connection lost"));
+    const failing: RedisLike = {
+      evalsha: () => Promise.resolve(Date.now()),
+      eval: () => Promise.resolve(Date.now()),
+      scan: () => Promise.resolve(["0", []]),
+      pipeline: () => {
+        if (broken) throw new Error("no pipeline today");
+        return { evalsha: () => undefined, exec: () => exec() };
+      },
+    };
+    const store = redisStore({ client: failing });
+    await store.claim(claimOf());
+    const three = () => Promise.allSettled([0, 1, 2].map((i) => store.claim(claimOf({ key: `k${i}` }))));
+    expect((await three()).map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected"]);
+    exec = () =>
+      Promise.resolve([
+        [new Error("ERR boom"), null],
+        [null, Date.now()],
+      ]);
+    const answers = await three();
+    expect(answers.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((answers[1] as PromiseRejectedResult).reason).toMatchObject({ message: "ERR boom" });
+    broken = true;
+    expect((await three()).map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected"]);
+  });
+
+  it("does not pipeline on a client that pipelines by itself", async () => {
+    const prefix = await fresh();
+    const auto = testClient();
+    (auto.options as { enableAutoPipelining?: boolean }).enableAutoPipelining = true;
+    try {
+      const spy = countingPipelines(auto);
+      const store = redisStore({ client: spy.client, prefix });
+      await store.claim(claimOf({ key: "warm-up" }));
+      spy.counts.alone = 0;
+      await Promise.all(Array.from({ length: 8 }, (_, i) => store.claim(claimOf({ key: `k${i}` }))));
+      expect(spy.counts.alone).toBe(8);
+    } finally {
+      auto.disconnect();
+    }
+  });
+});
+
+describe("redisStore command deadlines", () => {
+  it("rejects each command in flight at its own deadline, and leaves the answered ones alone", async () => {
+    // Mock only to inject the failure: a client that answers only the key named "answered", after 20 ms.
+    const slow: RedisLike = {
+      evalsha: () => new Promise(() => {}),
+      eval: (_lua, _numkeys, name) =>
+        String(name).endsWith(":answered")
+          ? new Promise((resolve) => setTimeout(() => resolve(Date.now()), 20))
+          : new Promise(() => {}),
+      scan: () => new Promise(() => {}),
+    };
+    const store = redisStore({ client: slow, commandTimeoutMs: 100 });
+    const started = performance.now();
+    const settledAt = (promise: Promise<unknown>) =>
+      promise.then(
+        () => ["answered", performance.now() - started] as const,
+        (error: Error) => [error.name, performance.now() - started] as const,
+      );
+    const first = settledAt(store.claim(claimOf({ key: "first" })));
+    const answered = settledAt(store.claim(claimOf({ key: "answered" })));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const second = settledAt(store.claim(claimOf({ key: "second" })));
+
+    const [a, b, c] = await Promise.all([first, answered, second]);
+    expect(b[0]).toBe("answered");
+    expect(a[0]).toBe("TimeoutError");
+    expect(a[1]).toBeGreaterThanOrEqual(99);
+    expect(a[1]).toBeLessThan(140);
+    expect(c[0]).toBe("TimeoutError");
+    expect(c[1]).toBeGreaterThanOrEqual(149);
+    expect(c[1]).toBeLessThan(250);
+  });
+
+  it("does not keep the process alive once nothing is in flight", async () => {
+    const store = fileURLToPath(new URL("../src/redis/index.ts", import.meta.url));
+    const script = `
+      const { redisStore } = await import(${JSON.stringify(store)});
+      const client = { evalsha: async () => 1, eval: async () => 1, scan: async () => ["0", []] };
+      const s = redisStore({ client, commandTimeoutMs: 60_000 });
+      console.log(await s.renew({ scope: "s", key: "k", token: "t", leaseMs: 1, now: 0 }));
+    `;
+    const started = performance.now();
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script],
+      { timeout: 30_000 },
+    );
+    expect(stdout.trim()).toBe("true");
+    expect(performance.now() - started).toBeLessThan(20_000);
+  });
+});
