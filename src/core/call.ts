@@ -85,9 +85,9 @@ export async function settleFenced<A, R>(
       // An earlier attempt may have landed with its reply lost: if the record holds our outcome, it did.
       const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
       return current?.token === record.token && current.status === status ? current : "lost";
-    } catch (error) {
+    } catch (failure) {
       failed = true;
-      emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: error }));
+      emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: failure }));
     }
   }
   return "store_failed";

@@ -38,6 +38,7 @@ import {
   decodeFailure,
   decodeResult,
   decodeResultProblem,
+  type EncodedResult,
   encodeFailure,
   encodeResult,
 } from "./serialize.js";
@@ -209,7 +210,15 @@ async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<
     // Most calls end before their first renewal: then there is nothing to wait for.
     const renewing = lease.stop();
     if (renewing) await renewing;
-    const envelope = await settleResult(c, record, result);
+    const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec);
+    const settled = await settleFenced(
+      c,
+      record,
+      RecordStatus.completed,
+      encoded.ok ? encoded.text : null,
+      encoded.ok ? null : encoded.error,
+    );
+    const envelope = completedEnvelope(c, record, result, encoded, settled);
     if (c.similarKey === undefined) return envelope;
     await recordSimilar(c, c.similarKey, record);
     return similar ? { ...envelope, recent_similar_call: similar } : envelope;
@@ -245,19 +254,14 @@ async function recordSimilar<A, R>(
   }
 }
 
-async function settleResult<A, R>(
+/** What the caller of a completed run gets, once its settle has been tried (no await: one frame less). */
+function completedEnvelope<A, R>(
   c: Call<A, R>,
   record: IdempotencyRecord,
   result: Awaited<R>,
-): Promise<Envelope<Awaited<R>>> {
-  const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec);
-  const settled = await settleFenced(
-    c,
-    record,
-    RecordStatus.completed,
-    encoded.ok ? encoded.text : null,
-    encoded.ok ? null : encoded.error,
-  );
+  encoded: EncodedResult,
+  settled: IdempotencyRecord | "lost" | "store_failed",
+): Envelope<Awaited<R>> {
   if (settled === "lost") throw leaseLost(c, record);
   const notKept = encoded.ok
     ? undefined
@@ -266,9 +270,10 @@ async function settleResult<A, R>(
       : new IdempotencyError(ErrorCode.resultUnserializable, encoded.problem.reason);
   emit(c, "completed", record.attempts, notKept);
   // The effect happened: this caller gets its result even if the store could not record it.
-  const kept = settled === "store_failed" ? record : settled;
-  const expiresAt = settled === "store_failed" ? c.o.clock.now() + c.o.ttlMs : kept.expiresAt;
-  return envelope(c, result, false, kept.createdAt, expiresAt);
+  if (settled === "store_failed") {
+    return envelope(c, result, false, record.createdAt, c.o.clock.now() + c.o.ttlMs);
+  }
+  return envelope(c, result, false, settled.createdAt, settled.expiresAt);
 }
 
 /** The tool threw: decide by what it declared and by the effect class. Always throws. */
