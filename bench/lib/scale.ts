@@ -33,6 +33,11 @@ export interface ScaleBackendResult {
     readonly large: LatencyAtSize;
     readonly p50Ratio: number;
   };
+  /**
+   * The same reads without idempotool: one prepared SELECT of a random record by primary key. What it
+   * gains from 10 k to `rows.large` is the database's (B-tree depth, page cache), not the store's.
+   */
+  readonly read: { readonly small: LatencyAtSize; readonly large: LatencyAtSize; readonly p50Ratio: number };
   readonly purge: {
     readonly expired: number;
     /** Milliseconds per repetition to purge `expired` records from a table holding only them. */
@@ -56,6 +61,8 @@ interface ScaleDriver {
   store(table: string): Promise<IdempotencyStore>;
   /** Insert `count` completed records keyed s00000000…, live for a day, or expired when `expired`. */
   load(table: string, count: number, options: { expired: boolean; keyPrefix: string }): Promise<void>;
+  /** The floor of a replay: one prepared SELECT of the record by primary key, straight to the database. */
+  read(table: string, key: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -65,21 +72,23 @@ function randomKey(): string {
 
 const padded = (i: number) => `s${String(i).padStart(8, "0")}`;
 
+type ScaleWorkload = "first" | "replay" | "read";
+
 async function latencyAt(
   lib: Library,
-  store: IdempotencyStore,
+  target: { readonly store: IdempotencyStore; readonly read: (key: string) => Promise<void> },
   rows: number,
-  workload: "first" | "replay",
+  workload: ScaleWorkload,
   durationMs: number,
 ): Promise<LatencyAtSize> {
   const tool = countedTool();
-  const wrapped = lib.core.idempotent(tool.fn, { name: "send_email", store });
+  const wrapped = lib.core.idempotent(tool.fn, { name: "send_email", store: target.store });
   const one: UnitOutcome = { calls: 1, rejected: 0 };
   const sample = await measure(
     async (latencies) => {
       // New keys land at random places in the key index, as caller-chosen keys do; replays read random records.
       const key = workload === "first" ? randomKey() : padded(Math.floor(Math.random() * rows));
-      await timed(latencies, () => wrapped(toolArgs, { key }));
+      await timed(latencies, () => (workload === "read" ? target.read(key) : wrapped(toolArgs, { key })));
       return one;
     },
     1,
@@ -99,8 +108,14 @@ async function scaleOne(
   const smallTable = `bench_${settings.tag}_s_small`;
   const largeTable = `bench_${settings.tag}_s_large`;
   const purgeTable = `bench_${settings.tag}_s_purge`;
-  const small = await driver.store(smallTable);
-  const large = await driver.store(largeTable);
+  const small = {
+    store: await driver.store(smallTable),
+    read: (key: string) => driver.read(smallTable, key),
+  };
+  const large = {
+    store: await driver.store(largeTable),
+    read: (key: string) => driver.read(largeTable, key),
+  };
   const alone = await driver.store(purgeTable);
   p.note(
     `scale ${driver.name}: loading ${smallRows.toLocaleString("en-US")} and ${rows.toLocaleString("en-US")} records…`,
@@ -113,11 +128,12 @@ async function scaleOne(
     `scale ${driver.name}: ${rows.toLocaleString("en-US")} records loaded in ${loadSeconds.toFixed(1)} s`,
   );
 
-  const measured: Record<"first" | "replay", Record<"small" | "large", LatencyAtSize[]>> = {
+  const measured: Record<ScaleWorkload, Record<"small" | "large", LatencyAtSize[]>> = {
     first: { small: [], large: [] },
     replay: { small: [], large: [] },
+    read: { small: [], large: [] },
   };
-  for (const workload of ["first", "replay"] as const) {
+  for (const workload of ["first", "replay", "read"] as const) {
     // Warm both, then alternate small and large (ABBA…) so drift hits both alike.
     await latencyAt(lib, small, smallRows, workload, durationMs / 2);
     await latencyAt(lib, large, rows, workload, durationMs / 2);
@@ -143,7 +159,7 @@ async function scaleOne(
     p50Us: median(xs.map((x) => x.p50Us)),
     p99Us: median(xs.map((x) => x.p99Us)),
   });
-  const summary = (w: "first" | "replay") => {
+  const summary = (w: ScaleWorkload) => {
     const s = med(measured[w].small);
     const l = med(measured[w].large);
     return { small: s, large: l, p50Ratio: l.p50Us / s.p50Us };
@@ -168,7 +184,7 @@ async function scaleOne(
     for (const target of rep % 2 === 0 ? (["alone", "among"] as const) : (["among", "alone"] as const)) {
       const tableName = target === "alone" ? purgeTable : largeTable;
       await driver.load(tableName, expired, { expired: true, keyPrefix: `x${rep}-` });
-      const ms = await purgeAll(target === "alone" ? alone : large);
+      const ms = await purgeAll(target === "alone" ? alone : large.store);
       (target === "alone" ? aloneMs : amongLiveMs).push(ms);
       p.note(
         `scale ${driver.name} purge ${expired.toLocaleString("en-US")} expired ${target === "alone" ? "alone" : `among ${rows.toLocaleString("en-US")} live`} rep ${rep + 1}: ${ms.toFixed(0)} ms`,
@@ -180,12 +196,14 @@ async function scaleOne(
     loadSeconds,
     first: summary("first"),
     replay: summary("replay"),
+    read: summary("read"),
     purge: { expired, aloneMs, amongLiveMs, ratio: median(amongLiveMs) / median(aloneMs) },
   };
 }
 
 function sqliteDriver(lib: Library, file: string): ScaleDriver {
   const db = openBenchDatabase(file);
+  const reads = new Map<string, ReturnType<typeof db.prepare>>();
   return {
     name: "sqlite",
     async store(table) {
@@ -212,6 +230,14 @@ function sqliteDriver(lib: Library, file: string): ScaleDriver {
         resultText,
       );
       db.exec(`ANALYZE "${table}"`);
+    },
+    async read(table, key) {
+      let statement = reads.get(table);
+      if (!statement) {
+        statement = db.prepare(`SELECT * FROM "${table}" WHERE scope = 'default' AND key = ?`);
+        reads.set(table, statement);
+      }
+      if (statement.get(key) === undefined) throw new Error(`scale sqlite: no record ${key} in ${table}`);
     },
     async close() {
       db.close();
@@ -256,6 +282,14 @@ async function postgresDriver(lib: Library, url: string): Promise<ScaleDriver> {
         ],
       );
       await pool.query(`VACUUM ANALYZE "${table}"`);
+    },
+    async read(table, key) {
+      const { rowCount } = await pool.query({
+        name: `bench-scale-read-${table}`,
+        text: `SELECT * FROM "${table}" WHERE scope = 'default' AND key = $1`,
+        values: [key],
+      });
+      if (rowCount !== 1) throw new Error(`scale postgres: no record ${key} in ${table}`);
     },
     async close() {
       if (tables.length > 0)
@@ -337,6 +371,16 @@ export function scaleTable(result: ScaleResult): string {
         formatRatio(r[w].large.opsPerSec / r[w].small.opsPerSec),
         "",
       ]);
+      if (w === "replay") {
+        rows.push([
+          name,
+          "the same read without idempotool: SELECT by key, p50 µs",
+          formatUs(r.read.small.p50Us),
+          formatUs(r.read.large.p50Us),
+          formatRatio(r.read.p50Ratio),
+          "the database's own growth",
+        ]);
+      }
     }
     rows.push([
       name,
