@@ -7,9 +7,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
-import { type Effect, idempotent, isIdempotencyError } from "../src/index.js";
+import { type ClaimRequest, type Effect, idempotent, isIdempotencyError } from "../src/index.js";
 import { type PgQueryable, type PostgresStoreOptions, postgresStore } from "../src/postgres/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
+import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
 import { countingClient, dropTable, eventually, freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
 
 const t0 = Date.parse("2026-01-01T00:00:00.000Z");
@@ -30,19 +31,7 @@ afterAll(async () => {
   await pool.end();
 });
 
-function claimRequest(overrides: Partial<Parameters<ReturnType<typeof postgresStore>["claim"]>[0]> = {}) {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    tool: "send_email",
-    fingerprint: "f".repeat(64),
-    token: "token-a",
-    leaseMs: 60_000,
-    ttlMs: 86_400_000,
-    now: t0,
-    ...overrides,
-  };
-}
+const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(

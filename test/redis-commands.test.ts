@@ -4,40 +4,13 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import type { Redis } from "ioredis";
-import { afterAll, describe, expect, it } from "vitest";
-import type { ClaimRequest } from "../src/index.js";
+import { describe, expect, it } from "vitest";
 import { type RedisLike, redisStore } from "../src/redis/index.js";
-import { dropPrefix, freshPrefix, reachable, testClient } from "./fixtures/redis-helpers.js";
+import { claimRequest } from "./fixtures/claim-request.js";
+import { testClient } from "./fixtures/redis-helpers.js";
+import { redisTestFile } from "./fixtures/redis-test-file.js";
 
-const client = testClient();
-const ready = reachable(client);
-ready.catch(() => {});
-const prefixes: string[] = [];
-afterAll(async () => {
-  await Promise.allSettled(prefixes.map((prefix) => dropPrefix(client, prefix)));
-  client.disconnect();
-});
-
-async function fresh(): Promise<string> {
-  await ready;
-  const prefix = freshPrefix("commands");
-  prefixes.push(prefix);
-  return prefix;
-}
-
-function claimOf(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    tool: "send_email",
-    fingerprint: "f".repeat(64),
-    token: "token-a",
-    leaseMs: 60_000,
-    ttlMs: 86_400_000,
-    now: Date.now(),
-    ...overrides,
-  };
-}
+const { client, fresh } = redisTestFile("commands");
 
 /** The real client, counting the pipelines the store opens and the scripts it sends alone by SHA1. */
 function countingPipelines(inner: Redis) {
@@ -70,23 +43,30 @@ describe("redisStore pipelines the scripts started in one tick", () => {
     const spy = countingPipelines(client);
     const store = redisStore({ client: spy.client, prefix });
     // Each script goes whole (EVAL) the first time, alone, and by its SHA1 from then on.
-    await store.claim(claimOf({ key: "warm-up" }));
-    await store.settle({ ...claimOf({ key: "warm-up" }), status: "completed", result: null, error: null });
+    await store.claim(claimRequest({ key: "warm-up" }));
+    await store.settle({
+      ...claimRequest({ key: "warm-up" }),
+      status: "completed",
+      result: null,
+      error: null,
+    });
     spy.counts.alone = 0;
 
     const keys = Array.from({ length: 32 }, (_, i) => `k${i}`);
-    const claims = await Promise.all(keys.map((key) => store.claim(claimOf({ key, token: `t-${key}` }))));
+    const claims = await Promise.all(
+      keys.map((key) => store.claim(claimRequest({ key, token: `t-${key}` }))),
+    );
     expect(claims.every((c) => c.claimed)).toBe(true);
     expect(spy.counts).toEqual({ pipelines: 2, alone: 1 });
 
-    const replays = await Promise.all(keys.map((key) => store.claim(claimOf({ key, token: "late" }))));
+    const replays = await Promise.all(keys.map((key) => store.claim(claimRequest({ key, token: "late" }))));
     expect(replays.map((r) => [r.claimed, r.record.key, r.record.token])).toEqual(
       keys.map((key) => [false, key, `t-${key}`]),
     );
     const settled = await Promise.all(
       keys.map((key) =>
         store.settle({
-          ...claimOf({ key }),
+          ...claimRequest({ key }),
           token: `t-${key}`,
           status: "completed",
           result: key,
@@ -101,10 +81,10 @@ describe("redisStore pipelines the scripts started in one tick", () => {
   it("recovers every pipelined script from a flushed script cache", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    await store.claim(claimOf({ key: "warm-up" }));
+    await store.claim(claimRequest({ key: "warm-up" }));
     await client.script("FLUSH");
     const claims = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => store.claim(claimOf({ key: `k${i}`, token: `t${i}` }))),
+      Array.from({ length: 8 }, (_, i) => store.claim(claimRequest({ key: `k${i}`, token: `t${i}` }))),
     );
     expect(claims.map((c) => c.claimed)).toEqual(Array(8).fill(true));
   });
@@ -124,8 +104,8 @@ describe("redisStore pipelines the scripts started in one tick", () => {
       },
     };
     const store = redisStore({ client: failing });
-    await store.claim(claimOf());
-    const three = () => Promise.allSettled([0, 1, 2].map((i) => store.claim(claimOf({ key: `k${i}` }))));
+    await store.claim(claimRequest());
+    const three = () => Promise.allSettled([0, 1, 2].map((i) => store.claim(claimRequest({ key: `k${i}` }))));
     expect((await three()).map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected"]);
     exec = () =>
       Promise.resolve([
@@ -146,9 +126,9 @@ describe("redisStore pipelines the scripts started in one tick", () => {
     try {
       const spy = countingPipelines(auto);
       const store = redisStore({ client: spy.client, prefix });
-      await store.claim(claimOf({ key: "warm-up" }));
+      await store.claim(claimRequest({ key: "warm-up" }));
       spy.counts.alone = 0;
-      await Promise.all(Array.from({ length: 8 }, (_, i) => store.claim(claimOf({ key: `k${i}` }))));
+      await Promise.all(Array.from({ length: 8 }, (_, i) => store.claim(claimRequest({ key: `k${i}` }))));
       expect(spy.counts.alone).toBe(8);
     } finally {
       auto.disconnect();
@@ -174,10 +154,10 @@ describe("redisStore command deadlines", () => {
         () => ["answered", performance.now() - started] as const,
         (error: Error) => [error.name, performance.now() - started] as const,
       );
-    const first = settledAt(store.claim(claimOf({ key: "first" })));
-    const answered = settledAt(store.claim(claimOf({ key: "answered" })));
+    const first = settledAt(store.claim(claimRequest({ key: "first" })));
+    const answered = settledAt(store.claim(claimRequest({ key: "answered" })));
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const second = settledAt(store.claim(claimOf({ key: "second" })));
+    const second = settledAt(store.claim(claimRequest({ key: "second" })));
 
     const [a, b, c] = await Promise.all([first, answered, second]);
     expect(b[0]).toBe("answered");

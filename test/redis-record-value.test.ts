@@ -1,43 +1,21 @@
 // The Redis store keeps a record as one string value: a header of decimal fields, then its strings back
 // to back, each as long as the header says. These cases hold the strings the header could be confused
 // with, and the values a record's key must never be mistaken for.
-import { afterAll, describe, expect, it } from "vitest";
-import type { ClaimRequest, IdempotencyRecord } from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import type { IdempotencyRecord } from "../src/index.js";
 import { redisStore } from "../src/redis/index.js";
 import { recordName } from "../src/redis/record-key.js";
-import { dropPrefix, freshPrefix, reachable, testClient } from "./fixtures/redis-helpers.js";
+import { claimRequest } from "./fixtures/claim-request.js";
+import { redisTestFile } from "./fixtures/redis-test-file.js";
 
-const client = testClient();
-const ready = reachable(client);
-ready.catch(() => {});
-const prefixes: string[] = [];
-afterAll(async () => {
-  await Promise.allSettled(prefixes.map((prefix) => dropPrefix(client, prefix)));
-  client.disconnect();
-});
+const { client, fresh } = redisTestFile("value");
 
 async function freshStore(clock: "server" | "request" = "server") {
-  await ready;
-  const prefix = freshPrefix("value");
-  prefixes.push(prefix);
+  const prefix = await fresh();
   return { prefix, store: redisStore({ client, prefix, clock }) };
 }
 
 const DAY = 86_400_000;
-
-function claimOf(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    tool: "send_email",
-    fingerprint: "f".repeat(64),
-    token: "token-a",
-    leaseMs: 60_000,
-    ttlMs: DAY,
-    now: Date.now(),
-    ...overrides,
-  };
-}
 
 // Strings that look like a header, hold its delimiters, or are not ASCII.
 const awkward = [
@@ -59,7 +37,7 @@ describe("redisStore keeps every string byte for byte", () => {
   it("round-trips tool, fingerprint, token, result and error holding delimiters, newlines and any Unicode", async () => {
     const { store } = await freshStore();
     for (const [i, text] of awkward.entries()) {
-      const request = claimOf({
+      const request = claimRequest({
         key: `k${i}`,
         tool: `tool ${text}`,
         fingerprint: `fp\n${text}`,
@@ -112,7 +90,7 @@ describe("redisStore keeps every string byte for byte", () => {
       ["-", "-"],
     ] as const;
     for (const [i, [result, error]] of outcomes.entries()) {
-      const request = claimOf({ key: `k${i}` });
+      const request = claimRequest({ key: `k${i}` });
       await store.claim(request);
       const settle = { ...request, status: "completed" as const, result, error, ttlMs: DAY, now: 0 };
       expect(await store.settle(settle)).toMatchObject({ result, error });
@@ -124,9 +102,9 @@ describe("redisStore keeps every string byte for byte", () => {
   it("keeps a result of several megabytes, multi-byte characters included", async () => {
     const { store } = await freshStore();
     const result = JSON.stringify({ text: "ü€𝄞 ".repeat(300_000) });
-    await store.claim(claimOf());
-    await store.settle({ ...claimOf(), status: "completed", result, error: "e\n", ttlMs: DAY, now: 0 });
-    const replay = await store.claim(claimOf({ token: "token-b" }));
+    await store.claim(claimRequest());
+    await store.settle({ ...claimRequest(), status: "completed", result, error: "e\n", ttlMs: DAY, now: 0 });
+    const replay = await store.claim(claimRequest({ token: "token-b" }));
     expect(replay.record.result).toBe(result);
     expect(replay.record.error).toBe("e\n");
   });
@@ -134,7 +112,7 @@ describe("redisStore keeps every string byte for byte", () => {
   it("keeps every string through renew and takeover: a takeover drops the result and keeps the error", async () => {
     const { store } = await freshStore("request");
     const now = Date.now() + 30 * DAY;
-    const request = claimOf({ now, tool: "t\n1", fingerprint: "é f", token: "tok en" });
+    const request = claimRequest({ now, tool: "t\n1", fingerprint: "é f", token: "tok en" });
     await store.claim(request);
     expect(await store.renew({ ...request, leaseMs: 90_000 })).toBe(true);
     expect(await store.get(request, now)).toMatchObject({
@@ -197,8 +175,8 @@ describe("redisStore never takes another value at a record's key for a record", 
       const type = await client.type(name);
       const before = type === "string" ? await client.get(name) : await client.hgetall(name);
 
-      await expect(store.claim(claimOf())).rejects.toThrow();
-      await expect(store.get(claimOf(), 0)).rejects.toThrow();
+      await expect(store.claim(claimRequest())).rejects.toThrow();
+      await expect(store.get(claimRequest(), 0)).rejects.toThrow();
       const id = { scope: "tenant-a", key: "order-1" };
       if (type === "string") {
         expect(

@@ -1,34 +1,15 @@
 import { type Cluster, type Command, Redis } from "ioredis";
-import { afterAll, describe, expect, expectTypeOf, it } from "vitest";
-import {
-  type ClaimRequest,
-  type IdempotencyRecord,
-  idempotent,
-  isIdempotencyError,
-  LeaseLostError,
-} from "../src/index.js";
+import { describe, expect, expectTypeOf, it } from "vitest";
+import { type IdempotencyRecord, idempotent, isIdempotencyError, LeaseLostError } from "../src/index.js";
 import { type RedisLike, redisStore } from "../src/redis/index.js";
 import { recordName } from "../src/redis/record-key.js";
 import * as scripts from "../src/redis/scripts.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
-import { dropPrefix, freshPrefix, reachable, redisUrl, testClient } from "./fixtures/redis-helpers.js";
+import { claimRequest } from "./fixtures/claim-request.js";
+import { dropPrefix, redisUrl } from "./fixtures/redis-helpers.js";
+import { redisTestFile } from "./fixtures/redis-test-file.js";
 
-const client = testClient();
-const ready = reachable(client);
-// Every case awaits it: without Redis each one fails with the reason, never skips.
-ready.catch(() => {});
-const prefixes: string[] = [];
-afterAll(async () => {
-  await Promise.allSettled(prefixes.map((prefix) => dropPrefix(client, prefix)));
-  client.disconnect();
-});
-
-async function fresh(label?: string): Promise<string> {
-  await ready;
-  const prefix = freshPrefix(label);
-  prefixes.push(prefix);
-  return prefix;
-}
+const { client, fresh } = redisTestFile();
 
 /** Redis's own clock, in epoch ms. */
 async function serverNow(): Promise<number> {
@@ -37,20 +18,6 @@ async function serverNow(): Promise<number> {
 }
 
 const DAY = 86_400_000;
-
-function claimOf(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    tool: "send_email",
-    fingerprint: "f".repeat(64),
-    token: "token-a",
-    leaseMs: 60_000,
-    ttlMs: DAY,
-    now: Date.now(),
-    ...overrides,
-  };
-}
 
 describe("redisStore conformance (clock: request)", () => {
   for (const c of storeConformanceCases({
@@ -138,7 +105,7 @@ describe("redisStore judges leases by the server's clock", () => {
   it("reports Redis's TIME as the claim's clock, whatever the request's now says", async () => {
     const store = redisStore({ client, prefix: await fresh() });
     const before = await serverNow();
-    const claim = await store.claim(claimOf({ now: Date.now() + 3 * 3_600_000 }));
+    const claim = await store.claim(claimRequest({ now: Date.now() + 3 * 3_600_000 }));
     const after = await serverNow();
     expect(claim.claimed).toBe(true);
     expect(claim.now).toBeGreaterThanOrEqual(before);
@@ -237,7 +204,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
   it("sets the key's PEXPIRETIME to expiresAt on claim, renew, settle and takeover (server clock)", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    const claimed = (await store.claim(claimOf({ leaseMs: 30_000, ttlMs: 10_000 }))).record;
+    const claimed = (await store.claim(claimRequest({ leaseMs: 30_000, ttlMs: 10_000 }))).record;
     expect(claimed.expiresAt).toBe(claimed.leaseExpiresAt);
     expect(await expiryOf(prefix, claimed)).toBe(claimed.expiresAt);
     const ttl = await client.pttl(recordName(prefix, "tenant-a", "order-1"));
@@ -273,12 +240,12 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix, clock: "request" });
     const ahead = Date.now() + 7 * DAY;
-    const early = (await store.claim(claimOf({ key: "ahead", now: ahead, ttlMs: DAY }))).record;
+    const early = (await store.claim(claimRequest({ key: "ahead", now: ahead, ttlMs: DAY }))).record;
     expect(await expiryOf(prefix, early)).toBe(ahead + DAY);
 
     // A caller whose clock runs a day behind Redis's: its record still lives its full hour by Redis's clock.
     const behind = Date.now() - DAY;
-    const late = (await store.claim(claimOf({ key: "behind", now: behind, ttlMs: 3_600_000 }))).record;
+    const late = (await store.claim(claimRequest({ key: "behind", now: behind, ttlMs: 3_600_000 }))).record;
     expect(late.expiresAt).toBe(behind + 3_600_000);
     const expiry = await expiryOf(prefix, late);
     const now = await serverNow();
@@ -288,7 +255,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
 
   it("leaves purge to Redis under the server clock", async () => {
     const store = redisStore({ client, prefix: await fresh() });
-    await store.claim(claimOf());
+    await store.claim(claimRequest());
     expect(await store.purge({ now: Date.now() + 10 * DAY })).toEqual({ deleted: 0 });
     await expect(store.purge({ now: 0, limit: 0 })).rejects.toThrow(RangeError);
   });
@@ -314,7 +281,7 @@ describe("redisStore key names", () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
     for (const [i, [scope, key]] of awkward.entries()) {
-      expect((await store.claim(claimOf({ scope, key, token: `token-${i}` }))).claimed).toBe(true);
+      expect((await store.claim(claimRequest({ scope, key, token: `token-${i}` }))).claimed).toBe(true);
     }
     for (const [i, [scope, key]] of awkward.entries()) {
       expect(await store.get({ scope, key }, 0)).toMatchObject({ scope, key, token: `token-${i}` });
@@ -330,7 +297,7 @@ describe("redisStore key names", () => {
 
   it("lists a key by a prefix that ends halfway through a surrogate pair", async () => {
     const store = redisStore({ client, prefix: await fresh() });
-    await store.claim(claimOf({ scope: "s", key: "\ud83d\ude00-party", token: "t" }));
+    await store.claim(claimRequest({ scope: "s", key: "\ud83d\ude00-party", token: "t" }));
     const listed = await store.list({ scope: "s", keyPrefix: "\ud83d" });
     expect(listed.records.map((r) => r.key)).toEqual(["\ud83d\ude00-party"]);
   });
@@ -342,8 +309,8 @@ describe("redisStore key names", () => {
     const b = redisStore({ client, prefix: inner, clock: "request" });
     const now = Date.now() + 30 * DAY;
     // The outer store's ("eu", "k1") and the inner store's ("s", "k2") share the text "<outer>eu:".
-    await a.claim(claimOf({ scope: "eu", key: "k1", now, ttlMs: 1_000, leaseMs: 1_000 }));
-    await b.claim(claimOf({ scope: "s", key: "k2", now, ttlMs: 1_000, leaseMs: 1_000 }));
+    await a.claim(claimRequest({ scope: "eu", key: "k1", now, ttlMs: 1_000, leaseMs: 1_000 }));
+    await b.claim(claimRequest({ scope: "s", key: "k2", now, ttlMs: 1_000, leaseMs: 1_000 }));
     expect((await a.list({})).records.map((r) => [r.scope, r.key])).toEqual([["eu", "k1"]]);
     expect((await b.list({})).records.map((r) => [r.scope, r.key])).toEqual([["s", "k2"]]);
     expect(await a.purge({ now: now + DAY })).toEqual({ deleted: 1 });
@@ -354,7 +321,7 @@ describe("redisStore key names", () => {
   it("writes names without hash tags or glob characters, so records spread over every Cluster slot", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    for (const [scope, key] of awkward) await store.claim(claimOf({ scope, key }));
+    for (const [scope, key] of awkward) await store.claim(claimRequest({ scope, key }));
     const [, names] = await client.scan("0", "MATCH", `${prefix}*`, "COUNT", 10_000);
     expect(names).toHaveLength(awkward.length);
     for (const name of names) expect(name.slice(prefix.length)).not.toMatch(/[{}*?[\]\\ ]/);
@@ -398,8 +365,8 @@ describe("redisStore on Redis Cluster terms", () => {
     const spy = recording(client);
     const store = redisStore({ client: spy.client, prefix, clock: "request" });
     const now = Date.now() + 30 * DAY;
-    await store.claim(claimOf({ now }));
-    await store.claim(claimOf({ now, token: "token-b" }));
+    await store.claim(claimRequest({ now }));
+    await store.claim(claimRequest({ now, token: "token-b" }));
     await store.renew({ scope: "tenant-a", key: "order-1", token: "token-a", leaseMs: 1_000, now });
     await store.takeover({
       scope: "tenant-a",
@@ -420,7 +387,7 @@ describe("redisStore on Redis Cluster terms", () => {
       now: now + 2_000,
     });
     await store.get({ scope: "tenant-a", key: "order-1" }, now);
-    await store.claim(claimOf({ now, key: "other" }));
+    await store.claim(claimRequest({ now, key: "other" }));
     await store.release({ scope: "tenant-a", key: "other", token: "token-a" });
     await store.list({ scope: "tenant-a" });
     await store.purge({ now: now + DAY });
@@ -453,17 +420,17 @@ describe("redisStore round trips", () => {
       return [...spy.commands];
     };
     // The very first use of each script sends it whole (EVAL); EVALSHA after that.
-    expect(await count(() => store.claim(claimOf()))).toEqual(["eval"]);
-    expect(await count(() => store.claim(claimOf({ token: "token-b" })))).toEqual(["evalsha"]);
-    expect(await count(() => store.renew({ ...claimOf(), leaseMs: 60_000 }))).toEqual(["eval"]);
-    expect(await count(() => store.renew({ ...claimOf(), leaseMs: 60_000 }))).toEqual(["evalsha"]);
-    const settle = { ...claimOf(), status: "completed" as const, result: "1", error: null };
+    expect(await count(() => store.claim(claimRequest()))).toEqual(["eval"]);
+    expect(await count(() => store.claim(claimRequest({ token: "token-b" })))).toEqual(["evalsha"]);
+    expect(await count(() => store.renew({ ...claimRequest(), leaseMs: 60_000 }))).toEqual(["eval"]);
+    expect(await count(() => store.renew({ ...claimRequest(), leaseMs: 60_000 }))).toEqual(["evalsha"]);
+    const settle = { ...claimRequest(), status: "completed" as const, result: "1", error: null };
     expect(await count(() => store.settle(settle))).toEqual(["eval"]);
-    expect(await count(() => store.get(claimOf(), 0))).toEqual(["eval"]);
-    expect(await count(() => store.get(claimOf(), 0))).toEqual(["evalsha"]);
-    await store.claim(claimOf({ key: "k2" }));
-    expect(await count(() => store.release({ ...claimOf({ key: "k2" }) }))).toEqual(["eval"]);
-    await store.claim(claimOf({ key: "k3" }));
+    expect(await count(() => store.get(claimRequest(), 0))).toEqual(["eval"]);
+    expect(await count(() => store.get(claimRequest(), 0))).toEqual(["evalsha"]);
+    await store.claim(claimRequest({ key: "k2" }));
+    expect(await count(() => store.release({ ...claimRequest({ key: "k2" }) }))).toEqual(["eval"]);
+    await store.claim(claimRequest({ key: "k3" }));
     expect(await count(() => store.settle({ ...settle, key: "k3" }))).toEqual(["evalsha"]);
   });
 
@@ -491,14 +458,14 @@ describe("redisStore round trips", () => {
     const prefix = await fresh();
     const spy = recording(client);
     const store = redisStore({ client: spy.client, prefix });
-    await store.claim(claimOf());
+    await store.claim(claimRequest());
     await client.script("FLUSH");
     spy.commands.length = 0;
-    const again = await store.claim(claimOf({ token: "token-b" }));
+    const again = await store.claim(claimRequest({ token: "token-b" }));
     expect(again).toMatchObject({ claimed: false, record: { token: "token-a" } });
     expect(spy.commands).toEqual(["evalsha", "eval"]);
     spy.commands.length = 0;
-    await store.claim(claimOf({ token: "token-c" }));
+    await store.claim(claimRequest({ token: "token-c" }));
     expect(spy.commands).toEqual(["evalsha"]);
   });
 });
@@ -513,7 +480,7 @@ describe("redisStore never waits forever", () => {
     };
     const store = redisStore({ client: silent, commandTimeoutMs: 50 });
     const started = performance.now();
-    await expect(store.claim(claimOf())).rejects.toThrow(/no reply from Redis to claim within 50 ms/);
+    await expect(store.claim(claimRequest())).rejects.toThrow(/no reply from Redis to claim within 50 ms/);
     await expect(store.list({})).rejects.toThrow(/scan within 50 ms/);
     expect(performance.now() - started).toBeLessThan(2_000);
   });

@@ -1,3 +1,4 @@
+import { sameLengthDeadlines } from "../core/deadlines.js";
 import { maxTimerMs, type PgQueryable, type PgQueryConfig } from "./postgres-options.js";
 
 /**
@@ -15,100 +16,29 @@ export interface BoundedQueries {
   readonly queryTimeoutMs: number;
 }
 
-/** A statement in flight, on a list ordered by deadline. */
-interface Pending {
-  readonly operation: string;
-  readonly deadline: number;
-  readonly reject: (error: Error) => void;
-  timedOut: boolean;
-  previous: Pending | undefined;
-  next: Pending | undefined;
-}
-
 /**
  * Statements on `client`, each failed after `timeoutMs`. pg's own `query_timeout` is set to twice that:
  * it frees a connection whose answer never comes, and until then a late answer still reaches `onLateRows`.
- *
- * Every statement waits the same `timeoutMs`, so deadlines fall in the order statements start: they wait
- * on one list, and one timer, armed for the oldest deadline, serves them all. A statement costs a list
- * entry, not a timer of its own to set and clear.
+ * The deadlines share one timer (see core/deadlines.ts): a statement costs a list entry, not a timer.
  */
 export function boundedQueries(client: PgQueryable, timeoutMs: number): BoundedQueries {
-  let oldest: Pending | undefined;
-  let newest: Pending | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  // Whether the timer keeps the process alive: only while statements are in flight, as their own timers
-  // did, so an idle store never holds a process that has finished up.
-  let holding = false;
-
-  const unlink = (entry: Pending) => {
-    if (entry.previous) entry.previous.next = entry.next;
-    else oldest = entry.next;
-    if (entry.next) entry.next.previous = entry.previous;
-    else newest = entry.previous;
-    entry.previous = entry.next = undefined;
-    if (oldest === undefined && holding) {
-      timer?.unref();
-      holding = false;
-    }
-  };
-  const arm = () => {
-    if (oldest === undefined) return;
-    if (timer === undefined) {
-      // At least 1 ms: a timer may fire a fraction early, and then it looks again.
-      timer = setTimeout(expire, Math.max(1, Math.ceil(oldest.deadline - performance.now())));
-      holding = true;
-    } else if (!holding) {
-      timer.ref();
-      holding = true;
-    }
-  };
-  const expire = () => {
-    timer = undefined;
-    holding = false;
-    const now = performance.now();
-    while (oldest !== undefined && oldest.deadline <= now) {
-      const entry = oldest;
-      unlink(entry);
-      entry.timedOut = true;
-      entry.reject(
-        new Error(
-          `postgresStore: ${entry.operation} got no answer within ${timeoutMs} ms (statementTimeoutMs)`,
-        ),
-      );
-    }
-    arm();
-  };
-
+  const deadline = sameLengthDeadlines(timeoutMs);
   const run = (operation: string, config: PgQueryConfig, onLateRows?: (rows: readonly unknown[]) => void) =>
     new Promise<unknown[]>((resolve, reject) => {
       const answer = client.query(config);
-      const entry: Pending = {
-        operation,
-        deadline: performance.now() + timeoutMs,
-        reject,
-        timedOut: false,
-        previous: newest,
-        next: undefined,
-      };
-      if (newest) newest.next = entry;
-      else oldest = entry;
-      newest = entry;
-      arm();
+      const pending = deadline(() =>
+        reject(
+          new Error(`postgresStore: ${operation} got no answer within ${timeoutMs} ms (statementTimeoutMs)`),
+        ),
+      );
       answer.then(
         (result) => {
-          if (entry.timedOut) {
-            onLateRows?.(result.rows);
-            return;
-          }
-          unlink(entry);
-          resolve(result.rows as unknown[]);
+          if (pending.clear()) resolve(result.rows as unknown[]);
+          else onLateRows?.(result.rows);
         },
         (error: unknown) => {
           // An abandoned statement that fails later has nobody left to tell.
-          if (entry.timedOut) return;
-          unlink(entry);
-          reject(error as Error);
+          if (pending.clear()) reject(error as Error);
         },
       );
     });

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { claimRequest as baseClaim } from "../../test/fixtures/claim-request.js";
 import { isIdempotencyError } from "../core/errors.js";
 import type { ClaimRequest, SettleRequest } from "../core/store.js";
 import { storeConformanceCases } from "../testing/conformance.js";
@@ -37,19 +38,7 @@ function intercepted(
   };
 }
 
-function claimRequest(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    tool: "send_email",
-    fingerprint: "f".repeat(64),
-    token: "token-a",
-    leaseMs: 60_000,
-    ttlMs: 86_400_000,
-    now: t0,
-    ...overrides,
-  };
-}
+const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
 
 function settleRequest(overrides: Partial<SettleRequest> = {}): SettleRequest {
   return {
