@@ -69,6 +69,8 @@ describe("bad input is rejected before any side effect", () => {
     ["over 255 characters", "k".repeat(256)],
     ["a number", 42],
     ["an object", { id: 1 }],
+    ["holding a lone high surrogate", "order-\ud83d"],
+    ["holding a lone low surrogate", "\ude00-order"],
   ];
   for (const [label, key] of badKeys) {
     it(`a key that is ${label} is idempotency_key_invalid (400)`, async () => {
@@ -80,6 +82,13 @@ describe("bad input is rejected before any side effect", () => {
       expect(runs()).toBe(0);
     });
   }
+
+  it("names where a key's lone surrogate is, and accepts a whole astral character", async () => {
+    const { tool } = probeTool();
+    const error = await rejection(tool({}, { key: "cut-\ud83d" }));
+    expect((error as Error).message).toMatch(/lone UTF-16 surrogate at index 4/);
+    expect((await tool({}, { key: "party-\ud83d\ude00" })).result).toBe("ran");
+  });
 
   it("accepts a key of exactly 255 characters", async () => {
     const { tool } = probeTool();
@@ -115,12 +124,14 @@ describe("bad input is rejected before any side effect", () => {
     expect(runs()).toBe(1);
   });
 
-  it("rejects a bad scope before touching the store", async () => {
-    const { tool, calls } = probeTool();
-    const error = await rejection(tool({}, { key: "k", scope: "" }));
-    expect(isIdempotencyError(error, "invalid_arguments")).toBe(true);
-    expect(calls).toEqual([]);
-  });
+  for (const scope of ["", "tenant-\udc00"]) {
+    it(`rejects a bad scope (${JSON.stringify(scope)}) before touching the store`, async () => {
+      const { tool, calls } = probeTool();
+      const error = await rejection(tool({}, { key: "k", scope }));
+      expect(isIdempotencyError(error, "invalid_arguments")).toBe(true);
+      expect(calls).toEqual([]);
+    });
+  }
 
   it("derives the key with the key option when the call gives none", async () => {
     const { tool, runs } = probeTool({ key: (args) => `record-${(args as { name: string }).name}` });

@@ -44,6 +44,7 @@ import {
 } from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar, similarMarkerKey } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
+import { loneSurrogateIndex } from "./unicode.js";
 import { failureNote, resolveUnknown } from "./unknown-outcome.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
@@ -361,6 +362,14 @@ export function validateKey(key: unknown, tool: string): string {
       `${tool}: the idempotency key must be 1–${maxKeyLength} characters, got ${key.length}.`,
     );
   }
+  const lone = loneSurrogateIndex(key);
+  if (lone !== -1) {
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: the idempotency key has a lone UTF-16 surrogate at index ${lone} (a string cut in the middle ` +
+        "of a character?). Stores keep it as U+FFFD, so two keys that differ only there would be one record.",
+    );
+  }
   return key;
 }
 
@@ -370,6 +379,14 @@ function validateScope(scope: unknown): string {
     throw new IdempotencyError(
       ErrorCode.invalidArguments,
       `The scope must be a string of 1–${maxKeyLength} characters, got ${typeof scope === "string" ? `${scope.length} characters` : typeof scope}.`,
+    );
+  }
+  const lone = loneSurrogateIndex(scope);
+  if (lone !== -1) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `The scope has a lone UTF-16 surrogate at index ${lone}: stores keep it as U+FFFD, so two scopes that ` +
+        "differ only there would be one.",
     );
   }
   return scope;

@@ -16,6 +16,7 @@ import type {
   ListQuery,
   RecordStatus,
 } from "../core/store.js";
+import { loneSurrogateIndex } from "../core/unicode.js";
 
 /** The part of a better-sqlite3 statement we use. */
 export interface SqliteStatement {
@@ -116,11 +117,10 @@ type SettledRow = readonly [tool: string, fingerprint: string, createdAt: number
 /**
  * Whether SQLite keeps `text` exactly, so a record can be built from the request instead of read back.
  * UTF-8 cannot carry a lone UTF-16 surrogate: better-sqlite3 writes its 3-byte form, which reads back as
- * U+FFFD characters, and the record a store returns must be the one it keeps. A one-byte string answers at
- * once. (`isWellFormed` is Node 20's, newer than the ES2022 lib this package compiles against.)
+ * U+FFFD characters, and the record a store returns must be the one it keeps.
  */
 function storedExactly(text: string | null): boolean {
-  return text === null || (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+  return text === null || loneSurrogateIndex(text) === -1;
 }
 
 /**
