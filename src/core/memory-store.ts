@@ -1,13 +1,14 @@
 import { IdempotencyError, StoreFullError } from "./errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "./list-paging.js";
-import type {
-  ClaimRequest,
-  ClaimResult,
-  IdempotencyRecord,
-  IdempotencyStore,
-  ListPage,
-  ListQuery,
-  RecordStatus,
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  claimedRecord,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ListPage,
+  type ListQuery,
+  type RecordStatus,
 } from "./store.js";
 
 /** Options of {@link memoryStore}. */
@@ -102,22 +103,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
         removeExpired(request.now, Number.POSITIVE_INFINITY);
         if (size >= maxRecords) throw new StoreFullError(maxRecords);
       }
-      const leaseExpiresAt = request.now + request.leaseMs;
-      const record = freeze(
-        request.scope,
-        request.key,
-        request.tool,
-        request.fingerprint,
-        "in_progress",
-        request.token,
-        request.now,
-        request.now,
-        leaseExpiresAt,
-        Math.max(request.now + request.ttlMs, leaseExpiresAt),
-        1,
-        null,
-        null,
-      );
+      const record = Object.freeze(claimedRecord(request, request.now));
       put(existing, record);
       return { claimed: true, record, now: request.now };
     },

@@ -58,6 +58,30 @@ export interface ClaimRequest {
   readonly now: number;
 }
 
+/**
+ * The record a winning claim writes: in progress, attempt 1, leased for `leaseMs` and kept at least
+ * `ttlMs` (never shorter than its lease), all from `now`, the instant the store judged by. A store that
+ * knows the request and that instant builds it rather than read it back.
+ */
+export function claimedRecord(request: ClaimRequest, now: number): IdempotencyRecord {
+  const leaseExpiresAt = now + request.leaseMs;
+  return {
+    scope: request.scope,
+    key: request.key,
+    tool: request.tool,
+    fingerprint: request.fingerprint,
+    status: RecordStatus.inProgress,
+    token: request.token,
+    createdAt: now,
+    updatedAt: now,
+    leaseExpiresAt,
+    expiresAt: Math.max(now + request.ttlMs, leaseExpiresAt),
+    attempts: 1,
+    result: null,
+    error: null,
+  };
+}
+
 /** What a claim found. `now` is the clock the store judged by, so the core can tell a live lease from a stale one. */
 export type ClaimResult =
   | { readonly claimed: true; readonly record: IdempotencyRecord; readonly now: number }

@@ -3,9 +3,9 @@ import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
 import {
   type ClaimResult,
+  claimedRecord,
   type IdempotencyRecord,
   type IdempotencyStore,
-  RecordStatus,
 } from "../core/store.js";
 import { boundedQueries } from "./bounded-query.js";
 import {
@@ -122,24 +122,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         };
         const row = (await run("claim", s.claim, values, giveBack))[0] as ClaimRow | undefined;
         if (row?.claimed === true) {
-          // The statement computed these from the same request and instant, in exact integer arithmetic.
-          const at = row.now;
-          const record: IdempotencyRecord = {
-            scope,
-            key,
-            tool,
-            fingerprint,
-            status: RecordStatus.inProgress,
-            token,
-            createdAt: at,
-            updatedAt: at,
-            leaseExpiresAt: at + leaseMs,
-            expiresAt: Math.max(at + ttlMs, at + leaseMs),
-            attempts: 1,
-            result: null,
-            error: null,
-          };
-          return { claimed: true, record, now: at };
+          // The statement computed the same from the same request and instant, in exact integer arithmetic.
+          return { claimed: true, record: claimedRecord(request, row.now), now: row.now };
         }
         if (row) {
           const record: IdempotencyRecord = {

@@ -10,30 +10,10 @@
  * expiry comes first, so a script can judge a record live from the value's first digits.
  */
 import { Buffer } from "node:buffer";
-import type { ClaimRequest, IdempotencyRecord, RecordStatus } from "../core/store.js";
+import type { IdempotencyRecord, RecordStatus } from "../core/store.js";
 
 const header =
   /^(-?\d+) (in_progress|completed|failed|unknown) (-?\d+) (-?\d+) (-?\d+) (\d+) (\d+) (\d+) (\d+) (-|\d+) (-|\d+)\n/;
-
-/** The record a successful claim wrote, built from the request and the time the script judged by. */
-export function newRecord(request: ClaimRequest, now: number): IdempotencyRecord {
-  const leaseExpiresAt = now + request.leaseMs;
-  return {
-    scope: request.scope,
-    key: request.key,
-    tool: request.tool,
-    fingerprint: request.fingerprint,
-    status: "in_progress",
-    token: request.token,
-    createdAt: now,
-    updatedAt: now,
-    leaseExpiresAt,
-    expiresAt: Math.max(now + request.ttlMs, leaseExpiresAt),
-    attempts: 1,
-    result: null,
-    error: null,
-  };
-}
 
 /** What a settle sent: the record it returns ends at the fingerprint, and these complete it. */
 export interface Outcome {

@@ -1,9 +1,15 @@
 import { IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
-import type { IdempotencyRecord, IdempotencyStore, ListPage, RecordId } from "../core/store.js";
+import {
+  claimedRecord,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ListPage,
+  type RecordId,
+} from "../core/store.js";
 import { compareIds, matches } from "./list-cursor.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
-import { newRecord, readRecord, toRecord } from "./record-value.js";
+import { readRecord, toRecord } from "./record-value.js";
 import { type ScriptClient, scriptRunner } from "./script-runner.js";
 import {
   claimScript,
@@ -138,7 +144,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         String(request.leaseMs),
         String(request.ttlMs),
       ]);
-      if (typeof reply === "number") return { claimed: true, record: newRecord(request, reply), now: reply };
+      if (typeof reply === "number")
+        return { claimed: true, record: claimedRecord(request, reply), now: reply };
       const [now, value] = Array.isArray(reply) ? (reply as [number, unknown]) : [Number.NaN, reply];
       return { claimed: false, record: toRecord(request.scope, request.key, value), now };
     },

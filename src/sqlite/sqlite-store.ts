@@ -7,14 +7,15 @@ import {
   listLimit,
   purgeLimit,
 } from "../core/list-paging.js";
-import type {
-  ClaimRequest,
-  ClaimResult,
-  IdempotencyRecord,
-  IdempotencyStore,
-  ListPage,
-  ListQuery,
-  RecordStatus,
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  claimedRecord,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ListPage,
+  type ListQuery,
+  type RecordStatus,
 } from "../core/store.js";
 import { loneSurrogateIndex } from "../core/unicode.js";
 
@@ -330,9 +331,8 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     const { scope, key, now } = request;
     const holder = get.get(scope, key, now);
     if (holder !== undefined) return { claimed: false, record: toRecord(holder as RecordRow), now };
-    const { tool, fingerprint, token } = request;
-    const leaseExpiresAt = now + request.leaseMs;
-    const expiresAt = Math.max(now + request.ttlMs, leaseExpiresAt);
+    const record = claimedRecord(request, now);
+    const { tool, fingerprint, token, leaseExpiresAt, expiresAt } = record;
     const params = [scope, key, tool, fingerprint, token, now, now, leaseExpiresAt, expiresAt] as const;
     if (
       !storedExactly(scope) ||
@@ -345,21 +345,6 @@ function prepareStatements(db: SqliteDatabase, table: string) {
       return row === undefined ? undefined : { claimed: true, record: toRecord(row as RecordRow), now };
     }
     if (claim.run(...params).changes !== 1) return undefined;
-    const record: IdempotencyRecord = {
-      scope,
-      key,
-      tool,
-      fingerprint,
-      status: "in_progress",
-      token,
-      createdAt: now,
-      updatedAt: now,
-      leaseExpiresAt,
-      expiresAt,
-      attempts: 1,
-      result: null,
-      error: null,
-    };
     return { claimed: true, record, now };
   };
   // Lost a race: answer again under the write lock (BEGIN IMMEDIATE), where no other connection can move the row.
