@@ -7,6 +7,7 @@
  * @module
  */
 import { IdempotencyError } from "./errors.js";
+import { loneSurrogateIndex } from "./unicode.js";
 
 /** How {@link canonicalJson} treats values JSON has no exact form for. */
 export type CanonicalJsonOptions = {
@@ -238,7 +239,7 @@ function quote(text: string, subject = "contains"): string {
   // JSON.stringify writes a lone surrogate as a "\udxxx" escape and a paired one as itself, so the
   // escape's absence proves the string well formed; its presence may also be an escaped backslash.
   if (quoted.includes("\\ud")) {
-    const at = loneSurrogateAt(text);
+    const at = loneSurrogateIndex(text);
     if (at !== -1) {
       const unit = text.charCodeAt(at).toString(16).toUpperCase();
       throw new Rejection(
@@ -248,20 +249,6 @@ function quote(text: string, subject = "contains"): string {
     }
   }
   return quoted;
-}
-
-function loneSurrogateAt(text: string): number {
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i);
-    if (unit < 0xd800 || unit > 0xdfff) continue;
-    const next = text.charCodeAt(i + 1);
-    if (unit <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-      i++;
-      continue;
-    }
-    return i;
-  }
-  return -1;
 }
 
 type Constructor = abstract new (...args: never[]) => unknown;
