@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from "./clock.js";
-import type { IdempotencyStore } from "./store.js";
+import { type IdempotencyStore, recordIdText } from "./store.js";
 
 /**
  * Calls running in this process, per store: a repeat in the same process learns the outcome the
@@ -15,10 +15,6 @@ export interface Flight {
   land: (() => void) | undefined;
 }
 
-function idOf(scope: string, key: string): string {
-  return `${scope.length}:${scope}${key}`;
-}
-
 /** Register the call about to run on (scope, key); pair with {@link endFlight} in a `finally`. */
 export function beginFlight(store: IdempotencyStore, scope: string, key: string): Flight {
   let calls = running.get(store);
@@ -26,7 +22,7 @@ export function beginFlight(store: IdempotencyStore, scope: string, key: string)
     calls = new Map();
     running.set(store, calls);
   }
-  const flight: Flight = { calls, id: idOf(scope, key), landed: undefined, land: undefined };
+  const flight: Flight = { calls, id: recordIdText(scope, key), landed: undefined, land: undefined };
   calls.set(flight.id, flight);
   return flight;
 }
@@ -53,7 +49,7 @@ export async function waitForOutcome(
   ms: number,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const flight = running.get(store)?.get(idOf(scope, key));
+  const flight = running.get(store)?.get(recordIdText(scope, key));
   const local = flight && landing(flight);
   if (signal === undefined && clock === systemClock) {
     // The common case needs no AbortController (~7 µs each on Node 20, and every waiter makes one).

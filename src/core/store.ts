@@ -135,6 +135,11 @@ export interface RecordId {
   readonly key: string;
 }
 
+/** One string per (scope, key), for in-process maps: the scope's length keeps ("ab", "c") and ("a", "bc") apart. */
+export function recordIdText(scope: string, key: string): string {
+  return `${scope.length}:${scope}${key}`;
+}
+
 /** Filters and paging for `list`. Every filter is optional; they combine with AND. */
 export interface ListQuery {
   readonly scope?: string;

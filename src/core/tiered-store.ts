@@ -1,5 +1,5 @@
 import { ErrorCode, IdempotencyError } from "./errors.js";
-import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "./store.js";
+import { type IdempotencyRecord, type IdempotencyStore, RecordStatus, recordIdText } from "./store.js";
 
 export interface TieredStoreOptions {
   /** The durable store that holds every record. */
@@ -42,18 +42,17 @@ export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
   // and over (28 µs a hit at 10 000 entries on Node 20), and an entry in the newer half is not next to go.
   const cache = new Map<string, { readonly record: IdempotencyRecord; readonly stamp: number }>();
   let stamp = 0;
-  const idOf = (scope: string, key: string) => `${scope.length}:${scope}${key}`;
 
   const remember = (record: IdempotencyRecord | null | undefined) => {
     if (!record || (record.status !== RecordStatus.completed && record.status !== RecordStatus.failed))
       return;
-    const id = idOf(record.scope, record.key);
+    const id = recordIdText(record.scope, record.key);
     cache.delete(id);
     cache.set(id, { record, stamp: ++stamp });
     if (cache.size > maxEntries) cache.delete(cache.keys().next().value as string);
   };
   const cached = (scope: string, key: string, now: number): IdempotencyRecord | undefined => {
-    const id = idOf(scope, key);
+    const id = recordIdText(scope, key);
     const entry = cache.get(id);
     if (!entry) return undefined;
     const record = entry.record;
@@ -92,7 +91,7 @@ export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
       return record;
     },
     async delete(id) {
-      cache.delete(idOf(id.scope, id.key));
+      cache.delete(recordIdText(id.scope, id.key));
       return durable.delete(id);
     },
     list: (query) => durable.list(query),
