@@ -1,13 +1,12 @@
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Effect, idempotent, isIdempotencyError, memoryStore } from "../src/index.js";
 import { sqliteStore } from "../src/sqlite/index.js";
 import { fakeClock } from "../src/testing/index.js";
+import { jsonLines, startWorker } from "./fixtures/worker-process.js";
 
-const fixtures = join(import.meta.dirname, "fixtures");
 const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
@@ -16,39 +15,6 @@ function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "idempotool-xproc-"));
   dirs.push(dir);
   return dir;
-}
-
-function lines(path: string): { key: string; attempt?: number }[] {
-  if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as { key: string });
-}
-
-function runWorker(script: string, args: string[], input?: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], {
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const exited = new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    stdout: string;
-    stderr: string;
-  }>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("exit", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-  if (input !== undefined) child.stdin.end(input);
-  return { child, exited };
 }
 
 describe("cross-process: one SQLite file shared by OS processes", () => {
@@ -60,7 +26,7 @@ describe("cross-process: one SQLite file shared by OS processes", () => {
     sqliteStore({ path: db }).migrate();
 
     const workers = Array.from({ length: 4 }, () =>
-      runWorker("wrapper-race-worker.ts", [db, executions, "50", "20"]),
+      startWorker("wrapper-race-worker.ts", [db, executions, "50", "20"]),
     );
     // Give every worker time to load before they all start at once.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
@@ -70,7 +36,7 @@ describe("cross-process: one SQLite file shared by OS processes", () => {
     for (const result of results) expect(result.code, result.stderr).toBe(0);
     const outcomes = results.flatMap((r) => JSON.parse(r.stdout) as string[]);
     expect(outcomes).toHaveLength(200);
-    const ran = lines(executions);
+    const ran = jsonLines(executions);
     expect(ran).toHaveLength(20);
     expect(new Set(ran.map((e) => e.key)).size).toBe(20);
     expect(outcomes.filter((o) => o === "ran")).toHaveLength(20);
@@ -84,9 +50,9 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
     const dir = tempDir();
     const db = join(dir, "crash.db");
     const effects = join(dir, "effects.jsonl");
-    const result = await runWorker("crash-worker.ts", [db, effects, "sms-1", effect]).exited;
+    const result = await startWorker("crash-worker.ts", [db, effects, "sms-1", effect]).exited;
     expect(result.signal).toBe("SIGKILL");
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
     // The next caller's clock is past the dead worker's lease (60 s).
     const clock = fakeClock(Date.now() + 61_000);
     return { db, effects, clock };
@@ -114,7 +80,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
         ...(verify
           ? {
               verify: (record) =>
-                lines(effects).some((e) => e.key === record.key)
+                jsonLines(effects).some((e) => e.key === record.key)
                   ? { status: "completed" as const, result: "sent" }
                   : { status: "not_executed" as const },
             }
@@ -132,7 +98,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
       (e: unknown) => e,
     );
     expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
     await store.close();
   });
 
@@ -144,7 +110,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
       was_replay: false,
     });
     // The downstream sees the same key on the second attempt, and dedupes it.
-    expect(lines(effects).map((e) => [e.key, e.attempt])).toEqual([
+    expect(jsonLines(effects).map((e) => [e.key, e.attempt])).toEqual([
       ["sms-1", 1],
       ["sms-1", 2],
     ]);
@@ -162,7 +128,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
       result: "sent",
       was_replay: true,
     });
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
     await store.close();
   });
 });

@@ -1,9 +1,4 @@
-/**
- * postgresStore shared by OS processes, crashing workers, paused workers and an unreachable server,
- * all against the real PostgreSQL on this machine.
- */
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -18,8 +13,8 @@ import {
   tcpProxy,
   testPool,
 } from "./fixtures/pg-helpers.js";
+import { jsonLines, startWorker } from "./fixtures/worker-process.js";
 
-const fixtures = join(import.meta.dirname, "fixtures");
 const pool = testPool({ max: 6 });
 const tables: string[] = [];
 const dirs: string[] = [];
@@ -44,51 +39,6 @@ afterAll(async () => {
   await pool.end();
 });
 
-function lines(path: string): { key: string; attempt?: number }[] {
-  if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as { key: string; attempt?: number });
-}
-
-interface Child {
-  child: ChildProcessWithoutNullStreams;
-  ready: Promise<void>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
-}
-
-function runWorker(script: string, args: string[]): Child {
-  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], {
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  let markReady: () => void = () => {};
-  const ready = new Promise<void>((resolve) => {
-    markReady = resolve;
-  });
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-    stdout += chunk;
-    if (stdout.startsWith("ready\n")) markReady();
-  });
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<Awaited<Child["exited"]>>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-  // A worker that dies before it is ready must fail the test, not hang it.
-  const failedEarly = exited.then((r) => {
-    throw new Error(`worker exited before it was ready (${r.code ?? r.signal})\n${r.stderr}`);
-  });
-  const readyOrFailed = Promise.race([ready, failedEarly]);
-  // Handled here too, so a worker that is never awaited for readiness (a crash worker) rejects nobody.
-  readyOrFailed.catch(() => {});
-  return { child, ready: readyOrFailed, exited };
-}
-
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
     () => {
@@ -106,17 +56,17 @@ describe("cross-process: one PostgreSQL table shared by OS processes", () => {
     await postgresStore({ client: pool, table: name }).migrate();
 
     const workers = Array.from({ length: 8 }, () =>
-      runWorker("pg-race-worker.ts", [name, executions, "100", "50"]),
+      startWorker("pg-race-worker.ts", [name, executions, "100", "50"]),
     );
     try {
-      await Promise.all(workers.map((w) => w.ready));
+      await Promise.all(workers.map((w) => w.waitFor("ready")));
       for (const w of workers) w.child.stdin.end("go\n");
       const results = await Promise.all(workers.map((w) => w.exited));
 
       for (const result of results) expect(result.code, result.stderr).toBe(0);
       const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n")[1]!) as string[]);
       expect(outcomes).toHaveLength(800);
-      const ran = lines(executions);
+      const ran = jsonLines(executions);
       expect(ran).toHaveLength(50);
       expect(new Set(ran.map((e) => e.key)).size).toBe(50);
       expect(outcomes.filter((o) => o === "ran")).toHaveLength(50);
@@ -140,7 +90,7 @@ describe("crash: a worker SIGKILLed mid-call", () => {
   async function crash(effect: Effect, when: "mid-call" | "after-settle" = "mid-call") {
     const name = table();
     const effects = join(tempDir(), "effects.jsonl");
-    const result = await runWorker("pg-crash-worker.ts", [
+    const result = await startWorker("pg-crash-worker.ts", [
       name,
       effects,
       "sms-1",
@@ -149,7 +99,7 @@ describe("crash: a worker SIGKILLed mid-call", () => {
       when,
     ]).exited;
     expect(result.signal, result.stderr).toBe("SIGKILL");
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
     return { name, effects };
   }
 
@@ -182,7 +132,7 @@ describe("crash: a worker SIGKILLed mid-call", () => {
       nextCaller(name, effects, "irreversible")({ to: "+15550100" }, { key: "sms-1" }),
     );
     expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
   });
 
   it("lets the next caller take over with the same key under native-key", async () => {
@@ -194,7 +144,7 @@ describe("crash: a worker SIGKILLed mid-call", () => {
       was_replay: false,
     });
     // The downstream sees the same key on the second attempt, and dedupes it.
-    expect(lines(effects).map((e) => [e.key, e.attempt])).toEqual([
+    expect(jsonLines(effects).map((e) => [e.key, e.attempt])).toEqual([
       ["sms-1", 1],
       ["sms-1", 2],
     ]);
@@ -208,7 +158,7 @@ describe("crash: a worker SIGKILLed mid-call", () => {
       result: "sent",
       was_replay: true,
     });
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
   });
 });
 

@@ -1,6 +1,6 @@
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,8 +10,8 @@ import { type Effect, idempotent, isIdempotencyError, LeaseLostError } from "../
 import { redisStore } from "../src/redis/index.js";
 import { dropPrefix, freshPrefix, reachable, redisUrl, testClient } from "./fixtures/redis-helpers.js";
 import { type RedisProxy, redisProxy } from "./fixtures/redis-proxy.js";
+import { jsonLines, startWorker as startProcess, type WorkerProcess } from "./fixtures/worker-process.js";
 
-const fixtures = join(import.meta.dirname, "fixtures");
 const client = testClient();
 const ready = reachable(client);
 ready.catch(() => {});
@@ -44,52 +44,11 @@ async function fresh(label: string): Promise<{ prefix: string; dir: string }> {
   return { prefix, dir };
 }
 
-function lines(path: string): { key: string; attempt?: number }[] {
-  if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as { key: string; attempt?: number });
-}
-
-/** A worker process; `waitFor(line)` resolves once it printed that line, and fails if it exits first. */
-function startWorker(script: string, args: string[]) {
-  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], {
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  children.push(child);
-  let stdout = "";
-  let stderr = "";
-  const waiters: { line: string; resolve: () => void }[] = [];
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-    stdout += chunk;
-    for (const waiter of [...waiters]) {
-      if (stdout.split("\n").includes(waiter.line)) {
-        waiters.splice(waiters.indexOf(waiter), 1);
-        waiter.resolve();
-      }
-    }
-  });
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    stdout: string;
-    stderr: string;
-  }>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-  const waitFor = (line: string) =>
-    Promise.race([
-      new Promise<void>((resolve) => waiters.push({ line, resolve })),
-      exited.then((result) => {
-        throw new Error(`worker exited (${result.code ?? result.signal}) before "${line}"\n${result.stderr}`);
-      }),
-    ]);
-  return { child, exited, waitFor };
+/** A worker process, killed after the test if it is still running. */
+function startWorker(script: string, args: string[]): WorkerProcess {
+  const worker = startProcess(script, args);
+  children.push(worker.child);
+  return worker;
 }
 
 describe("redisStore across OS processes", () => {
@@ -106,7 +65,7 @@ describe("redisStore across OS processes", () => {
     for (const result of results) expect(result.code, result.stderr).toBe(0);
     const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n").at(-1)!) as string[]);
     expect(outcomes).toHaveLength(800);
-    const ran = lines(executions);
+    const ran = jsonLines(executions);
     expect(ran).toHaveLength(50);
     expect(new Set(ran.map((e) => e.key)).size).toBe(50);
     expect(outcomes.filter((o) => o === "ran")).toHaveLength(50);
@@ -138,7 +97,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
       String(leaseMs),
     ]).exited;
     expect(result.signal, result.stderr).toBe("SIGKILL");
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
     const left = await redisStore({ client, prefix }).get({ scope: "default", key: "sms-1" }, 0);
     expect(left).toMatchObject({ status: "in_progress", attempts: 1 });
     return { prefix, effects, dead: left! };
@@ -173,7 +132,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
     const { tool } = nextCaller(prefix, effects, "irreversible");
     const error = await tool({ to: "+15550100" }, { key: "sms-1" }).catch((e: unknown) => e);
     expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
-    expect(lines(effects)).toHaveLength(1);
+    expect(jsonLines(effects)).toHaveLength(1);
   });
 
   it("takes over with the same key under native-key, and the dead worker's token is fenced off", async () => {
@@ -184,7 +143,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
       was_replay: false,
     });
     // The downstream sees the same key on the second attempt, and dedupes it.
-    expect(lines(effects).map((e) => [e.key, e.attempt])).toEqual([
+    expect(jsonLines(effects).map((e) => [e.key, e.attempt])).toEqual([
       ["sms-1", 1],
       ["sms-1", 2],
     ]);

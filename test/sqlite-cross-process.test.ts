@@ -1,13 +1,9 @@
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/sqlite/index.js";
-
-const root = fileURLToPath(new URL("..", import.meta.url));
-const worker = path.join(root, "test/fixtures/sqlite-claim-worker.ts");
+import { startWorker, type WorkerProcess } from "./fixtures/worker-process.js";
 
 const PROCESSES = 4;
 const CLAIMS_PER_PROCESS = 50;
@@ -19,51 +15,34 @@ interface WorkerReport {
   lost: number;
 }
 
-interface Worker {
-  child: ChildProcessWithoutNullStreams;
-  ready: Promise<void>;
+interface Worker extends WorkerProcess {
   report: Promise<WorkerReport>;
 }
 
-function startWorker(file: string, now: number): Worker {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", worker, file, String(CLAIMS_PER_PROCESS), String(KEYS), String(now)],
-    { cwd: root },
-  );
-  let stdout = "";
-  let stderr = "";
-  let markReady: () => void = () => {};
-  const ready = new Promise<void>((resolve) => {
-    markReady = resolve;
+function startClaimWorker(file: string, now: number): Worker {
+  const worker = startWorker("sqlite-claim-worker.ts", [
+    file,
+    String(CLAIMS_PER_PROCESS),
+    String(KEYS),
+    String(now),
+  ]);
+  const report = worker.exited.then(({ code, stdout, stderr }) => {
+    const lines = stdout.trim().split("\n");
+    if (code !== 0 || lines[0] !== "ready" || lines.length !== 2) {
+      throw new Error(`worker exited with ${code}\nstdout: ${stdout}\nstderr: ${stderr}`);
+    }
+    return JSON.parse(lines[1]!) as WorkerReport;
   });
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-    stdout += chunk;
-    if (stdout.startsWith("ready\n")) markReady();
-  });
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-    stderr += chunk;
-  });
-  const report = new Promise<WorkerReport>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code) => {
-      const lines = stdout.trim().split("\n");
-      if (code !== 0 || lines[0] !== "ready" || lines.length !== 2) {
-        reject(new Error(`worker exited with ${code}\nstdout: ${stdout}\nstderr: ${stderr}`));
-        return;
-      }
-      resolve(JSON.parse(lines[1]!) as WorkerReport);
-    });
-  });
-  // A worker that dies before it is ready must fail the test, not hang it.
-  return { child, ready: Promise.race([ready, report.then(() => {})]), report };
+  // Observed here too: when a worker fails before it is ready, the test fails on that and never awaits this.
+  report.catch(() => {});
+  return { ...worker, report };
 }
 
 /** Starts the workers, releases them at once, and collects every claim each one won. */
 async function race(file: string, now: number): Promise<WorkerReport[]> {
-  const workers = Array.from({ length: PROCESSES }, () => startWorker(file, now));
+  const workers = Array.from({ length: PROCESSES }, () => startClaimWorker(file, now));
   try {
-    await Promise.all(workers.map((w) => w.ready));
+    await Promise.all(workers.map((w) => w.waitFor("ready")));
     // Every worker spins until the same instant, shortly after all of them have read the signal.
     const startAt = performance.timeOrigin + performance.now() + 100;
     for (const w of workers) w.child.stdin.end(`${startAt}\n`);
