@@ -1,0 +1,109 @@
+/**
+ * What one first call costs the process, on the BUILT library: CPU time, and bytes allocated (V8's
+ * sampling heap profiler, objects the GC already collected included, on a second run of as many calls), on
+ * `memoryStore` and on a store that does nothing (what is left is the core's own cost).
+ *
+ *   node --import tsx bench/first-call-cost.ts [--lib dist] [--calls 50000]
+ *
+ * Compare two builds with `--lib`: e.g. one of an older commit compiled into bench/tmp/.
+ */
+import { Session } from "node:inspector/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import type { ClaimRequest, IdempotencyRecord, IdempotencyStore, SettleRequest } from "../src/index.js";
+import { loadLibrary } from "./lib/library.js";
+import { countedTool, toolArgs } from "./lib/subject.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: { lib: { type: "string", default: "dist" }, calls: { type: "string", default: "50000" } },
+});
+const calls = Number(values.calls);
+if (!Number.isSafeInteger(calls) || calls < 1_000)
+  throw new Error("--calls must be an integer of 1000 or more");
+process.setSourceMapsEnabled(false);
+const lib = await loadLibrary(path.resolve(root, values.lib));
+
+/** Claims always win and settles always land, with nothing kept: the core's cost alone. */
+function nothingStore(): IdempotencyStore {
+  const record = (r: ClaimRequest): IdempotencyRecord => ({
+    scope: r.scope,
+    key: r.key,
+    tool: r.tool,
+    fingerprint: r.fingerprint,
+    status: "in_progress",
+    token: r.token,
+    createdAt: r.now,
+    updatedAt: r.now,
+    leaseExpiresAt: r.now + r.leaseMs,
+    expiresAt: r.now + r.ttlMs,
+    attempts: 1,
+    result: null,
+    error: null,
+  });
+  const settled = (r: SettleRequest): IdempotencyRecord => ({
+    scope: r.scope,
+    key: r.key,
+    tool: "send_email",
+    fingerprint: "",
+    status: r.status,
+    token: r.token,
+    createdAt: r.now,
+    updatedAt: r.now,
+    leaseExpiresAt: r.now,
+    expiresAt: r.now + r.ttlMs,
+    attempts: 1,
+    result: r.result,
+    error: r.error,
+  });
+  const unused = () => Promise.reject(new Error("not used by a first call"));
+  return {
+    claim: async (r) => ({ claimed: true, record: record(r), now: r.now }),
+    settle: async (r) => settled(r),
+    takeover: unused,
+    renew: async () => true,
+    release: unused,
+    get: unused,
+    delete: unused,
+    list: unused,
+    purge: unused,
+  };
+}
+
+const session = new Session();
+session.connect();
+
+async function measure(label: string, store: IdempotencyStore): Promise<void> {
+  const wrapped = lib.core.idempotent(countedTool().fn, { name: "send_email", store });
+  for (let i = 0; i < 20_000; i++) await wrapped(toolArgs, { key: `warm-${label}-${i}` });
+  const cpu = process.cpuUsage();
+  for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: `${label}-${i}` });
+  const used = process.cpuUsage(cpu);
+  // Allocation on a second run of the same calls: the sampler would inflate the CPU time above.
+  await session.post("HeapProfiler.startSampling", {
+    samplingInterval: 256,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: `${label}-sampled-${i}` });
+  const { profile } = await session.post("HeapProfiler.stopSampling");
+  let bytes = 0;
+  const walk = (node: typeof profile.head): void => {
+    bytes += node.selfSize;
+    for (const child of node.children) walk(child);
+  };
+  walk(profile.head);
+  const kb = (bytes / calls / 1024).toFixed(1);
+  const us = ((used.user + used.system) / calls).toFixed(1);
+  console.log(`| ${label} | ${kb} KB | ${us} µs |`);
+}
+
+console.log(
+  `Library: ${path.relative(root, lib.dir) || "."} · ${calls.toLocaleString("en-US")} first calls each`,
+);
+console.log("\n| store | allocated per first call | CPU per first call |");
+console.log("|---|--:|--:|");
+await measure("memoryStore", lib.core.memoryStore({ maxRecords: 2 * calls + 40_000 }));
+await measure("a store that does nothing", nothingStore());
+session.disconnect();
