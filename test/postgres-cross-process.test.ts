@@ -175,6 +175,7 @@ describe("fencing: a worker paused past its lease", () => {
       fromToken: "token-paused",
       token: "token-next",
       leaseMs: 60_000,
+      ttlMs: 86_400_000,
       now: 0,
     });
     expect(taken).toMatchObject({ token: "token-next", attempts: 2 });
@@ -188,7 +189,9 @@ describe("fencing: a worker paused past its lease", () => {
       now: 0,
     } as const;
     expect(await paused.settle({ ...settle, token: "token-paused" })).toBeNull();
-    expect(await paused.renew({ ...id, token: "token-paused", leaseMs: 60_000, now: 0 })).toBe(false);
+    expect(
+      await paused.renew({ ...id, token: "token-paused", leaseMs: 60_000, ttlMs: 86_400_000, now: 0 }),
+    ).toBe(false);
     expect(await paused.release({ ...id, token: "token-paused" })).toBe(false);
     expect(await paused.get(id, 0)).toEqual(taken);
   });

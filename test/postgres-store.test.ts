@@ -359,6 +359,7 @@ describe("postgresStore judges leases by the server's clock", () => {
       fromToken: "token-a",
       token: "token-b",
       leaseMs: 60_000,
+      ttlMs: 86_400_000,
       now: fiveHoursAhead,
     });
     expect(taken).toBeNull();
@@ -425,6 +426,7 @@ describe("postgresStore judges leases by the server's clock", () => {
         fromToken: "token-a",
         token: "token-b",
         leaseMs: 60_000,
+        ttlMs: 86_400_000,
         now: Date.now() + 3_600_000,
       });
     // By B's clock the lease has about 105 s to run, whatever B's request says.
@@ -524,7 +526,7 @@ describe("postgresStore round trips", () => {
     const steps: [string, () => Promise<unknown>][] = [
       ["first claim", () => store.claim(claimRequest())],
       ["claim of a held key", () => store.claim(claimRequest({ token: "token-b" }))],
-      ["renew", () => store.renew({ ...id, token: "token-a", leaseMs: 60_000, now: 0 })],
+      ["renew", () => store.renew({ ...id, token: "token-a", leaseMs: 60_000, ttlMs: 86_400_000, now: 0 })],
       [
         "settle",
         () =>
@@ -540,7 +542,15 @@ describe("postgresStore round trips", () => {
       ],
       [
         "takeover",
-        () => store.takeover({ ...id, fromToken: "token-a", token: "token-c", leaseMs: 1, now: 0 }),
+        () =>
+          store.takeover({
+            ...id,
+            fromToken: "token-a",
+            token: "token-c",
+            leaseMs: 1,
+            ttlMs: 86_400_000,
+            now: 0,
+          }),
       ],
       ["get", () => store.get(id, 0)],
       ["list", () => store.list({ scope: "tenant-a", keyPrefix: "order-", limit: 10 })],

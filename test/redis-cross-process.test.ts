@@ -153,7 +153,7 @@ describe("crash: a worker SIGKILLed after its effect and before settling", () =>
     expect(
       await store.settle({ ...late, status: "completed", result: '"late"', error: null, ttlMs: 1 }),
     ).toBeNull();
-    expect(await store.renew({ ...late, leaseMs: 60_000 })).toBe(false);
+    expect(await store.renew({ ...late, leaseMs: 60_000, ttlMs: 86_400_000 })).toBe(false);
     expect(await store.release(late)).toBe(false);
     expect(await store.get({ scope: "default", key: "sms-1" }, 0)).toEqual(settled);
   });

@@ -190,10 +190,19 @@ describe("redisStore never takes another value at a record's key for a record", 
             now: 0,
           }),
         ).toBeNull();
-        expect(await store.renew({ ...id, token: "token-a", leaseMs: 1_000, now: 0 })).toBe(false);
+        expect(
+          await store.renew({ ...id, token: "token-a", leaseMs: 1_000, ttlMs: 86_400_000, now: 0 }),
+        ).toBe(false);
         expect(await store.release({ ...id, token: "token-a" })).toBe(false);
         expect(
-          await store.takeover({ ...id, fromToken: "token-a", token: "b", leaseMs: 1, now: 0 }),
+          await store.takeover({
+            ...id,
+            fromToken: "token-a",
+            token: "b",
+            leaseMs: 1,
+            ttlMs: 86_400_000,
+            now: 0,
+          }),
         ).toBeNull();
         expect((await store.list({})).records).toEqual([]);
       }

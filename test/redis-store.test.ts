@@ -161,6 +161,7 @@ describe("redisStore judges leases by the server's clock", () => {
         fromToken: holder!.token,
         token: "thief",
         leaseMs,
+        ttlMs: 86_400_000,
         now: Date.now() + 3 * 3_600_000,
       }),
     ).toBeNull();
@@ -211,7 +212,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     expect(ttl).toBeGreaterThan(25_000);
     expect(ttl).toBeLessThanOrEqual(30_000);
 
-    expect(await store.renew({ ...claimed, leaseMs: 90_000, now: 0 })).toBe(true);
+    expect(await store.renew({ ...claimed, leaseMs: 90_000, ttlMs: 86_400_000, now: 0 })).toBe(true);
     const renewed = await store.get(claimed, 0);
     expect(renewed!.expiresAt).toBe(renewed!.leaseExpiresAt);
     expect(await expiryOf(prefix, renewed!)).toBe(renewed!.expiresAt);
@@ -231,6 +232,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
       fromToken: "token-a",
       token: "token-b",
       leaseMs: 1_000,
+      ttlMs: 86_400_000,
       now: 0,
     });
     expect(await expiryOf(prefix, taken!)).toBe(settled!.expiresAt);
@@ -367,13 +369,21 @@ describe("redisStore on Redis Cluster terms", () => {
     const now = Date.now() + 30 * DAY;
     await store.claim(claimRequest({ now }));
     await store.claim(claimRequest({ now, token: "token-b" }));
-    await store.renew({ scope: "tenant-a", key: "order-1", token: "token-a", leaseMs: 1_000, now });
+    await store.renew({
+      scope: "tenant-a",
+      key: "order-1",
+      token: "token-a",
+      leaseMs: 1_000,
+      ttlMs: 86_400_000,
+      now,
+    });
     await store.takeover({
       scope: "tenant-a",
       key: "order-1",
       fromToken: "token-a",
       token: "t2",
       leaseMs: 1,
+      ttlMs: 86_400_000,
       now: now + 2_000,
     });
     await store.settle({

@@ -2,6 +2,7 @@
  * One call's state as it goes through the core, and the fenced store operations every path shares:
  * settle and release under the owner token, store errors turned into `store_unavailable`, events.
  */
+import { type Clock, systemClock } from "./clock.js";
 import { IdempotencyError, iso, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { ResolvedOptions } from "./options.js";
@@ -67,7 +68,6 @@ export async function settleFenced<A, R>(
   result: string | null,
   error: string | null,
 ): Promise<IdempotencyRecord | "lost" | "store_failed"> {
-  let failed = false;
   for (let attempt = 0; attempt < settleAttempts; attempt++) {
     try {
       const settled = await c.o.store.settle({
@@ -81,12 +81,11 @@ export async function settleFenced<A, R>(
         now: c.o.clock.now(),
       });
       if (settled) return settled;
-      if (!failed) return "lost";
-      // An earlier attempt may have landed with its reply lost: if the record holds our outcome, it did.
+      // A refusal can be our own earlier settle: an attempt whose reply was lost, or the same command
+      // resent by the client on reconnect. If the record holds our outcome, it landed.
       const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
       return current?.token === record.token && current.status === status ? current : "lost";
     } catch (failure) {
-      failed = true;
       emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: failure }));
     }
   }
@@ -101,6 +100,47 @@ export async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyReco
     // The record stays in progress; once its lease passes a repeat is judged by the effect class.
     emit(c, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
   }
+}
+
+/** How long a caller keeps trying to free a claim it may have made, once the store stops answering. */
+const releaseRetryBeyondLeaseMs = 60_000;
+
+/**
+ * The claim request failed, but it may have landed with its reply lost: the tool did not run under it, so
+ * release it, fenced by the token (a claim that never landed, or a key another caller holds, is left
+ * alone). When the store does not answer, keep trying in the background with backoff until it does, for
+ * up to a minute past the lease: a repeat that arrives meanwhile waits on the claim as on any other.
+ */
+export async function releaseUnrun<A, R>(c: Call<A, R>, token: string): Promise<void> {
+  const release = async () => {
+    await c.o.store.release({ scope: c.scope, key: c.key, token });
+  };
+  try {
+    await release();
+    return;
+  } catch (error) {
+    emit(c, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+  }
+  void (async () => {
+    let delayMs = 100;
+    for (let waitedMs = 0; waitedMs < c.o.leaseMs + releaseRetryBeyondLeaseMs; waitedMs += delayMs) {
+      await pause(c.o.clock, delayMs);
+      try {
+        await release();
+        emit(c, "released");
+        return;
+      } catch (error) {
+        emit(c, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+      }
+      delayMs = Math.min(delayMs * 2, 5_000);
+    }
+  })();
+}
+
+/** Sleep on the call's clock; on the system clock, without keeping the process alive for it. */
+function pause(clock: Clock, ms: number): Promise<void> {
+  if (clock !== systemClock) return clock.sleep(ms);
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** A store operation failed: the error the caller gets (`store_unavailable` unless the store said more). */

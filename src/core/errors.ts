@@ -83,6 +83,10 @@ export class KeyConflictError extends IdempotencyError {
   override name = "KeyConflictError";
   readonly key: string;
   readonly scope: string;
+  /** The tool that first used the key. */
+  readonly originalTool: string;
+  /** The tool of the rejected call. */
+  readonly tool: string;
   /** The fingerprint the key was first used with. */
   readonly originalFingerprint: string;
   /** The fingerprint of the rejected call. */
@@ -90,17 +94,28 @@ export class KeyConflictError extends IdempotencyError {
   /** When the original call was made (ISO-8601). */
   readonly originalCalledAt: string;
 
-  constructor(record: IdempotencyRecord, fingerprint: string) {
+  /**
+   * @param record the record that holds the key.
+   * @param fingerprint the rejected call's fingerprint.
+   * @param tool the rejected call's tool; defaults to the record's (a conflict of arguments only).
+   */
+  constructor(record: IdempotencyRecord, fingerprint: string, tool: string = record.tool) {
+    const at = iso(record.createdAt);
     super(
       "idempotency_key_conflict",
-      `Idempotency key "${record.key}" was already used at ${iso(record.createdAt)} for ${record.tool} with different arguments. ` +
-        "A key names one operation: do not reuse it for new arguments; use a new key for a new intent.",
+      tool === record.tool
+        ? `Idempotency key "${record.key}" was already used at ${at} for ${record.tool} with different arguments. ` +
+            "A key names one operation: do not reuse it for new arguments; use a new key for a new intent."
+        : `Idempotency key "${record.key}" was already used at ${at} by the tool ${record.tool}; this call is ` +
+            `${tool}. A key names one action of one tool: ${tool} did not run. Use a new key for this new action.`,
     );
     this.key = record.key;
     this.scope = record.scope;
+    this.originalTool = record.tool;
+    this.tool = tool;
     this.originalFingerprint = record.fingerprint;
     this.fingerprint = fingerprint;
-    this.originalCalledAt = iso(record.createdAt);
+    this.originalCalledAt = at;
   }
 }
 

@@ -6,6 +6,7 @@ import {
   errorMessage,
   leaseLost,
   releaseFenced,
+  releaseUnrun,
   settleFenced,
   storeFailure,
   type Tool,
@@ -45,7 +46,7 @@ import {
 import { findSimilar, type RecentSimilarCall, rememberSimilar, similarMarkerKey } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
 import { loneSurrogateIndex } from "./unicode.js";
-import { failureNote, resolveUnknown } from "./unknown-outcome.js";
+import { failureNote, resolveUnknown, takeOver } from "./unknown-outcome.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
   (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;
@@ -113,6 +114,9 @@ async function callOnce<A, R>(
     signal: options.signal,
   };
 
+  // One token for every claim this call makes: a claim whose reply was lost and that the client resent
+  // (or that this loop makes again) finds its own record, and a claim given up on can be released.
+  const token = ownerToken();
   let waitingSince: number | undefined;
   let pollMs = 10;
   for (;;) {
@@ -124,19 +128,30 @@ async function callOnce<A, R>(
         key,
         tool: o.name,
         fingerprint: print,
-        token: ownerToken(),
+        token,
         leaseMs: o.leaseMs,
         ttlMs: o.ttlMs,
         now: o.clock.now(),
       });
     } catch (error) {
-      throw storeFailure(c, "claim", error);
+      const failure = storeFailure(c, "claim", error);
+      // The claim may have landed with its reply lost: the tool has not run, so free the key.
+      await releaseUnrun(c, token);
+      throw failure;
     }
     if (claim.claimed) return await execute(c, claim.record);
 
     const record = claim.record;
-    if (record.fingerprint !== print) {
-      const error = new KeyConflictError(record, print);
+    if (record.token === token) {
+      // Our own claim, seen through a resent command: the tool has not run under it.
+      if (record.leaseExpiresAt > claim.now) return await execute(c, record);
+      // Its lease passed before we heard of it: take it back the way any stale claim is taken.
+      const taken = await takeOver(c, record);
+      if (taken) return await execute(c, taken);
+      continue;
+    }
+    if (record.tool !== o.name || record.fingerprint !== print) {
+      const error = new KeyConflictError(record, print, o.name);
       emit(c, "conflict", undefined, error);
       throw error;
     }

@@ -35,7 +35,12 @@ describe("startLease on the system clock", () => {
 
   it("stops at once, with nothing to wait for, when no renewal ever ran", () => {
     const { store, seen } = renewals();
-    const lease = startLease({ store, clock: systemClock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 3_000, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
     expect(lease.stop()).toBeUndefined();
     expect(vi.getTimerCount()).toBe(0);
     expect(seen).toHaveLength(0);
@@ -43,7 +48,12 @@ describe("startLease on the system clock", () => {
 
   it("renews every third of the lease until stopped, and never after", async () => {
     const { store, seen } = renewals();
-    const lease = startLease({ store, clock: systemClock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 3_000, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
     await vi.advanceTimersByTimeAsync(999);
     expect(seen).toHaveLength(0);
     await vi.advanceTimersByTimeAsync(1);
@@ -60,7 +70,12 @@ describe("startLease on the system clock", () => {
   it("stop() waits for a renewal in flight, so a settle never races it", async () => {
     let answer!: (renewed: boolean) => void;
     const { store } = renewals(() => new Promise((resolve) => (answer = resolve)));
-    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
     await vi.advanceTimersByTimeAsync(100);
     let stopped = false;
     const renewing = lease.stop();
@@ -76,7 +91,12 @@ describe("startLease on the system clock", () => {
   it("aborts a signal read before the loss, and hands an aborted one to a tool that reads it after", async () => {
     let renewed = true;
     const { store } = renewals(async () => renewed);
-    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
     const early = lease.signal;
     await vi.advanceTimersByTimeAsync(100);
     expect(early.aborted).toBe(false);
@@ -91,7 +111,12 @@ describe("startLease on the system clock", () => {
 
   it("a signal first read after the loss is already aborted with LeaseLostError", async () => {
     const { store } = renewals(async () => false);
-    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, noStoreErrors);
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
     await vi.advanceTimersByTimeAsync(100);
     expect(lease.signal.aborted).toBe(true);
     expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
@@ -102,7 +127,7 @@ describe("startLease on the system clock", () => {
     const { store } = renewals();
     const caller = new AbortController();
     const lease = startLease(
-      { store, clock: systemClock, leaseMs: 300 },
+      { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 },
       record,
       caller.signal,
       noStoreErrors,
@@ -115,7 +140,7 @@ describe("startLease on the system clock", () => {
     const already = new AbortController();
     already.abort("gone");
     const second = startLease(
-      { store, clock: systemClock, leaseMs: 300 },
+      { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 },
       record,
       already.signal,
       noStoreErrors,
@@ -132,8 +157,11 @@ describe("startLease on the system clock", () => {
       return true;
     });
     const errors: unknown[] = [];
-    const lease = startLease({ store, clock: systemClock, leaseMs: 300 }, record, undefined, (e) =>
-      errors.push(e),
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 },
+      record,
+      undefined,
+      (e) => errors.push(e),
     );
     await vi.advanceTimersByTimeAsync(200);
     expect(calls).toBe(2);
@@ -147,7 +175,12 @@ describe("startLease on another clock", () => {
   it("renews on that clock's sleep and stops with it", async () => {
     const clock = fakeClock();
     const { store, seen } = renewals();
-    const lease = startLease({ store, clock, leaseMs: 3_000 }, record, undefined, noStoreErrors);
+    const lease = startLease(
+      { store, clock, leaseMs: 3_000, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
     await clock.advance(1_000);
     await clock.advance(1_000);
     expect(seen).toHaveLength(2);

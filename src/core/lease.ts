@@ -17,6 +17,8 @@ interface LeaseOptions {
   readonly store: IdempotencyStore;
   readonly clock: Clock;
   readonly leaseMs: number;
+  /** How long the record outlives its lease: each renewal moves its expiry to the new lease end plus this. */
+  readonly ttlMs: number;
 }
 
 /** Renew the claim every third of its lease until stopped. */
@@ -111,10 +113,10 @@ class HeldLease implements Lease {
   }
 
   async #renewOnce(): Promise<void> {
-    const { store, clock, leaseMs } = this.#o;
+    const { store, clock, leaseMs, ttlMs } = this.#o;
     const { scope, key, token } = this.#record;
     try {
-      const renewed = await store.renew({ scope, key, token, leaseMs, now: clock.now() });
+      const renewed = await store.renew({ scope, key, token, leaseMs, ttlMs, now: clock.now() });
       if (!renewed) {
         this.#abort(new LeaseLostError(key));
         return;

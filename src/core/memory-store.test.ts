@@ -73,7 +73,7 @@ describe("memoryStore", () => {
     await store.claim(claim("short-2", { ttlMs: 2_000, leaseMs: 1_000 }));
     await store.claim(claim("long"));
 
-    const later = T0 + 1_000;
+    const later = T0 + 2_000;
     expect((await store.claim(claim("new", { now: later }))).claimed).toBe(true);
     const held = (await store.list({})).records.map((record) => record.key).sort();
     expect(held).toEqual(["long", "new", "short-2"]);
@@ -84,7 +84,7 @@ describe("memoryStore", () => {
     const store = memoryStore({ maxRecords: 2 });
     await store.claim(claim("a", { ttlMs: 1_000, leaseMs: 1_000 }));
     await store.claim(claim("b", { ttlMs: 1_000, leaseMs: 1_000 }));
-    const again = await store.claim(claim("a", { token: "second", now: T0 + 1_000 }));
+    const again = await store.claim(claim("a", { token: "second", now: T0 + 2_000 }));
     expect(again.claimed).toBe(true);
     expect((await store.list({})).records.map((record) => record.key).sort()).toEqual(["a", "b"]);
   });
@@ -115,7 +115,7 @@ describe("memoryStore", () => {
     const store = memoryStore();
     await store.claim(claim("a", { ttlMs: 1_000, leaseMs: 1_000 }));
     expect((await store.list({})).records).toHaveLength(1);
-    expect(await store.get({ scope: "s", key: "a" }, T0 + 1_000)).toBeUndefined();
+    expect(await store.get({ scope: "s", key: "a" }, T0 + 2_000)).toBeUndefined();
     expect((await store.list({})).records).toHaveLength(0);
   });
 
@@ -189,9 +189,16 @@ describe("memoryStore", () => {
               now,
             });
           } else if (step.kind === "renew") {
-            await store.renew({ ...id, token, leaseMs: step.leaseMs, now });
+            await store.renew({ ...id, token, leaseMs: step.leaseMs, ttlMs: 86_400_000, now });
           } else if (step.kind === "takeover") {
-            const taken = await store.takeover({ ...id, fromToken: token, token: `t${i}`, leaseMs: 5, now });
+            const taken = await store.takeover({
+              ...id,
+              fromToken: token,
+              token: `t${i}`,
+              leaseMs: 5,
+              ttlMs: 86_400_000,
+              now,
+            });
             if (taken) tokens.set(key, `t${i}`);
           } else {
             await store.release({ ...id, token });
@@ -209,8 +216,8 @@ describe("memoryStore", () => {
       await store.claim(claim(`churn-${i}`));
       await store.release({ scope: "s", key: `churn-${i}`, token: `token-churn-${i}` });
     }
-    expect(await store.purge({ now: T0 + 999 })).toEqual({ deleted: 0 });
-    expect(await store.purge({ now: T0 + 1_000 })).toEqual({ deleted: 5 });
+    expect(await store.purge({ now: T0 + 1_999 })).toEqual({ deleted: 0 });
+    expect(await store.purge({ now: T0 + 2_000 })).toEqual({ deleted: 5 });
     expect((await store.list({})).records).toHaveLength(0);
   });
 });

@@ -124,7 +124,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
         r.createdAt,
         request.now,
         leaseExpiresAt,
-        Math.max(r.expiresAt, leaseExpiresAt),
+        Math.max(r.expiresAt, leaseExpiresAt + request.ttlMs),
         r.attempts + 1,
         null,
         r.error,
@@ -133,10 +133,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       return next;
     },
 
+    // Past its window too: the effect happened, and nobody claimed the key since (a claim would have
+    // replaced the record and its token).
     async settle(request) {
       const r = find(request.scope, request.key);
-      if (r === undefined || r.expiresAt <= request.now || r.token !== request.token || !isOpen(r))
-        return null;
+      if (r === undefined || r.token !== request.token || !isOpen(r)) return null;
       const next = freeze(
         r.scope,
         r.key,
@@ -158,8 +159,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
 
     async renew(request) {
       const r = find(request.scope, request.key);
-      if (r === undefined || r.expiresAt <= request.now || r.token !== request.token) return false;
-      if (r.status !== "in_progress") return false;
+      if (r === undefined || r.token !== request.token || r.status !== "in_progress") return false;
       const leaseExpiresAt = request.now + request.leaseMs;
       const next = freeze(
         r.scope,
@@ -171,7 +171,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
         r.createdAt,
         request.now,
         leaseExpiresAt,
-        Math.max(r.expiresAt, leaseExpiresAt),
+        Math.max(r.expiresAt, leaseExpiresAt + request.ttlMs),
         r.attempts,
         r.result,
         r.error,

@@ -59,9 +59,10 @@ export interface ClaimRequest {
 }
 
 /**
- * The record a winning claim writes: in progress, attempt 1, leased for `leaseMs` and kept at least
- * `ttlMs` (never shorter than its lease), all from `now`, the instant the store judged by. A store that
- * knows the request and that instant builds it rather than read it back.
+ * The record a winning claim writes: in progress, attempt 1, leased for `leaseMs` from `now` (the instant
+ * the store judged by), and kept `ttlMs` beyond its lease: an outcome nobody knows stays unknown for a whole
+ * window after the lease passed. A store that knows the request and that instant builds it rather than read
+ * it back.
  */
 export function claimedRecord(request: ClaimRequest, now: number): IdempotencyRecord {
   const leaseExpiresAt = now + request.leaseMs;
@@ -75,7 +76,7 @@ export function claimedRecord(request: ClaimRequest, now: number): IdempotencyRe
     createdAt: now,
     updatedAt: now,
     leaseExpiresAt,
-    expiresAt: Math.max(now + request.ttlMs, leaseExpiresAt),
+    expiresAt: leaseExpiresAt + request.ttlMs,
     attempts: 1,
     result: null,
     error: null,
@@ -89,8 +90,9 @@ export type ClaimResult =
 
 /**
  * Take over a record from a previous owner: a compare-and-swap on the token.
- * Succeeds only if the record still carries `fromToken` and is either `unknown`, or
- * `in_progress` with its lease passed by the store's clock.
+ * Succeeds only if the record is live, still carries `fromToken` and is either `unknown`, or
+ * `in_progress` with its lease passed by the store's clock. The record then expires no earlier than
+ * `ttlMs` after the new lease passes.
  */
 export interface TakeoverRequest {
   readonly scope: string;
@@ -98,10 +100,15 @@ export interface TakeoverRequest {
   readonly fromToken: string;
   readonly token: string;
   readonly leaseMs: number;
+  readonly ttlMs: number;
   readonly now: number;
 }
 
-/** Record the outcome of a claim. Fenced: applies only while the record carries `token` and is `in_progress` or `unknown`. */
+/**
+ * Record the outcome of a claim. Fenced: applies only while the record carries `token` and is `in_progress`
+ * or `unknown` — even when its window has passed, as long as the store still holds it (nobody claimed the key
+ * since): the effect happened, and recording it is the safer answer.
+ */
 export interface SettleRequest {
   readonly scope: string;
   readonly key: string;
@@ -114,12 +121,17 @@ export interface SettleRequest {
   readonly now: number;
 }
 
-/** Extend the owner's lease. Fenced like settle; only `in_progress` records are renewed. */
+/**
+ * Extend the owner's lease, and the record's expiry to no earlier than `ttlMs` after the new lease passes.
+ * Fenced like settle (also past the window, while the store still holds the record); only `in_progress`
+ * records are renewed.
+ */
 export interface RenewRequest {
   readonly scope: string;
   readonly key: string;
   readonly token: string;
   readonly leaseMs: number;
+  readonly ttlMs: number;
   readonly now: number;
 }
 

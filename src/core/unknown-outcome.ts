@@ -39,23 +39,40 @@ export async function resolveUnknown<A, R>(
     emit(c, "outcome_unknown", record.attempts, error);
     throw error;
   }
-  let taken: IdempotencyRecord | null;
-  try {
-    taken = await c.o.store.takeover({
-      scope: c.scope,
-      key: c.key,
-      fromToken: record.token,
-      token: ownerToken(),
-      leaseMs: c.o.leaseMs,
-      now: c.o.clock.now(),
-    });
-  } catch (error) {
-    throw storeFailure(c, "takeover", error);
-  }
+  const taken = await takeOver(c, record);
   if (!taken) return undefined;
   emit(c, "takeover", taken.attempts);
   if (takesOver) return execute(c, taken);
   return verifyTakenOver(c, taken, reason, execute);
+}
+
+/**
+ * Compare-and-swap the record from its stale owner to a fresh token of this call's. Returns the taken
+ * record, or null when another caller moved it first.
+ */
+export async function takeOver<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+): Promise<IdempotencyRecord | null> {
+  const token = ownerToken();
+  try {
+    const taken = await c.o.store.takeover({
+      scope: c.scope,
+      key: c.key,
+      fromToken: record.token,
+      token,
+      leaseMs: c.o.leaseMs,
+      ttlMs: c.o.ttlMs,
+      now: c.o.clock.now(),
+    });
+    if (taken) return taken;
+    // A client that resends a command whose reply was lost hears "moved on" from our own takeover: the
+    // record carrying our new token says it landed.
+    const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
+    return current?.token === token ? current : null;
+  } catch (error) {
+    throw storeFailure(c, "takeover", error);
+  }
 }
 
 /** Ask the verify hook what became of the earlier attempt, holding the claim while it answers. */

@@ -23,11 +23,11 @@ export interface PostgresStatements {
    * `ClaimRow`, or no row when it lost a race to a commit newer than its snapshot (see claimSql).
    */
   readonly claim: string;
-  /** $1 scope, $2 key, $3 fromToken, $4 token, $5 now, $6 leaseMs. */
+  /** $1 scope, $2 key, $3 fromToken, $4 token, $5 now, $6 leaseMs, $7 ttlMs. */
   readonly takeover: string;
   /** $1 scope, $2 key, $3 token, $4 status, $5 result, $6 error, $7 now, $8 ttlMs. Answers a `SettleRow`. */
   readonly settle: string;
-  /** $1 scope, $2 key, $3 token, $4 now, $5 leaseMs. */
+  /** $1 scope, $2 key, $3 token, $4 now, $5 leaseMs, $6 ttlMs. */
   readonly renew: string;
   /** $1 scope, $2 key, $3 token. */
   readonly release: string;
@@ -112,7 +112,7 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
     claim: claimSql(t, now(6)),
 
     takeover: `UPDATE ${t} SET token = $4, status = 'in_progress', lease_expires_at = ${now(5)} + $6::bigint,
-        expires_at = greatest(expires_at, ${now(5)} + $6::bigint), attempts = attempts + 1,
+        expires_at = greatest(expires_at, ${now(5)} + $6::bigint + $7::bigint), attempts = attempts + 1,
         updated_at = ${now(5)}, result = NULL
       WHERE scope = $1 AND key = $2 AND token = $3 AND expires_at > ${now(5)}
         AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ${now(5)}))
@@ -127,7 +127,7 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
         expires_at::float8 AS "expiresAt", attempts`,
 
     renew: `UPDATE ${t} SET lease_expires_at = ${now(4)} + $5::bigint,
-        expires_at = greatest(expires_at, ${now(4)} + $5::bigint), updated_at = ${now(4)}
+        expires_at = greatest(expires_at, ${now(4)} + $5::bigint + $6::bigint), updated_at = ${now(4)}
       WHERE scope = $1 AND key = $2 AND token = $3 AND status = 'in_progress'
       RETURNING 1 AS renewed`,
 
@@ -215,7 +215,7 @@ function claimSql(t: string, now: string): string {
       INSERT INTO ${t} AS held (scope, key, tool, fingerprint, status, token, created_at, updated_at,
         lease_expires_at, expires_at, attempts)
       SELECT $1, $2, $3, $4, 'in_progress', $5, ${now}, ${now}, ${now} + $7::bigint,
-        greatest(${now} + $8::bigint, ${now} + $7::bigint), 1
+        ${now} + $7::bigint + $8::bigint, 1
       WHERE NOT EXISTS (SELECT FROM live)
       ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
         status = excluded.status, token = excluded.token, created_at = excluded.created_at,

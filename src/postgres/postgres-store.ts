@@ -152,7 +152,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       }
     },
 
-    async takeover({ scope, key, fromToken, token, leaseMs, now: requestNow }) {
+    async takeover({ scope, key, fromToken, token, leaseMs, ttlMs, now: requestNow }) {
       const rows = await run("takeover", s.takeover, [
         scope,
         key,
@@ -160,6 +160,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         token,
         now(requestNow),
         leaseMs,
+        ttlMs,
       ]);
       return (rows[0] as IdempotencyRecord | undefined) ?? null;
     },
@@ -195,8 +196,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       };
     },
 
-    async renew({ scope, key, token, leaseMs, now: requestNow }) {
-      const rows = await run("renew", s.renew, [scope, key, token, now(requestNow), leaseMs]);
+    async renew({ scope, key, token, leaseMs, ttlMs, now: requestNow }) {
+      const rows = await run("renew", s.renew, [scope, key, token, now(requestNow), leaseMs, ttlMs]);
       return rows.length === 1;
     },
 

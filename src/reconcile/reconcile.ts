@@ -164,6 +164,7 @@ async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: D
       fromToken: record.token,
       token: randomUUID(),
       leaseMs: o.leaseMs,
+      ttlMs: tool.ttlMs ?? defaults.ttlMs,
       now: o.clock.now(),
     });
   } catch (error) {
@@ -176,7 +177,7 @@ async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: D
     return;
   }
 
-  const claim = holdClaim(o, taken);
+  const claim = holdClaim(o, taken, tool.ttlMs ?? defaults.ttlMs);
   try {
     const answer = await ask(tool, taken, claim.signal);
     const planned = plan(answer, tool);

@@ -141,7 +141,11 @@ export async function apply(
 }
 
 /** Renew the reconciler's lease while a slow hook runs; abort the hook if the claim is lost. */
-export function holdClaim(o: Resolved, taken: IdempotencyRecord): { signal: AbortSignal; stop(): void } {
+export function holdClaim(
+  o: Resolved,
+  taken: IdempotencyRecord,
+  ttlMs: number,
+): { signal: AbortSignal; stop(): void } {
   const controller = new AbortController();
   const onAbort = () => controller.abort(o.signal?.reason);
   o.signal?.addEventListener("abort", onAbort, { once: true });
@@ -153,6 +157,7 @@ export function holdClaim(o: Resolved, taken: IdempotencyRecord): { signal: Abor
           key: taken.key,
           token: taken.token,
           leaseMs: o.leaseMs,
+          ttlMs,
           now: o.clock.now(),
         })
         .then((held) => {

@@ -150,13 +150,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return { claimed: false, record: toRecord(request.scope, request.key, value), now };
     },
 
-    async takeover({ scope, key, fromToken, token, leaseMs, now }) {
+    async takeover({ scope, key, fromToken, token, leaseMs, ttlMs, now }) {
       const reply = await run(takeoverScript, nameOf({ scope, key }), [
         clockNow(now),
         clockOffset(),
         fromToken,
         token,
         String(leaseMs),
+        String(ttlMs),
       ]);
       return reply === null ? null : toRecord(scope, key, reply);
     },
@@ -176,12 +177,13 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return reply === null ? null : toRecord(scope, key, reply, { result, error });
     },
 
-    async renew({ scope, key, token, leaseMs, now }) {
+    async renew({ scope, key, token, leaseMs, ttlMs, now }) {
       const reply = await run(renewScript, nameOf({ scope, key }), [
         clockNow(now),
         clockOffset(),
         token,
         String(leaseMs),
+        String(ttlMs),
       ]);
       return reply === 1;
     },

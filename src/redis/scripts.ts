@@ -95,14 +95,14 @@ ${codec}${recordCheck}${write}
 -- An expired record is replaced whole (none of its strings may carry over); anything else is refused.
 if v and not is_record(v) then return {now, v} end
 local lease = now + tonumber(ARGV[6])
-local expires = math.max(now + tonumber(ARGV[7]), lease)
+local expires = lease + tonumber(ARGV[7])
 store(head(expires, 'in_progress', lease, now, now, 1, #ARGV[5], #ARGV[3], #ARGV[4], '-', '-') ..
   ARGV[5] .. ARGV[3] .. ARGV[4], expires)
 return now
 `,
 );
 
-/** ARGV[3..5]: fromToken, token, leaseMs. Returns the new record's value, or nil. */
+/** ARGV[3..6]: fromToken, token, leaseMs, ttlMs. Returns the new record's value, or nil. */
 export const takeoverScript = script(
   "takeover",
   `${clock}${codec}${write}
@@ -112,7 +112,7 @@ local e, s, l, c, a, nt, ntool, nf, _, ne, at = string.match(v, layout)
 if not e or tonumber(e) <= now or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return false end
 if not (s == 'unknown' or (s == 'in_progress' and tonumber(l) <= now)) then return false end
 local lease = now + tonumber(ARGV[5])
-local expires = math.max(tonumber(e), lease)
+local expires = math.max(tonumber(e), lease + tonumber(ARGV[6]))
 -- The new owner starts without a result; an error (why the record was unknown) stays. It comes last.
 local err = ''
 if ne ~= '-' and ne ~= '0' then err = string.sub(v, -tonumber(ne)) end
@@ -134,7 +134,8 @@ export const settleScript = script(
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local e, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
-if not e or tonumber(e) <= now or not (s == 'in_progress' or s == 'unknown') then return false end
+-- Past the window too, while the record is still here: nobody claimed the key since.
+if not e or not (s == 'in_progress' or s == 'unknown') then return false end
 if string.sub(v, at, at + nt - 1) ~= ARGV[3] then return false end
 local expires = now + tonumber(ARGV[9])
 local nr, ne, result, err = '-', '-', '', ''
@@ -147,16 +148,16 @@ return settled
 `,
 );
 
-/** ARGV[3..4]: token, leaseMs. Returns 1 when renewed, else 0. */
+/** ARGV[3..5]: token, leaseMs, ttlMs. Returns 1 when renewed, else 0. */
 export const renewScript = script(
   "renew",
   `${clock}${codec}${write}
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local e, s, _, c, a, nt, ntool, nf, nr, ne, at = string.match(v, layout)
-if not e or tonumber(e) <= now or s ~= 'in_progress' or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return 0 end
+if not e or s ~= 'in_progress' or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return 0 end
 local lease = now + tonumber(ARGV[4])
-local expires = math.max(tonumber(e), lease)
+local expires = math.max(tonumber(e), lease + tonumber(ARGV[5]))
 -- Only the header changes: everything from the token on is kept as it is.
 store(head(expires, s, lease, c, now, a, nt, ntool, nf, nr, ne) .. string.sub(v, at), expires)
 return 1

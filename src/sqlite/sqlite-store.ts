@@ -170,12 +170,12 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       return s.claimOnce(request) ?? s.claimLocked(request);
     },
 
-    async takeover({ scope, key, fromToken, token, leaseMs, now }) {
+    async takeover({ scope, key, fromToken, token, leaseMs, ttlMs, now }) {
       const leaseExpiresAt = now + leaseMs;
       const row = statements().takeover.get(
         token,
         leaseExpiresAt,
-        leaseExpiresAt,
+        leaseExpiresAt + ttlMs,
         now,
         scope,
         key,
@@ -220,9 +220,11 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       };
     },
 
-    async renew({ scope, key, token, leaseMs, now }) {
+    async renew({ scope, key, token, leaseMs, ttlMs, now }) {
       const leaseExpiresAt = now + leaseMs;
-      return statements().renew.run(leaseExpiresAt, leaseExpiresAt, now, scope, key, token).changes === 1;
+      return (
+        statements().renew.run(leaseExpiresAt, leaseExpiresAt + ttlMs, now, scope, key, token).changes === 1
+      );
     },
 
     async release({ scope, key, token }) {

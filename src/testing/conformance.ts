@@ -8,20 +8,25 @@
  * What the cases pin down (all times epoch ms; a record is *expired* when `expiresAt <= now`):
  * - **claim** is an atomic insert-if-absent. An expired record counts as absent and is replaced. A new
  *   record is `in_progress` with the request's token, `createdAt = updatedAt = now`,
- *   `leaseExpiresAt = now + leaseMs`, `expiresAt = max(now + ttlMs, leaseExpiresAt)`, `attempts = 1`,
+ *   `leaseExpiresAt = now + leaseMs`, `expiresAt = leaseExpiresAt + ttlMs`, `attempts = 1`,
  *   `result = error = null`. When a live record exists the claim returns it unchanged with `claimed: false`,
  *   whatever its state: claim never takes over a stale lease (that is takeover's job). `now` in the result
  *   is the clock the store judged by.
  * - **takeover** is a compare-and-swap: it succeeds only on a live record that still carries `fromToken` and
  *   is `unknown`, or `in_progress` with `leaseExpiresAt <= now`. The record gets the new token, status
- *   `in_progress`, `leaseExpiresAt = now + leaseMs`, `expiresAt = max(expiresAt, leaseExpiresAt)`,
+ *   `in_progress`, `leaseExpiresAt = now + leaseMs`, `expiresAt = max(expiresAt, leaseExpiresAt + ttlMs)`,
  *   `attempts + 1`, `updatedAt = now` and `result = null`; `createdAt`, `tool`, `fingerprint` and `error`
  *   (why the previous attempt ended) are kept. Completed and failed records are never taken over.
  * - **settle** applies only while the record carries the token and is `in_progress` or `unknown` — even
- *   after the lease passed, as long as nobody took over. It sets status, result and error, `updatedAt = now`,
- *   `leaseExpiresAt = now`, `expiresAt = now + ttlMs`. Completed and failed are final.
- * - **renew** applies only to an `in_progress` record carrying the token: `leaseExpiresAt = now + leaseMs`,
- *   `expiresAt = max(expiresAt, leaseExpiresAt)`, `updatedAt = now`.
+ *   after the lease passed, as long as nobody took over, and even after the window passed, as long as the
+ *   store still holds the record (nobody claimed the key since). It sets status, result and error,
+ *   `updatedAt = now`, `leaseExpiresAt = now`, `expiresAt = now + ttlMs`. Completed and failed are final.
+ * - **renew** applies only to an `in_progress` record carrying the token (past the window too, like settle):
+ *   `leaseExpiresAt = now + leaseMs`, `expiresAt = max(expiresAt, leaseExpiresAt + ttlMs)`, `updatedAt = now`.
+ *   So a record never expires earlier than `ttlMs` after its last sign of life, and an outcome nobody knows
+ *   (a lease that passed without a settle) stays unknown for a whole window.
+ * - A claim resent with the same token (a reply lost, the command sent again) finds its own record and
+ *   returns it as the holder; it never makes a second record or attempt.
  * - **release** deletes the record only while it carries the token and is `in_progress` or `unknown`.
  * - **get** returns the live record or undefined; **delete** removes a record in any state.
  * - **list** combines its filters with AND (`createdAfter` inclusive, `createdBefore` exclusive, `keyPrefix`
@@ -178,11 +183,28 @@ function takeoverRequest(
   token: string,
   overrides: Partial<TakeoverRequest> = {},
 ): TakeoverRequest {
-  return { scope: SCOPE, key: KEY, fromToken, token, leaseMs: LEASE_MS, now: t.clock.now(), ...overrides };
+  return {
+    scope: SCOPE,
+    key: KEY,
+    fromToken,
+    token,
+    leaseMs: LEASE_MS,
+    ttlMs: TTL_MS,
+    now: t.clock.now(),
+    ...overrides,
+  };
 }
 
 function renewRequest(t: Tools, token: string, overrides: Partial<RenewRequest> = {}): RenewRequest {
-  return { scope: SCOPE, key: KEY, token, leaseMs: LEASE_MS, now: t.clock.now(), ...overrides };
+  return {
+    scope: SCOPE,
+    key: KEY,
+    token,
+    leaseMs: LEASE_MS,
+    ttlMs: TTL_MS,
+    now: t.clock.now(),
+    ...overrides,
+  };
 }
 
 async function claimFree(t: Tools, overrides: Partial<ClaimRequest> = {}): Promise<IdempotencyRecord> {
@@ -242,7 +264,7 @@ function newRecord(request: ClaimRequest): RecordFields {
     createdAt: request.now,
     updatedAt: request.now,
     leaseExpiresAt,
-    expiresAt: Math.max(request.now + request.ttlMs, leaseExpiresAt),
+    expiresAt: leaseExpiresAt + request.ttlMs,
     attempts: 1,
     result: null,
     error: null,
@@ -322,16 +344,49 @@ const specs: readonly Spec[] = [
     },
   ],
   [
-    "a claim never expires before its lease passes, even when ttlMs is below leaseMs",
+    "an unsettled claim lives ttlMs beyond its lease: an outcome nobody knows stays for a whole window",
     async (t) => {
       const t0 = t.clock.now();
       const record = await claimFree(t, { ttlMs: 1_000, leaseMs: 5_000 });
       assert.equal(record.leaseExpiresAt, t0 + 5_000);
-      assert.equal(record.expiresAt, t0 + 5_000);
-      await t.clock.advance(4_999);
-      assert.ok(await current(t), "the record is live until its lease passes");
+      assert.equal(record.expiresAt, t0 + 6_000);
+      await t.clock.advance(5_999);
+      const stale = await current(t);
+      assert.ok(stale, "the record is live until ttlMs after its lease passed");
+      assert.ok(stale.leaseExpiresAt <= t.clock.now(), "its lease has passed: a repeat must judge it stale");
       await t.clock.advance(1);
       assert.equal(await current(t), undefined, "a record with expiresAt <= now is absent");
+    },
+  ],
+  [
+    "every renewal keeps the record ttlMs beyond the renewed lease, however long the call runs",
+    async (t) => {
+      await claimFree(t, { ttlMs: 2_000, leaseMs: 1_000 });
+      for (let i = 0; i < 10; i++) {
+        await t.clock.advance(900);
+        assert.equal(await t.store.renew(renewRequest(t, "token-a", { leaseMs: 1_000, ttlMs: 2_000 })), true);
+      }
+      const lastRenewal = t.clock.now();
+      const renewed = await current(t);
+      assert.equal(renewed?.leaseExpiresAt, lastRenewal + 1_000);
+      assert.equal(renewed?.expiresAt, lastRenewal + 3_000);
+      await t.clock.advance(2_999);
+      assert.ok(await current(t), "a call that outlived its window by renewing still has its record");
+      await t.clock.advance(1);
+      assert.equal(await current(t), undefined);
+    },
+  ],
+  [
+    "a claim resent with the same token returns the record it made, unchanged, as the holder",
+    async (t) => {
+      const request = claimRequest(t);
+      const first = await t.store.claim(request);
+      assert.equal(first.claimed, true);
+      await t.clock.advance(10);
+      const resent = await t.store.claim({ ...request, now: t.clock.now() });
+      assert.equal(resent.claimed, false, "a resent claim must not claim a second time");
+      assert.deepEqual(fields(resent.record), newRecord(request));
+      assert.deepEqual(fields(await current(t)), newRecord(request));
     },
   ],
   [
@@ -576,6 +631,34 @@ const specs: readonly Spec[] = [
     },
   ],
   [
+    "settle and renew by the owner succeed after the window passed, while the store still holds the record",
+    async (t) => {
+      // Windows of a minute: a store that also expires keys by real time (Redis) still holds them here.
+      const window = { leaseMs: 60_000, ttlMs: 60_000 };
+      await claimFree(t, window);
+      await claimFree(t, { ...window, key: "renewed" });
+      await t.clock.advance(120_001);
+      assert.equal(await t.store.renew(renewRequest(t, "token-a", { ...window, key: "renewed" })), true);
+      const record = await t.store.settle(settleRequest(t, "token-a"));
+      assert.ok(record, "the effect happened and nobody claimed the key since: the settle must apply");
+      assert.equal(record.status, "completed");
+      assert.equal(record.expiresAt, t.clock.now() + TTL_MS);
+      assert.equal((await current(t))?.status, "completed");
+      assert.equal((await current(t, SCOPE, "renewed"))?.leaseExpiresAt, t.clock.now() + 60_000);
+    },
+  ],
+  [
+    "after the window, a claim by another caller fences the old owner out: its settle and renew are refused",
+    async (t) => {
+      await claimFree(t, { leaseMs: 1_000, ttlMs: 1_000 });
+      await t.clock.advance(2_000);
+      const fresh = await claimFree(t, { token: "token-b" });
+      assert.equal(await t.store.settle(settleRequest(t, "token-a")), null);
+      assert.equal(await t.store.renew(renewRequest(t, "token-a")), false);
+      assert.deepEqual(fields(await current(t)), fields(fresh));
+    },
+  ],
+  [
     "settle records failed and unknown outcomes; completed and failed are final, unknown can be settled again",
     async (t) => {
       await claimFree(t, { key: "failed" });
@@ -617,13 +700,13 @@ const specs: readonly Spec[] = [
       const t0 = t.clock.now();
       const holder = await claimFree(t, { ttlMs: 10_000, leaseMs: 5_000 });
       await t.clock.advance(4_000);
-      assert.equal(await t.store.renew(renewRequest(t, "token-a", { leaseMs: 20_000 })), true);
+      assert.equal(await t.store.renew(renewRequest(t, "token-a", { leaseMs: 20_000, ttlMs: 10_000 })), true);
       const renewed = await current(t);
       assert.deepEqual(fields(renewed), {
         ...fields(holder),
         updatedAt: t0 + 4_000,
         leaseExpiresAt: t0 + 24_000,
-        expiresAt: t0 + 24_000,
+        expiresAt: t0 + 34_000,
       });
       await t.clock.advance(19_999);
       assert.equal(
@@ -713,6 +796,7 @@ const specs: readonly Spec[] = [
         token: "token-b",
         updatedAt: t0 + LEASE_MS,
         leaseExpiresAt: t0 + LEASE_MS + 30_000,
+        expiresAt: t0 + LEASE_MS + 30_000 + TTL_MS,
         attempts: 2,
       };
       assert.deepEqual(fields(taken), expected);
@@ -721,13 +805,9 @@ const specs: readonly Spec[] = [
       await claimFree(t, { key: "short", ttlMs: 2_000, leaseMs: 1_000 });
       await t.clock.advance(1_000);
       const short = await t.store.takeover(
-        takeoverRequest(t, "token-a", "token-b", { key: "short", leaseMs: 5_000 }),
+        takeoverRequest(t, "token-a", "token-b", { key: "short", leaseMs: 5_000, ttlMs: 2_000 }),
       );
-      assert.equal(
-        short?.expiresAt,
-        t.clock.now() + 5_000,
-        "the record lives at least as long as the new lease",
-      );
+      assert.equal(short?.expiresAt, t.clock.now() + 7_000, "the record lives ttlMs beyond the new lease");
     },
   ],
   [
@@ -761,7 +841,7 @@ const specs: readonly Spec[] = [
         status: "in_progress",
         updatedAt: t1,
         leaseExpiresAt: t1 + LEASE_MS,
-        expiresAt: t1 + TTL_MS,
+        expiresAt: t1 + LEASE_MS + TTL_MS,
         attempts: 2,
         result: null,
         error: "timeout",
@@ -785,7 +865,7 @@ const specs: readonly Spec[] = [
     "takeover of an expired record returns null",
     async (t) => {
       await claimFree(t, { ttlMs: 1_000, leaseMs: 1_000 });
-      await t.clock.advance(1_000);
+      await t.clock.advance(2_000);
       assert.equal(await t.store.takeover(takeoverRequest(t, "token-a", "token-b")), null);
       assert.equal(await current(t), undefined);
     },
@@ -949,7 +1029,7 @@ const specs: readonly Spec[] = [
     async (t) => {
       for (let i = 0; i < 5; i++) await claimFree(t, { key: `expiring-${i}`, ttlMs: 1_000, leaseMs: 1_000 });
       await claimFree(t, { key: "live" });
-      await t.clock.advance(1_000);
+      await t.clock.advance(2_000);
       const deleted: number[] = [];
       for (let i = 0; i < 4; i++)
         deleted.push((await t.store.purge({ now: t.clock.now(), limit: 2 })).deleted);
