@@ -4,25 +4,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Clock } from "../src/core/clock.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { isIdempotencyError } from "../src/core/errors.js";
 import { memoryStore } from "../src/core/memory-store.js";
+import type { IdempotencyStore } from "../src/core/store.js";
 import { checkpoint } from "../src/ops/index.js";
+import { reconcileOnce } from "../src/reconcile/index.js";
 import { sqliteStore } from "../src/sqlite/index.js";
-
-function fakeClock(start = 1_700_000_000_000): Clock & { advance(ms: number): void } {
-  let now = start;
-  return {
-    now: () => now,
-    sleep: async (ms) => {
-      now += ms;
-    },
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-}
+import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
 describe("checkpoint (OP-8)", () => {
   it("runs the call once and hands the stored result to every repeat", async () => {
@@ -63,7 +52,7 @@ describe("checkpoint (OP-8)", () => {
       // An early exit: no complete, no release.
     }
     await expect(checkpoint(store, options)).rejects.toMatchObject({ code: "idempotency_key_in_use" });
-    clock.advance(1_001);
+    await clock.advance(1_001);
     await expect(checkpoint(store, options)).rejects.toMatchObject({ code: "outcome_unknown" });
   });
 
@@ -146,6 +135,47 @@ describe("checkpoint (OP-8)", () => {
   });
 });
 
+describe("when a script ends without settling its checkpoint", () => {
+  let dir = "";
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "idempotool-op8-exit-"));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("exits instead of renewing the claim forever, and leaves the record in progress", {
+    timeout: 15_000,
+  }, async () => {
+    const file = join(dir, "loop.db");
+    const ops = fileURLToPath(new URL("../src/ops/index.ts", import.meta.url));
+    const sqlite = fileURLToPath(new URL("../src/sqlite/index.ts", import.meta.url));
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--input-type=module",
+        "-e",
+        `import { checkpoint } from ${JSON.stringify(ops)};
+         import { sqliteStore } from ${JSON.stringify(sqlite)};
+         const store = sqliteStore({ path: ${JSON.stringify(file)} });
+         await checkpoint(store, { tool: "send_sms", key: "k1", args: { to: "+1" }, leaseMs: 3000 });`,
+      ],
+      { stdio: ["ignore", "ignore", "inherit"] },
+    );
+    // A child still renewing after 10 s would never exit: end it, and fail.
+    const hung = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    const [code] = (await once(child, "exit")) as [number | null];
+    clearTimeout(hung);
+    expect(code).toBe(0);
+    const store = sqliteStore({ path: file });
+    try {
+      expect((await store.get({ scope: "default", key: "k1" }, Date.now()))?.status).toBe("in_progress");
+    } finally {
+      await store.close?.();
+    }
+  });
+});
+
 describe("checkpoint results", () => {
   it("never runs again when the result was too large to keep, and says so", async () => {
     const store = memoryStore();
@@ -156,5 +186,104 @@ describe("checkpoint results", () => {
     ).rejects.toMatchObject({
       code: "result_too_large",
     });
+  });
+});
+
+describe("checkpoint lease", () => {
+  const sms = (clock: FakeClock, extra: { waitMs?: number } = {}) => ({
+    tool: "send_sms",
+    key: "k1",
+    args: { to: "+1" },
+    clock,
+    leaseMs: 1_000,
+    ...extra,
+  });
+
+  /** A call that runs three times its lease is still live to every other worker and to the reconciler. */
+  async function longCallStaysLive(store: IdempotencyStore): Promise<void> {
+    const clock = fakeClock();
+    const cp = await checkpoint<{ sid: string }>(store, sms(clock));
+    await clock.advance(3_000);
+
+    await expect(checkpoint(store, sms(clock, { waitMs: 0 }))).rejects.toMatchObject({
+      code: "idempotency_key_in_use",
+    });
+    const verify = vi.fn(async () => ({ status: "not_executed" as const }));
+    const summary = await reconcileOnce({ store, clock, tools: { send_sms: { verify } } });
+    expect(summary.examined).toBe(0);
+    expect(verify).not.toHaveBeenCalled();
+
+    const waiter = checkpoint<{ sid: string }>(store, sms(clock, { waitMs: 10_000 }));
+    await clock.advance(2_000);
+    expect(cp.signal.aborted).toBe(false);
+    await cp.complete({ sid: "sms-1" });
+    await clock.advance(500);
+    expect((await waiter).replay?.result).toEqual({ sid: "sms-1" });
+    // Settled: nothing is left renewing.
+    expect(clock.pending).toBe(0);
+  }
+
+  it("renews while the call runs, so a long call is neither stale to a second worker nor to the reconciler", async () => {
+    await longCallStaysLive(memoryStore());
+  });
+
+  it("renews on a durable store too (SQLite)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "idempotool-op8-lease-"));
+    const store = sqliteStore({ path: join(dir, "loop.db") });
+    try {
+      await longCallStaysLive(store);
+    } finally {
+      await store.close?.();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("aborts its signal and refuses its settle when the record was deleted and claimed by another worker", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const cp = await checkpoint<{ sid: string }>(store, sms(clock));
+    await store.delete({ scope: "default", key: "k1" });
+    const other = await checkpoint<{ sid: string }>(store, sms(clock));
+    expect(cp.signal.aborted).toBe(false);
+
+    await clock.advance(400); // the next renewal is refused
+    expect(cp.signal.aborted).toBe(true);
+    expect(isIdempotencyError(cp.signal.reason, "lease_lost")).toBe(true);
+    await expect(cp.complete({ sid: "late" })).rejects.toMatchObject({ code: "lease_lost" });
+
+    await other.complete({ sid: "sms-2" });
+    expect((await checkpoint(store, sms(clock))).replay?.result).toEqual({ sid: "sms-2" });
+  });
+
+  it("aborts its signal and refuses its release when another worker took the record over", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const cp = await checkpoint(store, sms(clock));
+    const held = await store.get({ scope: "default", key: "k1" }, clock.now());
+    // Forced: a takeover judged past the lease, as a worker whose clock runs ahead would ask for it.
+    const taken = await store.takeover({
+      scope: "default",
+      key: "k1",
+      fromToken: held?.token ?? "",
+      token: "other-worker",
+      leaseMs: 60_000,
+      ttlMs: 86_400_000,
+      now: clock.now() + 2_000,
+    });
+    expect(taken?.token).toBe("other-worker");
+
+    await clock.advance(400);
+    expect(isIdempotencyError(cp.signal.reason, "lease_lost")).toBe(true);
+    await expect(cp.release()).rejects.toMatchObject({ code: "lease_lost" });
+    expect((await store.get({ scope: "default", key: "k1" }, clock.now()))?.token).toBe("other-worker");
+  });
+
+  it("gives a replay a signal that never aborts", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await (await checkpoint(store, sms(clock))).complete({ sid: "sms-1" });
+    const replay = await checkpoint(store, sms(clock));
+    await clock.advance(5_000);
+    expect(replay.signal.aborted).toBe(false);
   });
 });

@@ -1,7 +1,8 @@
-/** The reconciler's decisions that need no real store: failing hooks, compensation, options, limits. */
-import { describe, expect, it } from "vitest";
-import { fingerprint, type IdempotencyStore, memoryStore } from "../src/index.js";
-import { reconcileOnce } from "../src/reconcile/index.js";
+/** The reconciler's decisions that need no real store: failing hooks, compensation, options, limits, its lease. */
+import { describe, expect, it, vi } from "vitest";
+import { fingerprint, type IdempotencyStore, isIdempotencyError, memoryStore } from "../src/index.js";
+import { checkpoint } from "../src/ops/index.js";
+import { type ReconcileOutcome, reconcileOnce } from "../src/reconcile/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
 async function stale(store: IdempotencyStore, clock: FakeClock, keys: string[]) {
@@ -113,5 +114,70 @@ describe("reconcile decisions", () => {
     await expect(reconcileOnce({ store: memoryStore(), tools: {}, limit: 0 })).rejects.toMatchObject({
       code: "invalid_options",
     });
+  });
+});
+
+describe("the reconciler's claim while a hook runs", () => {
+  /** A hook that answers when told to, and the signal it was given. */
+  function slowHook() {
+    let answer: (outcome: ReconcileOutcome) => void = () => {};
+    let signal: AbortSignal | undefined;
+    const verify = (_record: unknown, context: { signal: AbortSignal }) => {
+      signal = context.signal;
+      return new Promise<ReconcileOutcome>((resolve) => {
+        answer = resolve;
+      });
+    };
+    return { verify, answer: (outcome: ReconcileOutcome) => answer(outcome), signal: () => signal };
+  }
+
+  it("is renewed, so a hook that runs three times the lease is not stale to another reconciler or a caller", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    const hook = slowHook();
+    const pass = reconcileOnce({
+      store,
+      clock,
+      leaseMs: 1_000,
+      tools: { send_email: { verify: hook.verify } },
+    });
+    await clock.advance(3_000);
+
+    const other = vi.fn(() => ({ status: "not_executed" as const }));
+    const second = await reconcileOnce({ store, clock, tools: { send_email: { verify: other } } });
+    expect(second.examined).toBe(0);
+    expect(other).not.toHaveBeenCalled();
+    await expect(
+      checkpoint(store, { tool: "send_email", key: "k", args: { key: "k" }, clock, waitMs: 0 }),
+    ).rejects.toMatchObject({ code: "idempotency_key_in_use" });
+
+    hook.answer({ status: "completed", result: { id: "m-1" } });
+    expect(await pass).toMatchObject({ examined: 1, completed: 1 });
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("completed");
+    expect(clock.pending).toBe(0);
+  });
+
+  it("aborts the hook's signal with lease_lost when the record is taken from it, and its settle is refused", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    const hook = slowHook();
+    const pass = reconcileOnce({
+      store,
+      clock,
+      leaseMs: 1_000,
+      tools: { send_email: { verify: hook.verify } },
+    });
+    await clock.advance(0);
+    await store.delete({ scope: "default", key: "k" });
+    const cp = await checkpoint(store, { tool: "send_email", key: "k", args: { key: "k" }, clock });
+
+    await clock.advance(400); // the reconciler's next renewal is refused
+    expect(isIdempotencyError(hook.signal()?.reason, "lease_lost")).toBe(true);
+    hook.answer({ status: "completed", result: { id: "m-1" } });
+    expect(await pass).toMatchObject({ examined: 1, completed: 0, errors: 1 });
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("in_progress");
+    await cp.complete({ id: "m-2" });
   });
 });

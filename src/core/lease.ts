@@ -96,8 +96,9 @@ class HeldLease implements Lease {
   #schedule(): void {
     const clock = this.#o.clock;
     if (clock === systemClock) {
-      // The lease rides along as the timer's argument: no closure per call.
-      this.#timer = setTimeout(HeldLease.#renew, this.#everyMs, this);
+      // The lease rides along as the timer's argument: no closure per call. Unref'd: the renewal of a claim
+      // nobody settles (a checkpoint left undisposed) must not keep a finished process alive.
+      this.#timer = setTimeout(HeldLease.#renew, this.#everyMs, this).unref();
       return;
     }
     const stopper = new AbortController();

@@ -1,7 +1,8 @@
 /**
  * OP-8, a durable pre-call checkpoint for plain loops with no durable execution of their own:
  * `in_progress` is written before the call and `completed` after, so a crash between them leaves
- * evidence, and a retry fails closed (or waits) instead of running the effect again.
+ * evidence, and a retry fails closed (or waits) instead of running the effect again. The claim is
+ * renewed while the call runs, as `idempotent()` renews its own.
  */
 import { randomUUID } from "node:crypto";
 import { type Clock, systemClock } from "../core/clock.js";
@@ -19,6 +20,7 @@ import {
 } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import { validateKey } from "../core/idempotent.js";
+import { startLease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
@@ -29,7 +31,12 @@ import {
   encodeFailure,
   encodeResult,
 } from "../core/serialize.js";
-import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  RecordStatus,
+} from "../core/store.js";
 
 /** What a checkpoint guards: one call of one tool under one key. */
 export interface CheckpointOptions {
@@ -41,7 +48,11 @@ export interface CheckpointOptions {
   readonly args: unknown;
   /** A namespace (tenant, user, agent). Default "default". */
   readonly scope?: string;
-  /** How long the claim holds; past it an unfinished checkpoint is judged stale (outcome unknown). Default 60 s. */
+  /**
+   * How long the claim holds without renewal. The checkpoint renews it every third of `leaseMs` until it is
+   * settled or disposed, so a long call stays live; a checkpoint whose process died goes stale (outcome
+   * unknown) once `leaseMs` passes. Default 60 s.
+   */
   readonly leaseMs?: number;
   /** How long a settled record absorbs repeats. Default 24 h. */
   readonly ttlMs?: number;
@@ -64,6 +75,12 @@ export interface Checkpoint<R = unknown> extends AsyncDisposable {
   /** Whether the call should run now (this checkpoint owns the claim). */
   readonly shouldRun: boolean;
   readonly key: string;
+  /**
+   * Aborts with a `LeaseLostError` (`lease_lost`) when a renewal finds the claim gone: another worker took
+   * the key over, or the record was deleted. Pass it to the call so it stops early; a settle after that is
+   * refused with `lease_lost`. Never aborts on a replay, which holds no claim.
+   */
+  readonly signal: AbortSignal;
   /** Record the result; repeats replay it. Throws `lease_lost` if another caller took the key over. */
   complete(result: R): Promise<void>;
   /** Record a definitive failure (a card declined); repeats get it again as a replayed failure. */
@@ -82,19 +99,23 @@ export interface Checkpoint<R = unknown> extends AsyncDisposable {
  * - a checkpoint that was never settled (crash, early exit) past its lease, or an unknown outcome →
  *   `outcome_unknown`: fail closed until someone checks whether the effect happened.
  *
- * Disposing a checkpoint that was neither completed, failed nor released leaves it in progress on
- * purpose: that is the evidence a crash would have left.
+ * While it holds the claim, the checkpoint renews it every third of `leaseMs`, so a call longer than its
+ * lease is never judged stale by another worker or the reconciler; `cp.signal` aborts if the claim is
+ * lost anyway. Settling or disposing the checkpoint stops the renewal. Disposing a checkpoint that was
+ * neither completed, failed nor released leaves it in progress on purpose: that is the evidence a crash
+ * would have left, and it goes stale once its lease passes.
  *
  * @example
  * import { memoryStore } from "idempotool";
  * import { checkpoint } from "idempotool/ops";
  *
  * const store = memoryStore();
- * const sendSms = async (to: string) => ({ sid: `sms-${to}` });
+ * const sendSms = async (to: string, _signal: AbortSignal) => ({ sid: `sms-${to}` });
  * for (const call of [{ id: "turn-7-sms", to: "+15550100" }]) {
  *   await using cp = await checkpoint<{ sid: string }>(store, { tool: "send_sms", key: call.id, args: { to: call.to } });
  *   if (cp.replay) continue; // sent before: cp.replay.result is what it returned
- *   await cp.complete(await sendSms(call.to));
+ *   // cp.signal aborts if another worker takes the key from us: the call can stop early.
+ *   await cp.complete(await sendSms(call.to, cp.signal));
  * }
  */
 export async function checkpoint<R = unknown>(
@@ -119,8 +140,9 @@ export async function checkpoint<R = unknown>(
   let pollMs = 10;
 
   for (;;) {
-    const claim = await storeCall("claim", () =>
-      store.claim({
+    let claim: ClaimResult;
+    try {
+      claim = await store.claim({
         scope,
         key,
         tool: options.tool,
@@ -129,11 +151,26 @@ export async function checkpoint<R = unknown>(
         leaseMs,
         ttlMs,
         now: clock.now(),
-      }),
-    );
+      });
+    } catch (error) {
+      // The claim may have landed with its reply lost: nothing ran under it, so free the key if we can.
+      await store.release({ scope, key, token }).catch(() => false);
+      throw error instanceof IdempotencyError ? error : new StoreUnavailableError("claim", { cause: error });
+    }
     const record = claim.record;
     if (claim.claimed) return owned(record);
-    if (record.fingerprint !== print) throw new KeyConflictError(record, print);
+    if (record.token === token) {
+      // Our own claim, seen through a resent command: nothing ran under it yet.
+      if (record.leaseExpiresAt > claim.now) return owned(record);
+      const taken = await storeCall("takeover", () =>
+        store.takeover({ scope, key, fromToken: token, token, leaseMs, ttlMs, now: clock.now() }),
+      );
+      if (taken) return owned(taken);
+      continue;
+    }
+    if (record.tool !== options.tool || record.fingerprint !== print) {
+      throw new KeyConflictError(record, print, options.tool);
+    }
     switch (record.status) {
       case RecordStatus.completed: {
         const problem = record.result === null ? decodeResultProblem(record.error) : undefined;
@@ -184,6 +221,7 @@ export async function checkpoint<R = unknown>(
       replay: { result: decodeResult(record.result, codec) as R, original_called_at: iso(record.createdAt) },
       shouldRun: false,
       key,
+      signal: new AbortController().signal,
       complete: done,
       fail: done,
       unknown: done,
@@ -193,6 +231,8 @@ export async function checkpoint<R = unknown>(
   }
 
   function owned(record: IdempotencyRecord): Checkpoint<R> {
+    // A failed renewal is retried on the next beat: the settle's fencing decides whether the claim held.
+    const lease = startLease({ store, clock, leaseMs, ttlMs }, record, undefined, () => {});
     let settled = false;
     const settle = async (
       status: "completed" | "failed" | "unknown",
@@ -201,9 +241,23 @@ export async function checkpoint<R = unknown>(
     ) => {
       if (settled)
         throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
-      const done = await storeCall("settle", () =>
-        store.settle({ scope, key, token: record.token, status, result, error, ttlMs, now: clock.now() }),
-      );
+      await lease.stop();
+      const done = await storeCall("settle", async () => {
+        const applied = await store.settle({
+          scope,
+          key,
+          token: record.token,
+          status,
+          result,
+          error,
+          ttlMs,
+          now: clock.now(),
+        });
+        if (applied) return applied;
+        // Refused, or our own settle resent after its reply was lost: the record says which.
+        const current = await store.get({ scope, key }, clock.now());
+        return current?.token === record.token && current.status === status ? current : null;
+      });
       if (done === null) throw new LeaseLostError(key);
       settled = true;
     };
@@ -211,6 +265,9 @@ export async function checkpoint<R = unknown>(
       replay: undefined,
       shouldRun: true,
       key,
+      get signal() {
+        return lease.signal;
+      },
       async complete(result) {
         const encoded = encodeResult(result, maxResultBytes, codec);
         await settle(
@@ -224,12 +281,16 @@ export async function checkpoint<R = unknown>(
       async release() {
         if (settled)
           throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
+        await lease.stop();
         const released = await storeCall("release", () => store.release({ scope, key, token: record.token }));
         if (!released) throw new LeaseLostError(key);
         settled = true;
       },
-      // Left unsettled on purpose: the record stays in progress as evidence, and a retry fails closed.
-      [Symbol.asyncDispose]: async () => undefined,
+      // Left unsettled on purpose: the record stays in progress as evidence, goes stale once its lease
+      // passes, and a retry fails closed.
+      [Symbol.asyncDispose]: async () => {
+        await lease.stop();
+      },
     };
   }
 }

@@ -10,7 +10,10 @@ export interface ReconcileContext {
   readonly key: string;
   readonly scope: string;
   readonly tool: string;
-  /** Aborts when the reconciler is stopped or loses its claim on the record. */
+  /**
+   * Aborts when the reconciler is stopped, or with a `LeaseLostError` when it loses its claim on the record
+   * (its lease is renewed while the hook runs, so only another worker taking the record makes that happen).
+   */
   readonly signal: AbortSignal;
 }
 

@@ -6,11 +6,12 @@
 import { randomUUID } from "node:crypto";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, StoreUnavailableError } from "../core/errors.js";
+import { startLease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
-import { apply, ask, holdClaim, plan } from "./settle-record.js";
+import { apply, ask, plan } from "./settle-record.js";
 
 export interface ReconcileOptions {
   readonly store: IdempotencyStore;
@@ -177,13 +178,16 @@ async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: D
     return;
   }
 
-  const claim = holdClaim(o, taken, tool.ttlMs ?? defaults.ttlMs);
+  // Held while the hook (and a compensation) runs, renewed as `idempotent()` renews its own, so a slow hook's
+  // record never looks stale to another reconciler or caller. A failed renewal is retried on the next beat:
+  // the settle's fencing decides whether the claim held.
+  const lease = startLease({ ...o, ttlMs: tool.ttlMs ?? defaults.ttlMs }, taken, o.signal, () => {});
   try {
-    const answer = await ask(tool, taken, claim.signal);
+    const answer = await ask(tool, taken, lease.signal);
     const planned = plan(answer, tool);
-    const applied = await apply(o, tool, taken, answer, claim.signal);
+    const applied = await apply(o, tool, taken, answer, lease);
     decide({ ...planned, ...applied, record, reason: `${found}; ${applied.reason ?? planned.reason}` });
   } finally {
-    claim.stop();
+    await lease.stop();
   }
 }

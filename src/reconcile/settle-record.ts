@@ -1,4 +1,5 @@
 /** What the hook answered, and how the reconciler carries it out under the claim it took. */
+import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import { encodeFailure, encodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, RecordStatus } from "../core/store.js";
@@ -71,13 +72,16 @@ export function plan(
   }
 }
 
-/** Carry out the answer under the claim just taken; anything short of an outcome puts the record back as unknown. */
+/**
+ * Carry out the answer under the claim just taken, held by `lease` while a compensation runs and stopped
+ * before any write; anything short of an outcome puts the record back as unknown.
+ */
 export async function apply(
   o: Resolved,
   tool: ReconcileTool,
   taken: IdempotencyRecord,
   answer: Answer,
-  signal: AbortSignal,
+  lease: Lease,
 ): Promise<{ decision?: Decision; reason?: string; error?: unknown }> {
   const ttlMs = tool.ttlMs ?? defaults.ttlMs;
   const id = { scope: taken.scope, key: taken.key, token: taken.token, ttlMs };
@@ -86,6 +90,7 @@ export async function apply(
     result: string | null,
     error: string | null,
   ) => {
+    await lease.stop();
     const settled = await o.store.settle({ ...id, status, result, error, now: o.clock.now() });
     if (!settled) throw new Error("the reconciler lost its claim on the record before settling it");
   };
@@ -106,6 +111,7 @@ export async function apply(
         await settle(RecordStatus.failed, null, encodeFailure(outcome.error, outcome.data));
         return {};
       case "not_executed":
+        await lease.stop();
         if (!(await o.store.release({ scope: taken.scope, key: taken.key, token: taken.token }))) {
           throw new Error("the reconciler lost its claim on the record before releasing it");
         }
@@ -119,7 +125,7 @@ export async function apply(
             key: taken.key,
             scope: taken.scope,
             tool: taken.tool,
-            signal,
+            signal: lease.signal,
             step: outcome.found,
             reason,
           });
@@ -138,45 +144,6 @@ export async function apply(
   } catch (error) {
     return { decision: Decision.error, reason: `the store refused the outcome: ${message(error)}`, error };
   }
-}
-
-/** Renew the reconciler's lease while a slow hook runs; abort the hook if the claim is lost. */
-export function holdClaim(
-  o: Resolved,
-  taken: IdempotencyRecord,
-  ttlMs: number,
-): { signal: AbortSignal; stop(): void } {
-  const controller = new AbortController();
-  const onAbort = () => controller.abort(o.signal?.reason);
-  o.signal?.addEventListener("abort", onAbort, { once: true });
-  const timer = setInterval(
-    () => {
-      o.store
-        .renew({
-          scope: taken.scope,
-          key: taken.key,
-          token: taken.token,
-          leaseMs: o.leaseMs,
-          ttlMs,
-          now: o.clock.now(),
-        })
-        .then((held) => {
-          if (!held) controller.abort(new Error("the reconciler lost its claim on the record"));
-        })
-        .catch(() => {
-          // A missed renewal is retried on the next tick; the lease is sized for that.
-        });
-    },
-    Math.max(Math.floor(o.leaseMs / 3), 1),
-  );
-  timer.unref();
-  return {
-    signal: controller.signal,
-    stop() {
-      clearInterval(timer);
-      o.signal?.removeEventListener("abort", onAbort);
-    },
-  };
 }
 
 function message(error: unknown): string {
