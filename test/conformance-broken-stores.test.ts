@@ -3,6 +3,7 @@
 // describe that promise, and still pass the cases about other things.
 import { setImmediate as nextMacrotask } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { decodeListCursor, encodeListCursor } from "../src/core/list-paging.js";
 import { memoryStore } from "../src/core/memory-store.js";
 import type { IdempotencyStore } from "../src/core/store.js";
 import { storeConformanceCases } from "../src/testing/conformance.js";
@@ -61,6 +62,22 @@ function claimTakesOverStaleLeases(): IdempotencyStore {
         return outcome;
       const record = await inner.takeover({ ...request, fromToken: holder.token });
       return record ? { claimed: true, record, now: request.now } : outcome;
+    },
+  };
+}
+
+/** List pages in (scope, key) order, but its cursor compares keys alone. */
+function cursorIgnoresScope(): IdempotencyStore {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    async list({ cursor, limit = 100, ...filters }) {
+      const after = cursor === undefined ? undefined : decodeListCursor("broken", cursor);
+      const all = (await inner.list({ ...filters, limit: 1_000 })).records;
+      const rest = all.filter((record) => after === undefined || record.key > after.key);
+      const records = rest.slice(0, limit);
+      const last = records.at(-1);
+      return rest.length > limit && last ? { records, nextCursor: encodeListCursor(last) } : { records };
     },
   };
 }
@@ -130,6 +147,12 @@ describe("the conformance suite catches broken stores", () => {
     expect(failing).toContain(
       caseName("claim never takes over a stale lease: it returns the stale holder for the caller to decide"),
     );
+    expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store whose list cursor forgets the scope", async () => {
+    const failing = await failingCases(cursorIgnoresScope);
+    expect(failing).toContain(caseName("list pages skip nothing when scopes share keys"));
     expect(failing).not.toContain(caseName(inserts));
   });
 

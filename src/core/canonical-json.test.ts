@@ -121,6 +121,23 @@ describe("canonicalJson", () => {
         '{"a":{"c":"x","d":null},"b":[{"a":2,"z":1},3]}',
       );
     });
+
+    it("sorts the keys of objects with more than 16 keys too, whatever order they were written in", () => {
+      for (const size of [17, 40]) {
+        // Letters of both cases, digits, integer-like keys and non-ASCII: not in code unit order as written.
+        const names = Array.from({ length: size }, (_, i) =>
+          i % 4 === 0 ? `${size - i}` : i % 4 === 1 ? `Z${i}` : i % 4 === 2 ? `\u00e9${i}` : `a${size - i}`,
+        );
+        const sorted = [...names].sort();
+        expect(names).not.toEqual(sorted);
+        const expected = `{${sorted.map((name) => `${JSON.stringify(name)}:${JSON.stringify(name)}`).join(",")}}`;
+        for (const order of [names, [...names].reverse(), sorted]) {
+          const value = Object.fromEntries(order.map((name) => [name, name]));
+          expect(canonicalJson(value)).toBe(expected);
+          expect(canonicalJson({ nested: [value] })).toBe(`{"nested":[${expected}]}`);
+        }
+      }
+    });
   });
 
   describe("JSON.stringify conventions", () => {
@@ -325,6 +342,21 @@ describe("canonicalJson", () => {
         fc.property(json, fc.nat(), (value, seed) => {
           expect(canonicalJson(shuffled(value, { next: seed }))).toBe(canonicalJson(value));
         }),
+      );
+    });
+
+    it("gives the same text whatever the key order, for objects with more than 16 keys", () => {
+      const wide = fc.dictionary(fc.string({ unit: "grapheme" }), fc.jsonValue({ maxDepth: 1 }), {
+        minKeys: 17,
+        maxKeys: 40,
+      });
+      fc.assert(
+        fc.property(wide, fc.nat(), (value, seed) => {
+          const text = canonicalJson(value);
+          expect(canonicalJson(shuffled(value, { next: seed }))).toBe(text);
+          expect(text).toBe(sortedKeysJson(value));
+        }),
+        { numRuns: 50 },
       );
     });
 

@@ -33,6 +33,11 @@ export function endFlight(flight: Flight): void {
   flight.land?.();
 }
 
+/** How many calls on `store` this process holds in flight; for tests, which check it empties itself. */
+export function flightCount(store: IdempotencyStore): number {
+  return running.get(store)?.size ?? 0;
+}
+
 function landing(flight: Flight): Promise<void> {
   flight.landed ??= new Promise<void>((resolve) => {
     flight.land = resolve;

@@ -988,6 +988,30 @@ const specs: readonly Spec[] = [
     },
   ],
   [
+    "list pages skip nothing when scopes share keys",
+    async (t) => {
+      // Each key lives in three scopes, so a page can end inside one key's run of scopes, and a cursor that
+      // compared keys alone would skip the same key in the scopes after it.
+      const scopes = [OTHER_SCOPE, SCOPE, "tenant-c"];
+      const expected: string[] = [];
+      for (const key of ["k2", "k0", "k1"]) {
+        for (const scope of scopes) {
+          await claimFree(t, { scope, key });
+          expected.push(`${scope}/${key}`);
+        }
+      }
+      expected.sort();
+      for (const limit of [1, 2, 4]) {
+        assert.deepEqual(await listIds(t, { limit }), expected, `pages of ${limit}`);
+      }
+      assert.deepEqual(
+        await listIds(t, { keyPrefix: "k1", limit: 1 }),
+        scopes.map((scope) => `${scope}/k1`).sort(),
+        "pages of one key across its scopes",
+      );
+    },
+  ],
+  [
     "list returns at most 100 records when no limit is given",
     async (t) => {
       for (let i = 0; i < 105; i++) await claimFree(t, { key: `bulk-${i}` });

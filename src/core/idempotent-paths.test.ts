@@ -1,0 +1,574 @@
+// Paths of a call where a change would hand a caller the wrong thing (a double effect, a replay flag on a
+// fresh run, a string where a record belongs) and nothing else in the suite would notice.
+import { describe, expect, it } from "vitest";
+import { fakeClock } from "../testing/fake-clock.js";
+import {
+  type IdempotencyError,
+  isIdempotencyError,
+  LeaseLostError,
+  OutcomeUnknownError,
+  StoreUnavailableError,
+} from "./errors.js";
+import { fingerprint } from "./fingerprint.js";
+import { idempotent, type ToolContext } from "./idempotent.js";
+import { flightCount } from "./in-flight.js";
+import { memoryStore } from "./memory-store.js";
+import type { Effect, VerifyContext, VerifyOutcome } from "./options.js";
+import { definitiveFailure, notExecuted } from "./outcomes.js";
+import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
+
+interface Sms {
+  to: string;
+  body: string;
+}
+
+const sms: Sms = { to: "+15550100", body: "Your code is 4711" };
+const LEASE_MS = 60_000;
+const TTL_MS = 86_400_000;
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected the call to fail");
+}
+
+/** A promise the test resolves by hand, to hold a tool in flight. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+/** A memory store whose takeovers are recorded: who won, who found the record already moved on. */
+function watchedStore() {
+  const inner = memoryStore();
+  const takeovers: (IdempotencyRecord | null)[] = [];
+  const store: IdempotencyStore = {
+    ...inner,
+    takeover: async (request) => {
+      const taken = await inner.takeover(request);
+      takeovers.push(taken);
+      return taken;
+    },
+  };
+  return { store, takeovers };
+}
+
+/** A worker that claimed (scope, key) for `sms` and died: the record stays in progress, nobody renews it. */
+async function crashedClaim(store: IdempotencyStore, now: number, scope = "default", key = "k") {
+  const outcome = await store.claim({
+    scope,
+    key,
+    tool: "send_sms",
+    fingerprint: fingerprint(sms),
+    token: "dead-worker",
+    leaseMs: LEASE_MS,
+    ttlMs: TTL_MS,
+    now,
+  });
+  expect(outcome.claimed).toBe(true);
+  return outcome.record;
+}
+
+/** An SMS gateway that counts the messages it really sends, by the key the tool passes downstream. */
+function smsTool(options: {
+  store: IdempotencyStore;
+  effect: Effect;
+  clock?: ReturnType<typeof fakeClock>;
+  verify?: (record: IdempotencyRecord, context: VerifyContext<Sms>) => VerifyOutcome<string>;
+  /** Throw after sending, on these runs (1-based): the effect happened, the reply was lost. */
+  throwAfterSendOn?: number[];
+  hold?: Promise<void>;
+}) {
+  const clock = options.clock ?? fakeClock();
+  const sent = new Map<string, string>();
+  const contexts: ToolContext[] = [];
+  let runs = 0;
+  const tool = idempotent(
+    async (_args: Sms, context) => {
+      runs++;
+      contexts.push(context);
+      if (options.hold) await options.hold;
+      const id = `msg-${runs}`;
+      sent.set(context.key, id);
+      if (options.throwAfterSendOn?.includes(runs)) throw new Error("socket hang up");
+      return id;
+    },
+    {
+      name: "send_sms",
+      store: options.store,
+      clock,
+      effect: options.effect,
+      leaseMs: LEASE_MS,
+      ttlMs: TTL_MS,
+      ...(options.verify ? { verify: options.verify } : {}),
+    },
+  );
+  return { tool, clock, sent, contexts, runs: () => runs };
+}
+
+describe("verify is asked about the call it resolves", () => {
+  it("receives the call's arguments, key, scope and a live signal, so a lookup by key finds the message", async () => {
+    const store = memoryStore();
+    const seen: VerifyContext<Sms>[] = [];
+    const { tool, sent, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      throwAfterSendOn: [1],
+      verify: (_record, context) => {
+        seen.push(context);
+        const id = sent.get(context.key);
+        return id === undefined ? { status: "not_executed" } : { status: "completed", result: id };
+      },
+    });
+    expect(await rejection(tool(sms, { key: "otp-1", scope: "tenant-a" }))).toBeInstanceOf(
+      OutcomeUnknownError,
+    );
+
+    const resolved = await tool(sms, { key: "otp-1", scope: "tenant-a" });
+    expect(resolved).toMatchObject({ result: "msg-1", was_replay: true, idempotency_key: "otp-1" });
+    expect(runs()).toBe(1);
+    expect(seen).toHaveLength(1);
+    const context = seen[0]!;
+    expect(context.args).toEqual(sms);
+    expect(context.key).toBe("otp-1");
+    expect(context.scope).toBe("tenant-a");
+    expect(context.signal).toBeInstanceOf(AbortSignal);
+    expect(context.signal.aborted).toBe(false);
+  });
+
+  it("passes the caller's abort on to verify's signal", async () => {
+    const store = memoryStore();
+    const caller = new AbortController();
+    let verifySignal: AbortSignal | undefined;
+    const clock = fakeClock();
+    const tool = idempotent(async (_args: Sms) => "sent", {
+      name: "send_sms",
+      store,
+      clock,
+      effect: "irreversible",
+      verify: async (_record, context) => {
+        verifySignal = context.signal;
+        caller.abort(new Error("user cancelled"));
+        return { status: "unknown", reason: "gateway timed out" };
+      },
+    });
+    await crashedClaim(store, clock.now(), "default", "k");
+    await clock.advance(LEASE_MS);
+    const error = await rejection(tool(sms, { key: "k", signal: caller.signal }));
+    expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
+    expect(verifySignal?.aborted).toBe(true);
+    expect(verifySignal?.reason).toEqual(new Error("user cancelled"));
+  });
+});
+
+describe("two repeats race to take over one record", () => {
+  it("native-key: a crashed claim is taken over by exactly one; the other waits and gets its outcome", async () => {
+    const { store, takeovers } = watchedStore();
+    const hold = gate();
+    const { tool, clock, contexts, runs } = smsTool({ store, effect: "native-key", hold: hold.opened });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+
+    const racers = [tool(sms, { key: "k" }), tool(sms, { key: "k" })];
+    await clock.advance(0);
+    expect(takeovers.map((taken) => taken?.attempts ?? null)).toEqual([2, null]);
+    hold.open();
+    await clock.advance(1_000);
+    const envelopes = await Promise.all(racers);
+
+    expect(runs()).toBe(1);
+    expect(contexts.map((c) => c.attempt)).toEqual([2]);
+    expect(envelopes.map((e) => [e.result, e.was_replay, e.original_called_at]).sort()).toEqual([
+      ["msg-1", false, "2026-01-01T00:00:00.000Z"],
+      ["msg-1", true, "2026-01-01T00:00:00.000Z"],
+    ]);
+    const record = await store.get({ scope: "default", key: "k" }, clock.now());
+    expect(record).toMatchObject({ status: "completed", attempts: 2 });
+  });
+
+  it("irreversible with verify: an unknown record is verified and run by exactly one; the other replays it", async () => {
+    const { store, takeovers } = watchedStore();
+    let verifies = 0;
+    const { tool, clock, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      throwAfterSendOn: [1],
+      verify: () => {
+        verifies++;
+        return { status: "not_executed" };
+      },
+    });
+    expect(await rejection(tool(sms, { key: "k" }))).toBeInstanceOf(OutcomeUnknownError);
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
+
+    const racers = [tool(sms, { key: "k" }), tool(sms, { key: "k" })];
+    await clock.advance(0);
+    expect(takeovers.map((taken) => taken?.attempts ?? null)).toEqual([2, null]);
+    await clock.advance(1_000);
+    const envelopes = await Promise.all(racers);
+
+    expect(verifies).toBe(1);
+    // The first call's run, and one more after verify: never one per racer.
+    expect(runs()).toBe(2);
+    expect(envelopes.map((e) => [e.result, e.was_replay]).sort()).toEqual([
+      ["msg-2", false],
+      ["msg-2", true],
+    ]);
+  });
+
+  it("irreversible with verify: when verify finds the message, both racers get it and the tool never runs", async () => {
+    const { store, takeovers } = watchedStore();
+    let verifies = 0;
+    const { tool, clock, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      verify: () => {
+        verifies++;
+        return { status: "completed", result: "msg-found" };
+      },
+    });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+
+    const racers = [tool(sms, { key: "k" }), tool(sms, { key: "k" })];
+    await clock.advance(1_000);
+    const envelopes = await Promise.all(racers);
+
+    expect(takeovers.map((taken) => taken?.attempts ?? null)).toEqual([2, null]);
+    expect(verifies).toBe(1);
+    expect(runs()).toBe(0);
+    expect(envelopes).toEqual([
+      expect.objectContaining({ result: "msg-found", was_replay: true }),
+      expect.objectContaining({ result: "msg-found", was_replay: true }),
+    ]);
+  });
+});
+
+describe("a crashed claim, by effect class", () => {
+  it("owned-store: takes it over, on attempt 2 in the tool's context and in the record", async () => {
+    const store = memoryStore();
+    const { tool, clock, contexts } = smsTool({ store, effect: "owned-store" });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+
+    expect(await tool(sms, { key: "k" })).toMatchObject({ result: "msg-1", was_replay: false });
+    expect(contexts.map((c) => [c.key, c.attempt])).toEqual([["k", 2]]);
+    const record = await store.get({ scope: "default", key: "k" }, clock.now());
+    expect(record).toMatchObject({ status: "completed", attempts: 2 });
+    expect(record?.token).not.toBe("dead-worker");
+  });
+
+  it("irreversible without verify: fails closed and leaves the record exactly as the dead worker left it", async () => {
+    const store = memoryStore();
+    const { tool, clock, runs } = smsTool({ store, effect: "irreversible" });
+    const crashed = await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    expect((error as OutcomeUnknownError).record).toEqual(crashed);
+    expect(await store.get({ scope: "default", key: "k" }, clock.now())).toEqual(crashed);
+    expect(runs()).toBe(0);
+  });
+});
+
+describe("an unknown record that verify calls not executed", () => {
+  it("runs the tool once more, on attempt 2, and reports a fresh run", async () => {
+    const store = memoryStore();
+    let verifies = 0;
+    const { tool, clock, contexts, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      throwAfterSendOn: [1],
+      verify: () => {
+        verifies++;
+        return { status: "not_executed" };
+      },
+    });
+    await rejection(tool(sms, { key: "k" }));
+    await clock.advance(5_000);
+
+    const envelope = await tool(sms, { key: "k" });
+    expect(envelope).toEqual({
+      result: "msg-2",
+      was_replay: false,
+      original_called_at: "2026-01-01T00:00:00.000Z",
+      idempotency_key: "k",
+      expires_at: new Date(clock.now() + TTL_MS).toISOString(),
+    });
+    expect(verifies).toBe(1);
+    expect(runs()).toBe(2);
+    expect(contexts.map((c) => c.attempt)).toEqual([1, 2]);
+    expect(await tool(sms, { key: "k" })).toMatchObject({ result: "msg-2", was_replay: true });
+    expect(runs()).toBe(2);
+  });
+});
+
+describe("a lost claim or a failing store at settle: the documented error, carrying a real record", () => {
+  /** A tool that throws `toolError()` after another worker took its key, so its settle is fenced off. */
+  function stolenDuringRun(effect: Effect, toolError: () => unknown) {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const tool = idempotent(
+      async (_args: Sms, context) => {
+        // An operator deleted the record while the tool ran, and another worker claimed the key again.
+        await store.delete({ scope: context.scope, key: context.key });
+        await store.claim({
+          scope: context.scope,
+          key: context.key,
+          tool: "send_sms",
+          fingerprint: fingerprint(sms),
+          token: "later-owner",
+          leaseMs: LEASE_MS,
+          ttlMs: TTL_MS,
+          now: clock.now(),
+        });
+        throw toolError();
+      },
+      { name: "send_sms", store, clock, effect },
+    );
+    return { tool, store, clock };
+  }
+
+  it("a tool that throws after losing its claim gets lease_lost, with the throw as its cause", async () => {
+    const boom = new Error("socket hang up");
+    const { tool, store, clock } = stolenDuringRun("irreversible", () => boom);
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect((error as IdempotencyError).code).toBe("lease_lost");
+    expect((error as Error).cause).toBe(boom);
+    const later = await store.get({ scope: "default", key: "k" }, clock.now());
+    expect(later).toMatchObject({ token: "later-owner", status: "in_progress", attempts: 1 });
+  });
+
+  it("a definitive failure after losing the claim gets lease_lost, and the later owner's record stays", async () => {
+    const declined = new Error("card declined");
+    const { tool, store, clock } = stolenDuringRun("irreversible", () => definitiveFailure(declined));
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect((error as Error).cause).toBe(declined);
+    const later = await store.get({ scope: "default", key: "k" }, clock.now());
+    expect(later).toMatchObject({ token: "later-owner", status: "in_progress" });
+  });
+
+  function settleFails() {
+    const inner = memoryStore();
+    const store: IdempotencyStore = {
+      ...inner,
+      settle: () => Promise.reject(new Error("connection reset")),
+    };
+    return { inner, store };
+  }
+
+  it("a throw under irreversible when settle fails: outcome_unknown carrying the claimed record", async () => {
+    const { inner, store } = settleFails();
+    const { tool, clock } = smsTool({ store, effect: "irreversible", throwAfterSendOn: [1] });
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    const record = (error as OutcomeUnknownError).record;
+    expect(typeof record).toBe("object");
+    const held = await inner.get({ scope: "default", key: "k" }, clock.now());
+    expect(record).toEqual(held);
+    expect(record).toMatchObject({ status: "in_progress", attempts: 1, key: "k", tool: "send_sms" });
+    expect((error as Error).message).toContain('send_sms with key "k"');
+  });
+
+  it("a definitive failure when settle fails: the tool's own error, not a replay", async () => {
+    const { store } = settleFails();
+    const declined = new Error("card declined");
+    const clock = fakeClock();
+    const tool = idempotent(
+      async () => {
+        throw definitiveFailure(declined);
+      },
+      { name: "charge", store, clock },
+    );
+    expect(await rejection(tool({}, { key: "k" }))).toBe(declined);
+  });
+
+  it("a completed run when settle fails: a fresh run, expiring a full window from now", async () => {
+    const { store } = settleFails();
+    const clock = fakeClock();
+    await clock.advance(30_000);
+    const { tool } = smsTool({ store, effect: "irreversible", clock });
+    const envelope = await tool(sms, { key: "k" });
+    expect(envelope.was_replay).toBe(false);
+    expect(envelope.result).toBe("msg-1");
+    expect(envelope.original_called_at).toBe(new Date(clock.now()).toISOString());
+    expect(envelope.expires_at).toBe(new Date(clock.now() + TTL_MS).toISOString());
+  });
+
+  it("verify finds the message when settle fails: a replay expiring a full window from now", async () => {
+    const inner = memoryStore();
+    let settleFailing = false;
+    const store: IdempotencyStore = {
+      ...inner,
+      settle: (request) =>
+        settleFailing ? Promise.reject(new Error("connection reset")) : inner.settle(request),
+    };
+    const { tool, clock, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      throwAfterSendOn: [1],
+      verify: () => ({ status: "completed", result: "msg-1" }),
+    });
+    await rejection(tool(sms, { key: "k" }));
+    settleFailing = true;
+    await clock.advance(5_000);
+    const envelope = await tool(sms, { key: "k" });
+    expect(envelope).toMatchObject({ result: "msg-1", was_replay: true });
+    expect(envelope.expires_at).toBe(new Date(clock.now() + TTL_MS).toISOString());
+    expect(runs()).toBe(1);
+  });
+
+  it("verify cannot tell and settle fails: outcome_unknown carrying the taken-over record", async () => {
+    const inner = memoryStore();
+    let settleFailing = false;
+    const store: IdempotencyStore = {
+      ...inner,
+      settle: (request) =>
+        settleFailing ? Promise.reject(new Error("connection reset")) : inner.settle(request),
+    };
+    const { tool, clock } = smsTool({
+      store,
+      effect: "irreversible",
+      throwAfterSendOn: [1],
+      verify: () => ({ status: "unknown", reason: "gateway has no record yet" }),
+    });
+    await rejection(tool(sms, { key: "k" }));
+    settleFailing = true;
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    const record = (error as OutcomeUnknownError).record;
+    expect(record).toEqual(await inner.get({ scope: "default", key: "k" }, clock.now()));
+    expect(record).toMatchObject({ status: "in_progress", attempts: 2 });
+    expect((error as Error).message).toContain("gateway has no record yet");
+  });
+});
+
+describe("waiters in this process and the in-flight registry", () => {
+  it("wakes a waiter the moment the owner settles, on the real clock, not at its next poll", async () => {
+    const inner = memoryStore();
+    const hold = gate();
+    let waiterPolls = 0;
+    let openedAt = 0;
+    // The waiter's polls back off 10, 20, 40, 80, 160, then 250 ms (each ±25%). Once it has seen the call
+    // in flight six times it sleeps at least 187 ms: the owner settles right then.
+    const store: IdempotencyStore = {
+      ...inner,
+      claim: async (request) => {
+        const outcome = await inner.claim(request);
+        if (!outcome.claimed && outcome.record.status === "in_progress" && ++waiterPolls === 6) {
+          openedAt = performance.now();
+          hold.open();
+        }
+        return outcome;
+      },
+    };
+    let runs = 0;
+    const tool = idempotent(
+      async () => {
+        runs++;
+        await hold.opened;
+        return "sent";
+      },
+      { name: "send_sms", store },
+    );
+    const owner = tool({}, { key: "k" });
+    const waiter = tool({}, { key: "k" });
+    const replay = await waiter;
+    const wokeAfterMs = performance.now() - openedAt;
+
+    expect(await owner).toMatchObject({ result: "sent", was_replay: false });
+    expect(replay).toMatchObject({ result: "sent", was_replay: true });
+    expect(runs).toBe(1);
+    expect(waiterPolls).toBe(6);
+    expect(wokeAfterMs).toBeLessThan(150);
+  });
+
+  it("wakes a waiter with a signal on the owner's settle without the clock moving", async () => {
+    const store = memoryStore();
+    const hold = gate();
+    const clock = fakeClock();
+    const tool = idempotent(
+      async () => {
+        await hold.opened;
+        return "sent";
+      },
+      { name: "send_sms", store, clock },
+    );
+    const owner = tool({}, { key: "k" });
+    let replay: unknown;
+    const waiter = tool({}, { key: "k", signal: new AbortController().signal }).then((envelope) => {
+      replay = envelope;
+    });
+    await clock.advance(0);
+    expect(clock.pending).toBeGreaterThan(0);
+    const before = clock.now();
+    hold.open();
+    await clock.advance(0);
+    expect(clock.now()).toBe(before);
+    expect(replay).toMatchObject({ result: "sent", was_replay: true });
+    await owner;
+    await waiter;
+  });
+
+  it("is empty again after calls that completed, failed, threw, released, replayed or waited", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const hold = gate();
+    const tool = idempotent(
+      async (args: { outcome: string }) => {
+        if (args.outcome === "held") await hold.opened;
+        if (args.outcome === "definitive") throw definitiveFailure(new Error("declined"));
+        if (args.outcome === "not-executed") throw notExecuted(new Error("invalid address"));
+        if (args.outcome === "throw") throw new Error("socket hang up");
+        return args.outcome;
+      },
+      { name: "send_sms", store, clock },
+    );
+    const nativeKey = idempotent(
+      async () => {
+        throw new Error("socket hang up");
+      },
+      { name: "charge", store, clock, effect: "native-key" },
+    );
+
+    await tool({ outcome: "ok" }, { key: "ok" });
+    await tool({ outcome: "ok" }, { key: "ok" });
+    await rejection(tool({ outcome: "definitive" }, { key: "definitive" }));
+    await rejection(tool({ outcome: "not-executed" }, { key: "not-executed" }));
+    await rejection(tool({ outcome: "throw" }, { key: "throw" }));
+    await rejection(nativeKey({}, { key: "native" }));
+    const held = tool({ outcome: "held" }, { key: "held" });
+    const waiting = tool({ outcome: "held" }, { key: "held" });
+    await clock.advance(0);
+    expect(flightCount(store)).toBe(1);
+    hold.open();
+    await clock.advance(1_000);
+    await Promise.all([held, waiting]);
+
+    expect(flightCount(store)).toBe(0);
+  });
+});
+
+describe("a store error is reported as such", () => {
+  it("a takeover that cannot reach the store is store_unavailable, and the tool does not run", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = {
+      ...inner,
+      takeover: () => Promise.reject(new Error("ECONNRESET")),
+    };
+    const { tool, clock, runs } = smsTool({ store, effect: "native-key" });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+    expect(await rejection(tool(sms, { key: "k" }))).toBeInstanceOf(StoreUnavailableError);
+    expect(runs()).toBe(0);
+  });
+});
