@@ -206,15 +206,15 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
     const claimed = (await store.claim(claimRequest({ leaseMs: 30_000, ttlMs: 10_000 }))).record;
-    expect(claimed.expiresAt).toBe(claimed.leaseExpiresAt);
+    expect(claimed.expiresAt).toBe(claimed.leaseExpiresAt + 10_000);
     expect(await expiryOf(prefix, claimed)).toBe(claimed.expiresAt);
     const ttl = await client.pttl(recordName(prefix, "tenant-a", "order-1"));
-    expect(ttl).toBeGreaterThan(25_000);
-    expect(ttl).toBeLessThanOrEqual(30_000);
+    expect(ttl).toBeGreaterThan(35_000);
+    expect(ttl).toBeLessThanOrEqual(40_000);
 
-    expect(await store.renew({ ...claimed, leaseMs: 90_000, ttlMs: 86_400_000, now: 0 })).toBe(true);
+    expect(await store.renew({ ...claimed, leaseMs: 90_000, ttlMs: 10_000, now: 0 })).toBe(true);
     const renewed = await store.get(claimed, 0);
-    expect(renewed!.expiresAt).toBe(renewed!.leaseExpiresAt);
+    expect(renewed!.expiresAt).toBe(renewed!.leaseExpiresAt + 10_000);
     expect(await expiryOf(prefix, renewed!)).toBe(renewed!.expiresAt);
 
     const settled = await store.settle({
@@ -232,7 +232,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
       fromToken: "token-a",
       token: "token-b",
       leaseMs: 1_000,
-      ttlMs: 86_400_000,
+      ttlMs: 1_000,
       now: 0,
     });
     expect(await expiryOf(prefix, taken!)).toBe(settled!.expiresAt);
@@ -242,17 +242,20 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix, clock: "request" });
     const ahead = Date.now() + 7 * DAY;
-    const early = (await store.claim(claimRequest({ key: "ahead", now: ahead, ttlMs: DAY }))).record;
-    expect(await expiryOf(prefix, early)).toBe(ahead + DAY);
+    const early = (await store.claim(claimRequest({ key: "ahead", now: ahead, leaseMs: 1_000, ttlMs: DAY })))
+      .record;
+    expect(await expiryOf(prefix, early)).toBe(ahead + 1_000 + DAY);
 
     // A caller whose clock runs a day behind Redis's: its record still lives its full hour by Redis's clock.
     const behind = Date.now() - DAY;
-    const late = (await store.claim(claimRequest({ key: "behind", now: behind, ttlMs: 3_600_000 }))).record;
-    expect(late.expiresAt).toBe(behind + 3_600_000);
+    const late = (
+      await store.claim(claimRequest({ key: "behind", now: behind, leaseMs: 1_000, ttlMs: 3_600_000 }))
+    ).record;
+    expect(late.expiresAt).toBe(behind + 3_601_000);
     const expiry = await expiryOf(prefix, late);
     const now = await serverNow();
     expect(expiry).toBeGreaterThan(now + 3_500_000);
-    expect(expiry).toBeLessThanOrEqual(now + 3_600_000);
+    expect(expiry).toBeLessThanOrEqual(now + 3_601_000);
   });
 
   it("leaves purge to Redis under the server clock", async () => {

@@ -1,7 +1,8 @@
 /**
- * Property: for random interleavings of concurrent calls, tool outcomes, crashed workers and clock
- * moves, the effect happens at most once per (scope, key), and every caller gets the original
- * outcome or a typed error.
+ * Property: for random interleavings of concurrent calls of two tools on shared keys, tool outcomes,
+ * long calls, crashed workers (some after renewing for a long time) and clock moves, under long and
+ * short windows: the effect happens at most once per (scope, key) per window — two effects on one key
+ * are at least `ttlMs` apart — and every caller gets its own tool's original outcome or a typed error.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -18,11 +19,14 @@ import {
 } from "../src/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
-type Behaviour = "ok" | "slow" | "definitive" | "not_executed" | "throw";
+type Behaviour = "ok" | "slow" | "long" | "definitive" | "not_executed" | "throw";
 type Op =
-  | { kind: "call"; key: string; scope: string; variant: number; behaviour: Behaviour }
-  | { kind: "crash"; key: string; scope: string; variant: number }
+  | { kind: "call"; tool: number; key: string; scope: string; variant: number; behaviour: Behaviour }
+  | { kind: "crash"; tool: number; key: string; scope: string; variant: number; renewForMs: number }
   | { kind: "advance"; ms: number };
+
+const toolNames = ["send", "notify"] as const;
+const leaseMs = 30_000;
 
 const keyArb = fc.constantFrom("a", "b");
 const scopeArb = fc.constantFrom("s1", "s2");
@@ -32,24 +36,32 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 5,
     arbitrary: fc.record({
       kind: fc.constant("call" as const),
+      tool: fc.constantFrom(0, 0, 1),
       key: keyArb,
       scope: scopeArb,
       variant: variantArb,
-      behaviour: fc.constantFrom<Behaviour>("ok", "slow", "definitive", "not_executed", "throw"),
-    }),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.record({
-      kind: fc.constant("crash" as const),
-      key: keyArb,
-      scope: scopeArb,
-      variant: variantArb,
+      behaviour: fc.constantFrom<Behaviour>("ok", "slow", "long", "definitive", "not_executed", "throw"),
     }),
   },
   {
     weight: 2,
-    arbitrary: fc.record({ kind: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 90_000 }) }),
+    arbitrary: fc.record({
+      kind: fc.constant("crash" as const),
+      tool: fc.constantFrom(0, 0, 1),
+      key: keyArb,
+      scope: scopeArb,
+      variant: variantArb,
+      // How long the doomed worker kept renewing its lease before it died (a long call).
+      renewForMs: fc.constantFrom(0, 150_000),
+    }),
+  },
+  {
+    weight: 2,
+    // Up to past a lease, and now and then past a dead worker's long lease plus a short window.
+    arbitrary: fc.record({
+      kind: fc.constant("advance" as const),
+      ms: fc.oneof(fc.integer({ min: 0, max: 90_000 }), fc.constant(170_000)),
+    }),
   },
 );
 
@@ -95,122 +107,189 @@ async function drive(s: fc.Scheduler, clock: FakeClock, done: () => boolean, unt
   throw new Error("the run did not settle");
 }
 
+/**
+ * One run: the ops in order against two tools on one memory store, every store step interleaved by the
+ * scheduler; then the checks. Throws when an effect repeats within a window or a caller is misled.
+ */
+async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc.Scheduler): Promise<void> {
+  const clock = fakeClock();
+  const inner = memoryStore();
+  const store = scheduled(inner, s);
+  // When an effect may have reached the outside world, per (scope, key).
+  const maybeEffects = new Map<string, number[]>();
+  // The values of successful runs, per (scope, key, tool).
+  const returned = new Map<string, number[]>();
+  const attemptsSeen = new Map<string, number[]>();
+  const released = new Set<string>();
+  const undoneOnThrow = effect === "native-key" || effect === "owned-store";
+  let nextId = 0;
+  const count = (id: string, at = clock.now()) => maybeEffects.set(id, [...(maybeEffects.get(id) ?? []), at]);
+
+  const tools = toolNames.map((name) =>
+    idempotent(
+      async (args: { variant: number; behaviour: Behaviour }, context) => {
+        const id = `${context.scope}/${context.key}`;
+        attemptsSeen.set(id, [...(attemptsSeen.get(id) ?? []), context.attempt]);
+        const result = ++nextId;
+        switch (args.behaviour) {
+          case "not_executed":
+            released.add(id);
+            throw notExecuted(new Error("invalid"));
+          case "throw":
+            if (undoneOnThrow) released.add(id);
+            else count(id);
+            throw new Error("boom");
+          case "definitive":
+            count(id);
+            throw definitiveFailure(new Error("declined"));
+          case "slow":
+            await clock.sleep(20_000);
+            break;
+          case "long":
+            // Longer than the lease and than the short window: it lives by renewing.
+            await clock.sleep(120_000);
+            break;
+          case "ok":
+            break;
+        }
+        count(id);
+        returned.set(`${id}/${name}`, [...(returned.get(`${id}/${name}`) ?? []), result]);
+        return result;
+      },
+      { name, store, clock, effect, ttlMs, leaseMs, waitMs: 5_000, significant: ["variant"] },
+    ),
+  );
+
+  const calls: { id: string; tool: string; promise: Promise<unknown>; settled: boolean }[] = [];
+  let dyingWorkers = 0;
+  for (const op of ops) {
+    if (op.kind === "advance") {
+      await drive(s, clock, () => true, clock.now() + op.ms);
+    } else if (op.kind === "crash") {
+      // A worker claimed the key, renewed its lease for a while, maybe did the effect, and died.
+      const id = `${op.scope}/${op.key}`;
+      const record = {
+        scope: op.scope,
+        key: op.key,
+        tool: toolNames[op.tool]!,
+        fingerprint: fingerprint({ variant: op.variant }),
+        token: `dead-${nextId++}`,
+      };
+      const claim = await inner.claim({ ...record, leaseMs, ttlMs, now: clock.now() });
+      if (!claim.claimed) continue;
+      if (undoneOnThrow) continue;
+      count(id);
+      dyingWorkers++;
+      void (async () => {
+        for (let lived = 0; lived + leaseMs / 3 <= op.renewForMs; lived += leaseMs / 3) {
+          await clock.sleep(leaseMs / 3);
+          const renewed = await inner.renew({ ...record, leaseMs, ttlMs, now: clock.now() });
+          if (!renewed) return;
+          // The effect may come as late as the last sign of life.
+          const times = maybeEffects.get(id)!;
+          times[times.length - 1] = clock.now();
+        }
+      })().finally(() => dyingWorkers--);
+    } else {
+      const tool = toolNames[op.tool]!;
+      const call = {
+        id: `${op.scope}/${op.key}`,
+        tool,
+        promise: Promise.resolve() as Promise<unknown>,
+        settled: false,
+      };
+      call.promise = tools[op.tool]!(
+        { variant: op.variant, behaviour: op.behaviour },
+        { key: op.key, scope: op.scope },
+      )
+        .then(
+          (envelope) => envelope,
+          (error: unknown) => ({ error }),
+        )
+        .finally(() => {
+          call.settled = true;
+        });
+      calls.push(call);
+    }
+  }
+  await drive(s, clock, () => dyingWorkers === 0 && calls.every((c) => c.settled));
+
+  for (const [id, times] of maybeEffects) {
+    for (let i = 1; i < times.length; i++) {
+      expect(
+        times[i]! - times[i - 1]!,
+        `effects for ${id} under ${effect} with a window of ${ttlMs} ms, at ${times.join(", ")}`,
+      ).toBeGreaterThanOrEqual(ttlMs);
+    }
+  }
+  for (const [id, results] of returned) {
+    if (ttlMs > 86_000_000) expect(results.length, `successful runs for ${id}`).toBeLessThanOrEqual(1);
+  }
+  if (effect === "native-key" && ttlMs > 86_000_000) {
+    // Takeovers run again, with the same key and a higher attempt: the downstream dedupes on the key.
+    for (const [id, attempts] of attemptsSeen) {
+      if (!released.has(id)) expect([...attempts].sort()).toEqual(attempts);
+    }
+  }
+  for (const call of calls) {
+    const outcome = (await call.promise) as {
+      result?: number;
+      was_replay?: boolean;
+      error?: unknown;
+    };
+    if ("error" in outcome) {
+      const error = outcome.error;
+      const typed =
+        isIdempotencyError(error) ||
+        error instanceof ReplayedFailureError ||
+        (error instanceof Error && ["invalid", "boom", "declined"].includes(error.message));
+      expect(typed, `untyped error: ${String(error)}`).toBe(true);
+    } else {
+      // A value handed back is a successful run's value of this very tool on this key.
+      expect(
+        returned.get(`${call.id}/${call.tool}`) ?? [],
+        `${call.tool} on ${call.id} was handed a value no run of it returned`,
+      ).toContain(outcome.result);
+    }
+  }
+}
+
 describe("the state machine under random interleavings", () => {
   it("runs the effect at most once per (scope, key) and answers every caller honestly", async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom<Effect>("irreversible", "compensatable", "native-key", "owned-store"),
+        // A day, or a window shorter than a long call, so records expire while the property runs.
+        fc.constantFrom(86_400_000, 50_000),
         fc.array(opArb, { minLength: 1, maxLength: 10 }),
         fc.scheduler(),
-        async (effect, ops, s) => {
-          const clock = fakeClock();
-          const inner = memoryStore();
-          const store = scheduled(inner, s);
-          // What may have reached the outside world, per (scope, key).
-          const maybeEffects = new Map<string, number>();
-          const returned = new Map<string, number[]>();
-          const attemptsSeen = new Map<string, number[]>();
-          const undoneOnThrow = effect === "native-key" || effect === "owned-store";
-          let nextId = 0;
-          const count = (id: string) => maybeEffects.set(id, (maybeEffects.get(id) ?? 0) + 1);
-
-          const tool = idempotent(
-            async (args: { variant: number; behaviour: Behaviour }, context) => {
-              const id = `${context.scope}/${context.key}`;
-              attemptsSeen.set(id, [...(attemptsSeen.get(id) ?? []), context.attempt]);
-              const result = ++nextId;
-              switch (args.behaviour) {
-                case "not_executed":
-                  throw notExecuted(new Error("invalid"));
-                case "throw":
-                  if (!undoneOnThrow) count(id);
-                  throw new Error("boom");
-                case "definitive":
-                  count(id);
-                  throw definitiveFailure(new Error("declined"));
-                case "slow":
-                  await clock.sleep(20_000);
-                  break;
-                case "ok":
-                  break;
-              }
-              count(id);
-              returned.set(id, [...(returned.get(id) ?? []), result]);
-              return result;
-            },
-            { name: "send", store, clock, effect, leaseMs: 30_000, waitMs: 5_000, significant: ["variant"] },
-          );
-
-          const calls: { id: string; promise: Promise<unknown>; settled: boolean }[] = [];
-          for (const op of ops) {
-            if (op.kind === "advance") {
-              await drive(s, clock, () => true, clock.now() + op.ms);
-            } else if (op.kind === "crash") {
-              // A worker claimed the key, maybe did the effect, and died without renewing or settling.
-              const id = `${op.scope}/${op.key}`;
-              const claim = await inner.claim({
-                scope: op.scope,
-                key: op.key,
-                tool: "send",
-                fingerprint: fingerprint({ variant: op.variant }),
-                token: `dead-${nextId++}`,
-                leaseMs: 30_000,
-                ttlMs: 86_400_000,
-                now: clock.now(),
-              });
-              if (claim.claimed && !undoneOnThrow) count(id);
-            } else {
-              const call = {
-                id: `${op.scope}/${op.key}`,
-                promise: Promise.resolve() as Promise<unknown>,
-                settled: false,
-              };
-              call.promise = tool(
-                { variant: op.variant, behaviour: op.behaviour },
-                { key: op.key, scope: op.scope },
-              )
-                .then(
-                  (envelope) => envelope,
-                  (error: unknown) => ({ error }),
-                )
-                .finally(() => {
-                  call.settled = true;
-                });
-              calls.push(call);
-            }
-          }
-          await drive(s, clock, () => calls.every((c) => c.settled));
-
-          for (const [id, n] of maybeEffects) {
-            expect(n, `effects for ${id} under ${effect}`).toBeLessThanOrEqual(1);
-          }
-          for (const [id, results] of returned)
-            expect(results.length, `successful runs for ${id}`).toBeLessThanOrEqual(1);
-          if (effect === "native-key") {
-            // Takeovers run again, with the same key and a higher attempt: the downstream dedupes on the key.
-            for (const attempts of attemptsSeen.values()) expect([...attempts].sort()).toEqual(attempts);
-          }
-          for (const call of calls) {
-            const outcome = (await call.promise) as {
-              result?: number;
-              was_replay?: boolean;
-              error?: unknown;
-            };
-            if ("error" in outcome) {
-              const error = outcome.error;
-              const typed =
-                isIdempotencyError(error) ||
-                error instanceof ReplayedFailureError ||
-                (error instanceof Error && ["invalid", "boom", "declined"].includes(error.message));
-              expect(typed, `untyped error: ${String(error)}`).toBe(true);
-            } else {
-              // A value handed back is the one successful run's value.
-              expect(returned.get(call.id)).toEqual([outcome.result]);
-            }
-          }
-        },
+        checkRun,
       ),
-      { numRuns: 150 },
+      { numRuns: 500 },
     );
   }, 120_000);
+
+  // Runs the random search may take a while to reach, each under an interleaving of its own.
+  const scheduler = () => fc.sample(fc.scheduler(), 1)[0]!;
+  const call = (tool: number, behaviour: Behaviour = "ok"): Op => ({
+    kind: "call",
+    tool,
+    key: "a",
+    scope: "s1",
+    variant: 0,
+    behaviour,
+  });
+
+  it("a worker that renewed past a short window and then died is not run again within a window", async () => {
+    for (const effect of ["irreversible", "compensatable"] as const) {
+      const crash: Op = { kind: "crash", tool: 0, key: "a", scope: "s1", variant: 0, renewForMs: 150_000 };
+      await checkRun(effect, 50_000, [crash, { kind: "advance", ms: 175_000 }, call(0)], scheduler());
+    }
+  });
+
+  it("a second tool on the same key neither runs nor gets the first tool's outcome", async () => {
+    for (const behaviour of ["ok", "slow", "definitive", "throw"] as const) {
+      await checkRun("irreversible", 86_400_000, [call(0, behaviour), call(1), call(1, "slow")], scheduler());
+    }
+  });
 });

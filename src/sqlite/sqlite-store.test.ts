@@ -186,12 +186,12 @@ describe("sqliteStore", () => {
     const a = sqliteStore({ path: file });
     const b = sqliteStore({ path: file });
     await a.claim(claimRequest({ ttlMs: 1_000, leaseMs: 1_000 }));
-    const again = await b.claim(claimRequest({ token: "token-b", now: t0 + 1_000 }));
+    const again = await b.claim(claimRequest({ token: "token-b", now: t0 + 2_000 }));
     expect(again).toMatchObject({
       claimed: true,
-      record: { token: "token-b", attempts: 1, createdAt: t0 + 1_000 },
+      record: { token: "token-b", attempts: 1, createdAt: t0 + 2_000 },
     });
-    expect(await a.get({ scope: "tenant-a", key: "order-1" }, t0 + 1_000)).toEqual(again.record);
+    expect(await a.get({ scope: "tenant-a", key: "order-1" }, t0 + 2_000)).toEqual(again.record);
     await a.close();
     await b.close();
   });
@@ -337,7 +337,7 @@ describe("sqliteStore", () => {
     for (let i = 0; i < 20; i++) {
       await store.claim(claimRequest({ key: `k${i}`, ttlMs: i < 5 ? 1_000 : 5_000, leaseMs: 1_000 }));
     }
-    expect(await store.purge({ now: t0 + 1_000 })).toEqual({ deleted: 5 });
+    expect(await store.purge({ now: t0 + 2_000 })).toEqual({ deleted: 5 });
     expect((await store.list({})).records).toHaveLength(15);
 
     const purge = sources.find((source) => /^\s*DELETE\b/.test(source) && source.includes("expires_at <="));

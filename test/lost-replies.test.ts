@@ -1,0 +1,136 @@
+/**
+ * Replies lost after the server applied the command, on the real servers and with the clients' default
+ * settings: a proxy forwards the claim or the settle, then drops the answer and the connection.
+ * pg fails the query; ioredis reconnects and resends it. Either way the tool runs once per logical call,
+ * the key is never left blocked, and the caller is never told a recorded outcome was lost.
+ */
+import { Redis } from "ioredis";
+import { afterEach, describe, expect, it } from "vitest";
+import { StoreUnavailableError } from "../src/core/errors.js";
+import { idempotent } from "../src/core/idempotent.js";
+import type { IdempotencyStore } from "../src/core/store.js";
+import { postgresStore } from "../src/postgres/index.js";
+import { redisStore } from "../src/redis/index.js";
+import { dropTable, freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
+import { dropPrefix, freshPrefix, reachable, redisUrl } from "./fixtures/redis-helpers.js";
+import { type ReplyDroppingProxy, replyDroppingProxy } from "./fixtures/reply-dropping-proxy.js";
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {});
+});
+
+/** A send_email on `store` that counts what it sent; waits for nobody, so a blocked key shows at once. */
+function counted(store: IdempotencyStore) {
+  const sent: string[] = [];
+  const send = idempotent(
+    async (args: { to: string }) => {
+      sent.push(args.to);
+      return { id: `m-${sent.length}` };
+    },
+    { name: "send_email", store, waitMs: 0 },
+  );
+  return { send, sent };
+}
+
+async function postgresBehind(): Promise<{
+  store: IdempotencyStore;
+  direct: IdempotencyStore;
+  proxy: ReplyDroppingProxy;
+}> {
+  const url = new URL(pgUrl);
+  const proxy = await replyDroppingProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  const table = freshTable();
+  const pool = testPool({ port: proxy.port });
+  const directPool = testPool();
+  cleanups.push(
+    () => proxy.close(),
+    () => pool.end(),
+    () => directPool.end(),
+  );
+  cleanups.push(() => dropTable(directPool, table));
+  const direct = postgresStore({ client: directPool, table });
+  await direct.get({ scope: "default", key: "warm-up" }, Date.now());
+  return { store: postgresStore({ client: pool, table }), direct, proxy };
+}
+
+async function redisBehind(): Promise<{
+  store: IdempotencyStore;
+  direct: IdempotencyStore;
+  proxy: ReplyDroppingProxy;
+}> {
+  const url = new URL(redisUrl);
+  const proxy = await replyDroppingProxy({ host: url.hostname, port: Number(url.port || 6379) });
+  const prefix = freshPrefix("lost-replies");
+  // The client's defaults: it reconnects and resends the commands that had no answer.
+  const client = new Redis({ host: "127.0.0.1", port: proxy.port });
+  const directClient = new Redis(redisUrl);
+  cleanups.push(
+    () => proxy.close(),
+    async () => client.disconnect(),
+    async () => directClient.disconnect(),
+  );
+  cleanups.push(() => dropPrefix(directClient, prefix));
+  await reachable(directClient);
+  const store = redisStore({ client, prefix });
+  // Load the scripts, so the command whose reply is dropped is the one that applies.
+  await counted(store).send({ to: "warm-up" }, { key: "warm-up" });
+  return { store, direct: redisStore({ client: directClient, prefix }), proxy };
+}
+
+describe("PostgreSQL: a reply lost after the server applied the command", () => {
+  it("a claim whose reply was lost is released, and a retry runs the tool once", async () => {
+    const { store, direct, proxy } = await postgresBehind();
+    const { send, sent } = counted(store);
+    const dropped = proxy.dropReplyTo("claim-lost");
+    const error = await send({ to: "alice" }, { key: "claim-lost" }).catch((e: unknown) => e);
+    await dropped;
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(sent).toEqual([]);
+    expect(await direct.get({ scope: "default", key: "claim-lost" }, Date.now())).toBeUndefined();
+    const retry = await send({ to: "alice" }, { key: "claim-lost" });
+    expect(retry.was_replay).toBe(false);
+    expect(sent).toEqual(["alice"]);
+  });
+
+  it("a settle whose reply was lost is read back: the caller gets its result, and a repeat replays it", async () => {
+    const { store, proxy } = await postgresBehind();
+    const { send, sent } = counted(store);
+    const dropped = proxy.dropReplyTo("settle-lost", 2);
+    const first = await send({ to: "alice" }, { key: "settle-lost" });
+    await dropped;
+    expect(first).toMatchObject({ result: { id: "m-1" }, was_replay: false });
+    expect(await send({ to: "alice" }, { key: "settle-lost" })).toMatchObject({
+      result: { id: "m-1" },
+      was_replay: true,
+    });
+    expect(sent).toEqual(["alice"]);
+  });
+});
+
+describe("Redis: a reply lost after the server applied the command, and the client resends it", () => {
+  it("a resent claim finds its own record: the tool runs once, and the key is not blocked", async () => {
+    const { store, direct, proxy } = await redisBehind();
+    const { send, sent } = counted(store);
+    const dropped = proxy.dropReplyTo("claim-lost");
+    const first = await send({ to: "alice" }, { key: "claim-lost" });
+    await dropped;
+    expect(first.was_replay).toBe(false);
+    expect(sent).toEqual(["alice"]);
+    expect((await direct.get({ scope: "default", key: "claim-lost" }, Date.now()))?.status).toBe("completed");
+  });
+
+  it("a resent settle is not reported as a lost lease: the caller gets its result, and a repeat replays it", async () => {
+    const { store, proxy } = await redisBehind();
+    const { send, sent } = counted(store);
+    const dropped = proxy.dropReplyTo("settle-lost", 2);
+    const first = await send({ to: "alice" }, { key: "settle-lost" });
+    await dropped;
+    expect(first).toMatchObject({ result: { id: "m-1" }, was_replay: false });
+    expect(await send({ to: "alice" }, { key: "settle-lost" })).toMatchObject({
+      result: { id: "m-1" },
+      was_replay: true,
+    });
+    expect(sent).toEqual(["alice"]);
+  });
+});
