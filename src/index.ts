@@ -25,6 +25,7 @@ export {
   StoreUnavailableError,
 } from "./core/errors.js";
 export { EventType, type IdempotencyEvent } from "./core/events.js";
+export type { ArgumentField, FieldList } from "./core/field-list.js";
 export { fingerprint, sha256Hex } from "./core/fingerprint.js";
 export {
   type Envelope,

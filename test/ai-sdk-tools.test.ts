@@ -567,6 +567,21 @@ describe("failures", () => {
     expect(result.steps[0]!.toolResults).toHaveLength(1);
   });
 
+  it("tells the model when its input has none of the intent fields, and sends nothing", async () => {
+    const { sent, sendEmail } = mailer();
+    // A misspelt list, as JavaScript lets one through: every call of a turn would otherwise share one key.
+    const tools = idempotentTools(
+      { send_email: sendEmail },
+      { store: memoryStore(), perTool: { send_email: { intentFields: ["too" as "to"] } } },
+    );
+    const model = new MockLanguageModelV3({ doGenerate: [calls({ id: "a", input: alice }), text("ok")] });
+    const result = await generateText({ model, tools, stopWhen: stepCountIs(3), prompt: "Send it" });
+    expect(sent).toHaveLength(0);
+    const error = result.steps[0]!.content.find((part) => part.type === "tool-error")?.error as ToolCallError;
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toMatch(/none of the fields `intentFields` names \(too\)/);
+  });
+
   it("asks for a turn id when the conversation has no user message", () => {
     expect(() => turnIdFromMessages([{ role: "system", content: "You send emails." }])).toThrow(
       /No user message/,
@@ -639,6 +654,9 @@ describe("idempotentTool and idempotentTools options", () => {
       idempotentTool(sendEmail, { name: "send_email", store, output: "plain" as "merge" }),
     ).toThrow(/option `output` must be "envelope" or "merge"/);
     expect(() => idempotentTool(sendEmail, { name: "", store })).toThrow(/option `name`/);
+    expect(() => idempotentTool(sendEmail, { name: "send_email", store, intentFields: [] })).toThrow(
+      /option `intentFields` must name at least one top-level argument/,
+    );
   });
 
   it("passes tools without execute through when no tool is named", () => {

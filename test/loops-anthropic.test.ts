@@ -8,6 +8,7 @@ import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import type { Message, MessageParam, ToolResultBlockParam } from "@anthropic-ai/sdk/resources/messages";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { FieldList } from "../src/index.js";
 import { type LoopTool, loopTool, runAnthropicToolUses } from "../src/loops/index.js";
 import { type SqliteStore, sqliteStore } from "../src/sqlite/index.js";
 
@@ -69,7 +70,7 @@ afterEach(async () => {
 });
 
 /** The agent's tools on a fresh connection to the SQLite file, as a restarted process would open them. */
-function agentTools(sent: Email[], similar?: { fields: string[] }): LoopTool[] {
+function agentTools(sent: Email[], similar?: { fields: FieldList<Email> }): LoopTool[] {
   const store = sqliteStore({ path: join(dir, "idempotool.db") });
   stores.push(store);
   return [

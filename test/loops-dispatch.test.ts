@@ -211,10 +211,33 @@ describe("dispatchToolCalls", () => {
     expect(sent).toHaveLength(0);
   });
 
+  it("tells the model when its arguments have none of the intent fields, and runs nothing", async () => {
+    const sent: Email[] = [];
+    // A misspelt list, as JavaScript lets one through: every call would otherwise share one key per turn.
+    const sendEmail = loopTool(async (args: Email) => sent.push(args), {
+      name: "send_email",
+      store: memoryStore(),
+      intentFields: ["too" as "to"],
+    });
+    const [alicesCall, bobsCall] = await dispatchToolCalls([call("1", alice), call("2", bob)], [sendEmail], {
+      turnId: "t1",
+    });
+    for (const outcome of [alicesCall, bobsCall]) {
+      expect(outcome?.ok).toBe(false);
+      if (outcome?.ok !== false) continue;
+      expect(outcome.error.code).toBe("invalid_arguments");
+      expect(outcome.error.message).toMatch(/none of the fields `intentFields` names \(too\)/);
+    }
+    expect(sent).toEqual([]);
+  });
+
   it("rejects bad options when the tool is made", () => {
     const store = memoryStore();
     const run = async () => 1;
     expect(() => loopTool(run, { name: "x", store, intentFields: [""] })).toThrow(/intentFields/);
+    expect(() => loopTool(run, { name: "x", store, intentFields: [] })).toThrow(
+      /`intentFields` must name at least one top-level argument/,
+    );
     expect(() => loopTool(run, { name: "x", store, output: "raw" as "merge" })).toThrow(/output/);
     expect(() => loopTool(run, { name: "", store })).toThrow(/name/);
   });

@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import type { ChatCompletion, ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import type { Response as OpenAIResponse, ResponseInputItem } from "openai/resources/responses/responses";
 import { describe, expect, it } from "vitest";
-import { memoryStore } from "../src/index.js";
+import { type FieldList, memoryStore } from "../src/index.js";
 import { type LoopTool, loopTool, runOpenAIResponsesCalls, runOpenAIToolCalls } from "../src/loops/index.js";
 
 /** A fake OpenAI endpoint: answers each request with the next scripted body and keeps what was sent. */
@@ -37,7 +37,7 @@ interface Email {
 
 const alice: Email = { to: "alice@example.com", subject: "Meeting summary", body: "Hi Alice, here it is." };
 
-function emailTool(store = memoryStore(), similar?: { fields: string[] }) {
+function emailTool(store = memoryStore(), similar?: { fields: FieldList<Email> }) {
   const sent: Email[] = [];
   const sendEmail = loopTool(
     async (args: Email) => {

@@ -307,6 +307,33 @@ describe("registerIdempotentTool over the MCP SDK's in-memory transport", () => 
     expect(envelopeOf(again).was_replay).toBe(true);
   });
 
+  it("answers an error, not another call's result, when the arguments have none of the significant fields", async () => {
+    const server = new McpServer({ name: "s", version: "1.0.0" });
+    let runs = 0;
+    registerIdempotentTool(
+      server,
+      "send",
+      { inputSchema: { to: z.string() } },
+      () => {
+        runs++;
+        return { content: [{ type: "text", text: "sent" }] };
+      },
+      // A misspelt list, as JavaScript lets one through.
+      { store: memoryStore(), significant: ["too" as "to"] },
+    );
+    const { client } = await connect(server);
+
+    const alice = await callTool(client, "send", { to: "alice", idempotency_key: "k" });
+    const bob = await callTool(client, "send", { to: "bob", idempotency_key: "k" });
+
+    expect(runs).toBe(0);
+    for (const result of [alice, bob]) {
+      expect(result.isError).toBe(true);
+      expect(errorOf(result).code).toBe("invalid_arguments");
+      expect(textOf(result)).toMatch(/none of the fields `significant` names \(too\)/);
+    }
+  });
+
   it("adds no structuredContent to a text-only result, and marks its replay in the text and _meta", async () => {
     const server = new McpServer({ name: "s", version: "1.0.0" });
     registerIdempotentTool(

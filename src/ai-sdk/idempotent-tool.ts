@@ -4,6 +4,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Tool, ToolExecutionOptions } from "ai";
 import { IdempotencyError, isIdempotencyError } from "../core/errors.js";
+import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
@@ -20,17 +21,15 @@ import {
 import { toolCallErrorOf } from "../loops/tool-call-error.js";
 import { turnIdFromMessages } from "./turn-id.js";
 
-/** A top-level argument name of `INPUT` (any string when the input type is not an object). */
-export type IntentField<INPUT> = [INPUT] extends [object] ? Extract<keyof INPUT, string> : string;
-
 /** Options of {@link idempotentTool}: those of `idempotent()` (the key is derived), and the key policy. */
 export interface IdempotentToolOptions<INPUT, OUTPUT, MODE extends OutputMode = "envelope">
   extends Omit<IdempotentOptions<INPUT, Awaited<OUTPUT>>, "key"> {
   /**
    * The arguments that say *what* is intended (recipient and subject, not the wording): with the turn id
-   * and the tool's name they make the key. Default: all arguments.
+   * and the tool's name they make the key. Default: all arguments. A call with none of them is rejected
+   * as invalid arguments.
    */
-  readonly intentFields?: readonly IntentField<INPUT>[];
+  readonly intentFields?: FieldList<INPUT>;
   /**
    * The id of the user turn a call answers: the same for every step of one turn, new for every new user
    * message. Default: {@link turnIdFromMessages} of `options.messages`. Read your own message id from
@@ -158,7 +157,7 @@ export function idempotentTool<INPUT, OUTPUT, MODE extends OutputMode = "envelop
   const keyOf = (input: INPUT, execution: ToolExecutionOptions): string => {
     if (options.key) return options.key(input, execution);
     const turnId = options.turnId ? options.turnId(execution) : turnIdFromMessages(execution.messages);
-    return intentKey(turnId, name, input, fields);
+    return intentKey<unknown>(turnId, name, input, fields);
   };
 
   const wrappedExecute = async (input: INPUT, execution: ToolExecutionOptions) => {

@@ -39,7 +39,7 @@ export type {
 } from "../loops/model-output.js";
 export { OutputMode } from "../loops/model-output.js";
 export { ToolCallError, ToolCallErrorCode } from "../loops/tool-call-error.js";
-export type { IdempotentToolOptions, IntentField } from "./idempotent-tool.js";
+export type { IdempotentToolOptions } from "./idempotent-tool.js";
 export { idempotentTool, toolContextOf } from "./idempotent-tool.js";
 export type { IdempotentToolSet, IdempotentToolsOptions, PerToolOptions } from "./idempotent-tools.js";
 export { idempotentTools } from "./idempotent-tools.js";

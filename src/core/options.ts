@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from "./clock.js";
 import { IdempotencyError } from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
+import { type FieldList, fieldListOf, pickFields } from "./field-list.js";
 import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result-codec.js";
 import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -68,9 +69,9 @@ export interface IdempotentOptions<A, R> {
   readonly waitMs?: number;
   /**
    * Which arguments count for the fingerprint: top-level field names, or a function picking them.
-   * Default: all of them.
+   * Default: all of them. A call with none of the named fields is `invalid_arguments`.
    */
-  readonly significant?: readonly string[] | ((args: A) => unknown);
+  readonly significant?: FieldList<A> | ((args: A) => unknown);
   /** How BigInt arguments are fingerprinted. Default "reject" (`invalid_arguments`). */
   readonly bigint?: "reject" | "string";
   /** Derives the key from the arguments when the call gives none (for integrations). */
@@ -98,7 +99,7 @@ export interface IdempotentOptions<A, R> {
    * envelope carries `recent_similar_call` so the agent can ask the user before acting twice.
    */
   readonly similar?: {
-    readonly fields: readonly string[] | ((args: A) => unknown);
+    readonly fields: FieldList<A> | ((args: A) => unknown);
     readonly windowMs?: number;
   };
   /** Injectable time, for tests. */
@@ -177,42 +178,37 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     ttlMs,
     leaseMs,
     waitMs,
-    significant: significantPicker("significant", options.significant),
+    significant: significantPicker(options.name, "significant", options.significant),
     bigint: options.bigint ?? "reject",
     key: options.key,
     verify: options.verify ?? options.reconcile,
     maxResultBytes,
     codec: resolveCodec(options.redact, options.encryption, invalid),
-    similar: resolveSimilar(options.similar),
+    similar: resolveSimilar(options.name, options.similar),
     clock: options.clock ?? systemClock,
     onEvent: options.onEvent,
   };
 }
 
 function resolveSimilar<A>(
+  name: string,
   similar: IdempotentOptions<A, unknown>["similar"],
 ): ResolvedSimilar<A> | undefined {
   if (similar === undefined) return undefined;
   if (typeof similar !== "object" || similar === null) invalid("similar", "must be { fields, windowMs? }");
-  const pick = significantPicker("similar.fields", similar.fields);
+  const pick = significantPicker(name, "similar.fields", similar.fields);
   if (pick === undefined) invalid("similar.fields", "must be an array of field names or a function");
   return { pick, windowMs: duration("similar.windowMs", similar.windowMs, defaults.similarWindowMs, 1) };
 }
 
 function significantPicker<A>(
+  tool: string,
   option: string,
-  fields: readonly string[] | ((args: A) => unknown) | undefined,
+  fields: FieldList<A> | ((args: A) => unknown) | undefined,
 ) {
   if (fields === undefined || typeof fields === "function") return fields;
-  if (!Array.isArray(fields) || fields.some((field) => typeof field !== "string")) {
-    invalid(option, "must be an array of field names or a function");
-  }
-  return (args: A): unknown => {
-    const source = (args ?? {}) as Record<string, unknown>;
-    const picked: Record<string, unknown> = {};
-    for (const field of fields) if (Object.hasOwn(source, field)) picked[field] = source[field];
-    return picked;
-  };
+  const names = fieldListOf(fields, (problem) => invalid(option, `${problem} (or be a function)`));
+  return (args: A): unknown => pickFields(args, names, tool, option);
 }
 
 function duration(name: string, value: number | undefined, fallback: number, min: number): number {

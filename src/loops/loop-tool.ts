@@ -3,6 +3,7 @@
  * loop needs to call it from a model's tool call: how to check its arguments and which of them name the intent.
  */
 import { IdempotencyError } from "../core/errors.js";
+import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type Tool } from "../core/idempotent.js";
 import type { Effect, IdempotentOptions } from "../core/options.js";
 import { intentFieldsOf, intentKey } from "./intent-key.js";
@@ -18,9 +19,10 @@ export interface LoopToolOptions<A, R> extends Omit<IdempotentOptions<A, R>, "ke
   readonly parse?: (input: unknown) => A;
   /**
    * The top-level arguments that say *what* is intended (the recipient and subject, not the wording), so
-   * a reworded duplicate in the same turn is still the same intent. Default: all arguments.
+   * a reworded duplicate in the same turn is still the same intent. Default: all arguments. A call with
+   * none of them is rejected as invalid arguments.
    */
-  readonly intentFields?: readonly string[];
+  readonly intentFields?: FieldList<A>;
   /** What the model reads: `"envelope"` (default) or `"merge"` (see {@link OutputMode}). */
   readonly output?: OutputMode;
 }
@@ -155,7 +157,7 @@ export function loopTool<A, R>(execute: Tool<A, R>, options: LoopToolOptions<A, 
     }
     let key: string;
     try {
-      key = intentKey(turn.turnId, name, args, fields);
+      key = intentKey<unknown>(turn.turnId, name, args, fields);
     } catch (error) {
       return failed(toolCallErrorOf(error, name));
     }

@@ -8,6 +8,7 @@
 import type { Clock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
+import type { FieldList } from "../core/field-list.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
 import { Effect, type VerifyHook } from "../core/options.js";
 import { decodeResult } from "../core/serialize.js";
@@ -36,7 +37,8 @@ export interface SagaOptions<A, S extends SagaStep> {
   readonly ttlMs?: number;
   readonly leaseMs?: number;
   readonly waitMs?: number;
-  readonly significant?: readonly string[] | ((args: A) => unknown);
+  /** Which arguments count for the fingerprint, as in `idempotent()`: field names, or a function picking them. */
+  readonly significant?: FieldList<A> | ((args: A) => unknown);
   readonly clock?: Clock;
   readonly onEvent?: (event: IdempotencyEvent) => void;
 }
