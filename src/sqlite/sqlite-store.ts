@@ -79,7 +79,7 @@ interface LockWaitOptions {
    * and the tool does not run. Default 5000 ms. The wait does not block the process: each attempt gives
    * up after a few milliseconds and the next one runs on a timer (backoff with jitter), so timers, I/O
    * and the lease renewals of other calls keep running. An attempt that found the lock taken changed
-   * nothing, so trying again never applies a write twice.
+   * nothing, so trying again never applies a write twice. See docs/stores.md#locks-and-timeouts.
    */
   readonly busyTimeoutMs?: number;
 }
