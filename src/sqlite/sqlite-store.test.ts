@@ -439,17 +439,22 @@ describe("sqliteStore while another connection holds a lock", () => {
     const real = new Database(file, { timeout: 0 });
     expect(real.pragma("journal_mode", { simple: true })).toBe("delete");
     const reader = new Database(file, { timeout: 0 });
-    /** Another connection reads in an open transaction until the returned promise's timer commits it. */
+    let readerGone = false;
+    /** Another connection reads in an open transaction for `ms`; resolves once it committed. */
     const readFor = (ms: number) => {
       reader.exec("BEGIN");
       reader.prepare("SELECT count(*) FROM idempotool_records").get();
-      return realTime(ms).then(() => reader.exec("COMMIT"));
+      return realTime(ms).then(() => {
+        reader.exec("COMMIT");
+        readerGone = true;
+      });
     };
     const rows = () => real.prepare("SELECT key, token, status FROM idempotool_records ORDER BY key").all();
     return {
       file,
       real,
       readFor,
+      readerGone: () => readerGone,
       rows,
       close() {
         reader.close();
@@ -461,7 +466,10 @@ describe("sqliteStore while another connection holds a lock", () => {
   it("retries a claim whose transaction was refused at COMMIT, after rolling it back", async () => {
     const journal = rollbackJournal();
     const rival = sqliteStore({ database: new Database(journal.file, { timeout: 0 }) });
-    let reading: Promise<unknown> | undefined;
+    let reading: Promise<void> | undefined;
+    let rivalClaim: Promise<unknown> | undefined;
+    let rivalRelease: Promise<unknown> | undefined;
+    let lostChanges: number | undefined;
     // The first INSERT loses a race to a rival that then releases its claim, and a reader arrives: the
     // claim goes on under BEGIN IMMEDIATE, inserts, and cannot commit while the reader is there.
     const database = intercepted(journal.real, (source, statement) => {
@@ -469,9 +477,11 @@ describe("sqliteStore while another connection holds a lock", () => {
       return {
         run: (...params) => {
           if (reading) return statement.run(...params);
-          void rival.claim(claimRequest({ token: "rival" }));
+          // The rival's operations run synchronously underneath: they land before the next line.
+          rivalClaim = rival.claim(claimRequest({ token: "rival" }));
           const lost = statement.run(...params);
-          void rival.release({ scope: "tenant-a", key: "order-1", token: "rival" });
+          lostChanges = lost.changes;
+          rivalRelease = rival.release({ scope: "tenant-a", key: "order-1", token: "rival" });
           reading = journal.readFor(200);
           return lost;
         },
@@ -485,7 +495,11 @@ describe("sqliteStore while another connection holds a lock", () => {
     store.migrate();
 
     const outcome = await store.claim(claimRequest({ token: "late" }));
+    expect(journal.readerGone()).toBe(true);
     await reading;
+    expect(await rivalClaim).toMatchObject({ claimed: true });
+    expect(await rivalRelease).toBe(true);
+    expect(lostChanges).toBe(0);
     expect(outcome).toMatchObject({ claimed: true, record: { token: "late" } });
     expect(journal.real.inTransaction).toBe(false);
     expect(journal.rows()).toEqual([{ key: "order-1", token: "late", status: "in_progress" }]);
@@ -500,11 +514,14 @@ describe("sqliteStore while another connection holds a lock", () => {
     await store.claim(claimRequest({ key: "take", leaseMs: 1_000 }));
     const reading = journal.readFor(200);
 
-    const settled = await store.settle(settleRequest({ key: "settle" }));
-    const taken = await store.takeover({
-      ...claimRequest({ key: "take", token: "token-b", now: t0 + 2_000 }),
-      fromToken: "token-a",
-    });
+    const [settled, taken] = await Promise.all([
+      store.settle(settleRequest({ key: "settle" })),
+      store.takeover({
+        ...claimRequest({ key: "take", token: "token-b", now: t0 + 2_000 }),
+        fromToken: "token-a",
+      }),
+    ]);
+    expect(journal.readerGone()).toBe(true);
     await reading;
     expect(settled).toMatchObject({ status: "completed", token: "token-a" });
     expect(taken).toMatchObject({ status: "in_progress", token: "token-b" });
