@@ -82,10 +82,9 @@ describe("sqliteStore", () => {
     database.close();
   });
 
-  it("opens a path in WAL mode with a busy timeout and NORMAL synchronous by default", async () => {
+  it("opens a path in WAL mode with NORMAL synchronous by default", async () => {
     const store = sqliteStore({ path: tempFile() });
     expect(store.database.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(store.database.pragma("busy_timeout", { simple: true })).toBeGreaterThanOrEqual(1000);
     expect(store.database.pragma("synchronous", { simple: true })).toBe(1);
     await store.close();
 
@@ -107,6 +106,24 @@ describe("sqliteStore", () => {
       expect((thrown as Error).message).toContain("table");
     }
     expect(() => sqliteStore({ database, table: "_Tool_records_2" })).not.toThrow();
+    database.close();
+  });
+
+  it("rejects a busyTimeoutMs that is not a positive number of milliseconds, naming the option", () => {
+    const database = new Database(":memory:");
+    for (const busyTimeoutMs of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31, "100"]) {
+      let thrown: unknown;
+      try {
+        sqliteStore({ database, busyTimeoutMs: busyTimeoutMs as number });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(isIdempotencyError(thrown, "invalid_options"), String(busyTimeoutMs)).toBe(true);
+      expect((thrown as Error).message).toContain("busyTimeoutMs");
+    }
+    for (const busyTimeoutMs of [0.5, 1, 2 ** 31 - 1]) {
+      expect(() => sqliteStore({ database, busyTimeoutMs })).not.toThrow();
+    }
     database.close();
   });
 
@@ -358,5 +375,169 @@ describe("sqliteStore", () => {
     store.migrate();
     expect(tables()).toEqual([{ name: "records" }]);
     database.close();
+  });
+});
+
+/** Resolves after `ms` of real time: the other connection's lock is held for real, not on a fake clock. */
+const realTime = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("sqliteStore while another connection holds a lock", () => {
+  it("waits without blocking in every operation, then applies each write once the lock is released", async () => {
+    const file = tempFile();
+    const store = sqliteStore({ path: file });
+    const seed = (key: string, overrides: Partial<ClaimRequest> = {}) =>
+      store.claim(claimRequest({ key, ...overrides }));
+    for (const key of ["take", "settle", "renew", "release", "delete"]) await seed(key, { leaseMs: 1_000 });
+    await seed("purge", { leaseMs: 1_000, ttlMs: 1_000 });
+    const now = t0 + 2_000;
+
+    const other = new Database(file);
+    other.exec("BEGIN IMMEDIATE");
+    let committed = false;
+    // Fires only if the store's waiting leaves the event loop free.
+    const commit = realTime(200).then(() => {
+      other.exec("COMMIT");
+      committed = true;
+    });
+    const landed = <T>(operation: Promise<T>) => operation.then((value) => ({ value, committed }));
+
+    const writes = await Promise.all([
+      landed(store.claim(claimRequest({ key: "claim", now }))),
+      landed(
+        store.takeover({ ...claimRequest({ key: "take", token: "token-b", now }), fromToken: "token-a" }),
+      ),
+      landed(store.settle(settleRequest({ key: "settle", now }))),
+      landed(
+        store.renew({
+          scope: "tenant-a",
+          key: "renew",
+          token: "token-a",
+          leaseMs: 60_000,
+          ttlMs: 60_000,
+          now,
+        }),
+      ),
+      landed(store.release({ scope: "tenant-a", key: "release", token: "token-a" })),
+      landed(store.delete({ scope: "tenant-a", key: "delete" })),
+      landed(store.purge({ now })),
+    ]);
+    await commit;
+    other.close();
+
+    expect(writes.map((write) => write.committed)).toEqual(writes.map(() => true));
+    const [claimed, taken, settled, renewed, released, deleted, purged] = writes.map((write) => write.value);
+    expect(claimed).toMatchObject({ claimed: true, record: { key: "claim", token: "token-a" } });
+    expect(taken).toMatchObject({ key: "take", token: "token-b", attempts: 2 });
+    expect(settled).toMatchObject({ key: "settle", status: "completed" });
+    expect([renewed, released, deleted, purged]).toEqual([true, true, true, { deleted: 1 }]);
+    const keys = (await store.list({})).records.map((record) => [record.key, record.token, record.status]);
+    expect(keys).toEqual([
+      ["claim", "token-a", "in_progress"],
+      ["renew", "token-a", "in_progress"],
+      ["settle", "token-a", "completed"],
+      ["take", "token-b", "in_progress"],
+    ]);
+    expect((await store.get({ scope: "tenant-a", key: "renew" }, now))?.leaseExpiresAt).toBe(now + 60_000);
+    await store.close();
+  });
+
+  // A file in rollback-journal mode (a caller's database not in WAL): a writer needs every reader gone to
+  // commit, so its statement or transaction can get as far as COMMIT and be refused there.
+  function rollbackJournal() {
+    const file = tempFile();
+    const real = new Database(file, { timeout: 0 });
+    expect(real.pragma("journal_mode", { simple: true })).toBe("delete");
+    const reader = new Database(file, { timeout: 0 });
+    let readerGone = false;
+    /** Another connection reads in an open transaction for `ms`; resolves once it committed. */
+    const readFor = (ms: number) => {
+      reader.exec("BEGIN");
+      reader.prepare("SELECT count(*) FROM idempotool_records").get();
+      return realTime(ms).then(() => {
+        reader.exec("COMMIT");
+        readerGone = true;
+      });
+    };
+    const rows = () => real.prepare("SELECT key, token, status FROM idempotool_records ORDER BY key").all();
+    return {
+      file,
+      real,
+      readFor,
+      readerGone: () => readerGone,
+      rows,
+      close() {
+        reader.close();
+        real.close();
+      },
+    };
+  }
+
+  it("retries a claim whose transaction was refused at COMMIT, after rolling it back", async () => {
+    const journal = rollbackJournal();
+    const rival = sqliteStore({ database: new Database(journal.file, { timeout: 0 }) });
+    let reading: Promise<void> | undefined;
+    let rivalClaim: Promise<unknown> | undefined;
+    let rivalRelease: Promise<unknown> | undefined;
+    let lostChanges: number | undefined;
+    // The first INSERT loses a race to a rival that then releases its claim, and a reader arrives: the
+    // claim goes on under BEGIN IMMEDIATE, inserts, and cannot commit while the reader is there.
+    const database = intercepted(journal.real, (source, statement) => {
+      if (!source.trimStart().startsWith("INSERT")) return statement;
+      return {
+        run: (...params) => {
+          if (reading) return statement.run(...params);
+          // The rival's operations run synchronously underneath: they land before the next line.
+          rivalClaim = rival.claim(claimRequest({ token: "rival" }));
+          const lost = statement.run(...params);
+          lostChanges = lost.changes;
+          rivalRelease = rival.release({ scope: "tenant-a", key: "order-1", token: "rival" });
+          reading = journal.readFor(200);
+          return lost;
+        },
+        get: (...params) => statement.get(...params),
+        all: (...params) => statement.all(...params),
+        safeIntegers: (toggle) => statement.safeIntegers(toggle),
+        raw: (toggle) => statement.raw(toggle),
+      };
+    });
+    const store = sqliteStore({ database });
+    store.migrate();
+
+    const outcome = await store.claim(claimRequest({ token: "late" }));
+    expect(journal.readerGone()).toBe(true);
+    await reading;
+    expect(await rivalClaim).toMatchObject({ claimed: true });
+    expect(await rivalRelease).toBe(true);
+    expect(lostChanges).toBe(0);
+    expect(outcome).toMatchObject({ claimed: true, record: { token: "late" } });
+    expect(journal.real.inTransaction).toBe(false);
+    expect(journal.rows()).toEqual([{ key: "order-1", token: "late", status: "in_progress" }]);
+    rival.database.close();
+    journal.close();
+  });
+
+  it("never reports a settle or takeover that was refused at COMMIT: it waits and applies it", async () => {
+    const journal = rollbackJournal();
+    const store = sqliteStore({ database: journal.real });
+    await store.claim(claimRequest({ key: "settle" }));
+    await store.claim(claimRequest({ key: "take", leaseMs: 1_000 }));
+    const reading = journal.readFor(200);
+
+    const [settled, taken] = await Promise.all([
+      store.settle(settleRequest({ key: "settle" })),
+      store.takeover({
+        ...claimRequest({ key: "take", token: "token-b", now: t0 + 2_000 }),
+        fromToken: "token-a",
+      }),
+    ]);
+    expect(journal.readerGone()).toBe(true);
+    await reading;
+    expect(settled).toMatchObject({ status: "completed", token: "token-a" });
+    expect(taken).toMatchObject({ status: "in_progress", token: "token-b" });
+    expect(journal.rows()).toEqual([
+      { key: "settle", token: "token-a", status: "completed" },
+      { key: "take", token: "token-b", status: "in_progress" },
+    ]);
+    journal.close();
   });
 });

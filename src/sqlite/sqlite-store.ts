@@ -15,9 +15,16 @@ import {
   type IdempotencyStore,
   type ListPage,
   type ListQuery,
+  type PurgeRequest,
+  type RecordId,
   type RecordStatus,
+  type ReleaseRequest,
+  type RenewRequest,
+  type SettleRequest,
+  type TakeoverRequest,
 } from "../core/store.js";
 import { loneSurrogateIndex } from "../core/unicode.js";
+import { busyWaitPerAttemptMs, lockWaiter } from "./lock-wait.js";
 
 /** The part of a better-sqlite3 statement we use. */
 export interface SqliteStatement {
@@ -39,23 +46,43 @@ export interface SqliteDatabase {
 }
 
 /**
- * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default, a 5 s busy timeout),
- * or a better-sqlite3 `Database` the caller opened and keeps owning. Share a file across processes
- * only in WAL mode with a busy timeout: set both yourself when you pass `database`.
+ * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default), or a better-sqlite3
+ * `Database` the caller opened and keeps owning. Share a file across processes only in WAL mode: set it
+ * yourself when you pass `database`. See docs/stores.md#sqlite.
  */
-export type SqliteStoreOptions =
-  | {
-      readonly path: string;
-      /** Table name; default `idempotool_records`. */
-      readonly table?: string;
-      /** `FULL` also survives power loss; `NORMAL` (default) survives process crashes. */
-      readonly synchronous?: "NORMAL" | "FULL";
-    }
-  | {
-      readonly database: SqliteDatabase;
-      /** Table name; default `idempotool_records`. */
-      readonly table?: string;
-    };
+export type SqliteStoreOptions = LockWaitOptions &
+  (
+    | {
+        readonly path: string;
+        /** Table name; default `idempotool_records`. */
+        readonly table?: string;
+        /** `FULL` also survives power loss; `NORMAL` (default) survives process crashes. */
+        readonly synchronous?: "NORMAL" | "FULL";
+      }
+    | {
+        /**
+         * Your better-sqlite3 `Database`; the store configures nothing on it and never closes it. Its busy
+         * timeout (better-sqlite3's `timeout` option, 5 s unless you set it) is how long each of the
+         * store's attempts may block the process waiting for a lock: open it with a few milliseconds
+         * (`new Database(file, { timeout: 2 })`) and the store waits on timers instead.
+         */
+        readonly database: SqliteDatabase;
+        /** Table name; default `idempotool_records`. */
+        readonly table?: string;
+      }
+  );
+
+interface LockWaitOptions {
+  /**
+   * The longest an operation waits for another connection (another process, or another store on the
+   * same file) to release its lock before it fails; the core then fails closed with `store_unavailable`
+   * and the tool does not run. Default 5000 ms. The wait does not block the process: each attempt gives
+   * up after a few milliseconds and the next one runs on a timer (backoff with jitter), so timers, I/O
+   * and the lease renewals of other calls keep running. An attempt that found the lock taken changed
+   * nothing, so trying again never applies a write twice. See docs/stores.md#locks-and-timeouts.
+   */
+  readonly busyTimeoutMs?: number;
+}
 
 /** An idempotency store on one SQLite file. */
 export interface SqliteStore extends IdempotencyStore {
@@ -68,7 +95,10 @@ export interface SqliteStore extends IdempotencyStore {
 }
 
 const tableNamePattern = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-const busyTimeoutMs = 5000;
+const defaultBusyTimeoutMs = 5000;
+/** setTimeout's limit. */
+const maxTimerMs = 2_147_483_647;
+const returningWrite = /^\s*(?:INSERT|UPDATE|DELETE)\b/i;
 
 // Read back as raw rows (arrays) and shaped by `toRecord`: better-sqlite3 builds a named row by interning
 // every column name and setting each property through V8's slow path, which costs a replay more than SQLite's
@@ -76,6 +106,9 @@ const busyTimeoutMs = 5000;
 const recordColumns =
   "scope, key, tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts, " +
   "result, error";
+
+/** A statement that answers rows. */
+type RowReader = Pick<SqliteStatement, "get" | "all">;
 
 /** A row of `recordColumns`, in that order. */
 type RecordRow = readonly [
@@ -144,6 +177,19 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       `sqliteStore: table must be a plain SQL identifier (letters, digits, _; at most 63), got ${JSON.stringify(table)}.`,
     );
   }
+  const busyTimeoutMs = options.busyTimeoutMs ?? defaultBusyTimeoutMs;
+  if (
+    typeof busyTimeoutMs !== "number" ||
+    !Number.isFinite(busyTimeoutMs) ||
+    busyTimeoutMs <= 0 ||
+    busyTimeoutMs > maxTimerMs
+  ) {
+    throw new IdempotencyError(
+      "invalid_options",
+      `sqliteStore: busyTimeoutMs must be a positive number of milliseconds, at most ${maxTimerMs}, ` +
+        `got ${String(busyTimeoutMs)}.`,
+    );
+  }
   const ownsDatabase = "path" in options;
   const db = ownsDatabase ? openDatabase(options) : options.database;
   if (!ownsDatabase && typeof db?.prepare !== "function") {
@@ -158,19 +204,14 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     prepared ??= prepareStatements(db, table);
     return prepared;
   };
-
-  return {
-    database: db,
-    migrate() {
-      statements();
-    },
-
-    async claim(request) {
+  // One synchronous attempt per operation; the store runs each through waitForLock below.
+  const attempts = {
+    claim: (request: ClaimRequest) => {
       const s = statements();
       return s.claimOnce(request) ?? s.claimLocked(request);
     },
 
-    async takeover({ scope, key, fromToken, token, leaseMs, ttlMs, now }) {
+    takeover: ({ scope, key, fromToken, token, leaseMs, ttlMs, now }: TakeoverRequest) => {
       const leaseExpiresAt = now + leaseMs;
       const row = statements().takeover.get(
         token,
@@ -186,7 +227,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       return row === undefined ? null : toRecord(row as RecordRow);
     },
 
-    async settle({ scope, key, token, status, result, error, ttlMs, now }) {
+    settle: ({ scope, key, token, status, result, error, ttlMs, now }: SettleRequest) => {
       const s = statements();
       const expiresAt = now + ttlMs;
       const params = [status, result, error, now, now, expiresAt, scope, key, token] as const;
@@ -220,35 +261,63 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       };
     },
 
-    async renew({ scope, key, token, leaseMs, ttlMs, now }) {
+    renew: ({ scope, key, token, leaseMs, ttlMs, now }: RenewRequest) => {
       const leaseExpiresAt = now + leaseMs;
       return (
         statements().renew.run(leaseExpiresAt, leaseExpiresAt + ttlMs, now, scope, key, token).changes === 1
       );
     },
 
-    async release({ scope, key, token }) {
+    release: ({ scope, key, token }: ReleaseRequest) => {
       return statements().release.run(scope, key, token).changes === 1;
     },
 
-    async get({ scope, key }, now) {
+    get: ({ scope, key }: RecordId, now: number) => {
       const row = statements().get.get(scope, key, now);
       return row === undefined ? undefined : toRecord(row as RecordRow);
     },
 
-    async delete({ scope, key }) {
+    delete: ({ scope, key }: RecordId) => {
       return statements().delete.run(scope, key).changes === 1;
     },
 
-    async list(query) {
+    list: (query: ListQuery) => {
       return statements().list(query);
     },
 
-    async purge({ now, limit }) {
+    purge: ({ now, limit }: PurgeRequest) => {
       const max = purgeLimit("sqliteStore", limit);
       return { deleted: statements().purge.run(now, max).changes };
     },
+  };
+  // Every operation, reads included (a reader can meet a lock too, e.g. while another connection
+  // recovers the WAL), is tried again later while another connection holds the lock.
+  const waitForLock = lockWaiter(busyTimeoutMs);
 
+  return {
+    database: db,
+    migrate() {
+      if (!ownsDatabase) {
+        statements();
+        return;
+      }
+      // Synchronous by its signature, so it may block on the lock; a setup step, not a call in flight.
+      db.pragma(`busy_timeout = ${Math.ceil(busyTimeoutMs)}`);
+      try {
+        statements();
+      } finally {
+        db.pragma(`busy_timeout = ${busyWaitPerAttemptMs}`);
+      }
+    },
+    claim: waitForLock(attempts.claim),
+    takeover: waitForLock(attempts.takeover),
+    settle: waitForLock(attempts.settle),
+    renew: waitForLock(attempts.renew),
+    release: waitForLock(attempts.release),
+    get: waitForLock(attempts.get),
+    delete: waitForLock(attempts.delete),
+    list: waitForLock(attempts.list),
+    purge: waitForLock(attempts.purge),
     async close() {
       if (ownsDatabase) db.close();
     },
@@ -279,7 +348,7 @@ function openDatabase(options: { readonly path: string; readonly synchronous?: "
   try {
     db.pragma("journal_mode = WAL");
     db.pragma(`synchronous = ${synchronous}`);
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    db.pragma(`busy_timeout = ${busyWaitPerAttemptMs}`);
   } catch (error) {
     db.close();
     throw error;
@@ -304,11 +373,15 @@ function prepareStatements(db: SqliteDatabase, table: string) {
 
   // Rows come back as arrays (see recordColumns). A caller's database may default to BigInt integers;
   // records carry plain numbers.
-  const reader = (sql: string) => {
+  const reader = (sql: string): RowReader => {
     const statement = db.prepare(sql);
     statement.safeIntegers(false);
     statement.raw(true);
-    return statement;
+    if (!returningWrite.test(sql)) return statement;
+    // A write's RETURNING row comes before its COMMIT: get() stops at the row and better-sqlite3 drops
+    // what the COMMIT then says, so a write refused there (a reader's lock in rollback-journal mode, a full
+    // disk) would be rolled back yet reported done. all() runs the statement to its end, and throws.
+    return { get: (...params) => statement.all(...params)[0], all: (...params) => statement.all(...params) };
   };
 
   // One statement inserts, or replaces an expired record; a live record (in progress, stale or settled)
@@ -356,7 +429,7 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     return result;
   }).immediate;
 
-  const listStatements = new Map<string, SqliteStatement>();
+  const listStatements = new Map<string, RowReader>();
   const list = (query: ListQuery): ListPage => {
     const limit = listLimit("sqliteStore", query.limit);
     const where: string[] = [];

@@ -1,0 +1,81 @@
+/**
+ * Waiting for another connection's lock on a SQLite file without blocking the process. better-sqlite3
+ * runs every statement synchronously, so SQLite's own busy timeout would hold the event loop for as long
+ * as it waits: timers, I/O and the lease renewals of every other call in flight would stop. The store
+ * keeps that wait to a few milliseconds per attempt and waits the rest on timers between attempts.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+
+/** How long one attempt may block the thread in SQLite's busy handler before it gives the loop back. */
+export const busyWaitPerAttemptMs = 2;
+
+const firstRetryDelayMs = 2;
+const maxRetryDelayMs = 50;
+
+/**
+ * Whether `error` says another connection holds a lock (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended
+ * codes). Such a statement did not apply: SQLite rolls back a statement that could not get its lock, and
+ * better-sqlite3's `transaction()` rolls back the whole transaction when any statement in it (or its
+ * `COMMIT`) throws. So the same attempt can simply run again.
+ */
+export function isLockBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === "string" && /^SQLITE_(?:BUSY|LOCKED)(?:_|$)/.test(code);
+}
+
+/** An attempt run as an async operation that waits for another connection's lock (see {@link lockWaiter}). */
+export interface WaitForLock {
+  <A, R>(attempt: (a: A) => R): (a: A) => Promise<R>;
+  <A, B, R>(attempt: (a: A, b: B) => R): (a: A, b: B) => Promise<R>;
+}
+
+/**
+ * Makes synchronous attempts into operations that, while another connection holds the lock, try again
+ * on timers (backoff with jitter) for up to `timeoutMs`, then fail with an error the core turns into
+ * `store_unavailable`. The first attempt runs at once and, when it succeeds, costs no timer and no
+ * promise beyond the async call itself.
+ */
+export function lockWaiter(timeoutMs: number): WaitForLock {
+  return (<A, B, R>(attempt: (a: A, b: B) => R) =>
+    async (a: A, b: B): Promise<R> => {
+      try {
+        return attempt(a, b);
+      } catch (error) {
+        if (!isLockBusy(error)) throw error;
+        return await retryWhileLocked(attempt, a, b, error, timeoutMs);
+      }
+    }) as WaitForLock;
+}
+
+async function retryWhileLocked<A, B, R>(
+  attempt: (a: A, b: B) => R,
+  a: A,
+  b: B,
+  firstError: unknown,
+  timeoutMs: number,
+): Promise<R> {
+  const deadline = performance.now() + timeoutMs;
+  let lastError = firstError;
+  for (let retry = 1; ; retry++) {
+    const remainingMs = deadline - performance.now();
+    if (remainingMs <= 0) {
+      throw new Error(
+        `sqliteStore: another connection held the database's lock for longer than busyTimeoutMs (${timeoutMs} ms)`,
+        { cause: lastError },
+      );
+    }
+    await sleep(Math.min(backoffMs(retry), remainingMs));
+    try {
+      return attempt(a, b);
+    } catch (error) {
+      if (!isLockBusy(error)) throw error;
+      lastError = error;
+    }
+  }
+}
+
+/** The doubled delay, capped, with "equal jitter" (half to all of it): waiters spread out, none spins. */
+function backoffMs(retry: number): number {
+  const delay = Math.min(maxRetryDelayMs, firstRetryDelayMs * 2 ** Math.min(retry - 1, 10));
+  return delay / 2 + (delay / 2) * Math.random();
+}
