@@ -1,10 +1,10 @@
-import { ErrorCode, IdempotencyError } from "./errors.js";
+import { invalidOption, sizeOption } from "./option-checks.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus, recordIdText } from "./store.js";
 
 export interface TieredStoreOptions {
   /** The durable store that holds every record. */
   readonly store: IdempotencyStore;
-  /** The most settled records kept in process. Default 10 000. */
+  /** The most settled records kept in process, a whole number ≥ 1. Default 10 000. */
   readonly maxEntries?: number;
 }
 
@@ -25,18 +25,9 @@ export interface TieredStoreOptions {
 export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
   const durable = options.store;
   if (typeof durable !== "object" || durable === null || typeof durable.claim !== "function") {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      "tieredStore(): option `store` must be an idempotency store.",
-    );
+    invalidOption("tieredStore()", "store", "must be an idempotency store");
   }
-  const maxEntries = options.maxEntries ?? 10_000;
-  if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `tieredStore(): option \`maxEntries\` must be a positive integer, got ${String(maxEntries)}.`,
-    );
-  }
+  const maxEntries = sizeOption("tieredStore()", "maxEntries", options.maxEntries, 10_000);
   // A Map iterates in insertion order, oldest first. A hit moves its entry to the back only once it has
   // drifted into the older half: in V8, deleting and re-inserting one key costs O(size) when it is done over
   // and over (28 µs a hit at 10 000 entries on Node 20), and an entry in the newer half is not next to go.
