@@ -124,6 +124,6 @@ function shown(value: unknown): string {
     case "undefined":
       return String(value);
     default:
-      return value === null ? "null" : `a ${typeof value}`;
+      return value === null ? "null" : typeof value === "object" ? "an object" : `a ${typeof value}`;
   }
 }
