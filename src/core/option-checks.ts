@@ -10,15 +10,34 @@
  */
 import { ErrorCode, IdempotencyError } from "./errors.js";
 
-/** The longest delay a timer holds: 2^31 − 1 ms (about 24.8 days). Node fires a longer one after 1 ms. */
+/**
+ * The longest delay a timer holds: 2^31 − 1 ms (about 24.8 days). Node fires a longer one after 1 ms,
+ * so `leaseMs`, `waitMs` and every timeout are bounded by it.
+ * @example
+ * import { idempotent, maxTimerMs, memoryStore } from "idempotool";
+ *
+ * const longest = idempotent(async () => "done", { name: "slow_job", store: memoryStore(), leaseMs: maxTimerMs });
+ */
 export const maxTimerMs = 2 ** 31 - 1;
 
-/** The longest window a record absorbs repeats for (`ttlMs`): ten years, so every expiry is a date. */
+/**
+ * The longest window a record absorbs repeats for (`ttlMs`): ten years, so every expiry is a date.
+ * @example
+ * import { idempotent, maxTtlMs, memoryStore } from "idempotool";
+ *
+ * const once = idempotent(async () => "done", { name: "migrate", store: memoryStore(), ttlMs: maxTtlMs });
+ */
 export const maxTtlMs = 10 * 365 * 24 * 60 * 60 * 1000;
 
 /**
  * How deeply arguments may nest (objects and arrays inside one another): 256 levels. Deeper arguments
  * are `invalid_arguments` before the store is touched; no tool's arguments come near it.
+ * @example
+ * import { canonicalJson, maxArgumentDepth } from "idempotool";
+ *
+ * let deep: unknown = 1;
+ * for (let i = 0; i <= maxArgumentDepth; i++) deep = [deep];
+ * canonicalJson(deep); // throws invalid_arguments: nests deeper than 256 levels
  */
 export const maxArgumentDepth = 256;
 
