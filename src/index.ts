@@ -37,6 +37,7 @@ export {
 } from "./core/idempotent.js";
 export { keys } from "./core/keys.js";
 export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
+export { maxArgumentDepth, maxTimerMs, maxTtlMs } from "./core/option-checks.js";
 export {
   type CallOptions,
   Effect,

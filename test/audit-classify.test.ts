@@ -12,7 +12,7 @@ import {
   type ToolAnnotations,
   type ToolAudit,
 } from "../src/audit/index.js";
-import { isIdempotencyError } from "../src/index.js";
+import { isIdempotencyError, maxArgumentDepth } from "../src/index.js";
 
 const mcpTool = (
   name: string,
@@ -161,6 +161,31 @@ describe("finding the idempotency key", () => {
     type: "object",
     properties,
     required,
+  });
+
+  it("refuses a schema whose allOf or $ref chain is 6,000 levels deep as invalid_arguments, not a stack overflow", () => {
+    let allOf: JsonSchema = schema({ idempotency_key: {} }, ["idempotency_key"]);
+    for (let i = 0; i < 6_000; i++) allOf = { allOf: [allOf] };
+    const $defs: Record<string, JsonSchema> = { d6000: schema({ idempotency_key: {} }) };
+    for (let i = 0; i < 6_000; i++) $defs[`d${i}`] = { $ref: `#/$defs/d${i + 1}` };
+    for (const inputSchema of [allOf, { $defs, $ref: "#/$defs/d0" }]) {
+      let thrown: unknown;
+      try {
+        auditTools([{ name: "send_email", description: "Sends an email", inputSchema }]);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(isIdempotencyError(thrown, "invalid_arguments"), String(thrown)).toBe(true);
+      expect((thrown as Error).message).toContain(`more than ${maxArgumentDepth} levels`);
+    }
+  });
+
+  it("still reads a key through an allOf chain as deep as the limit allows", () => {
+    let allOf: JsonSchema = schema({ idempotency_key: {} }, ["idempotency_key"]);
+    for (let i = 0; i < maxArgumentDepth - 1; i++) allOf = { allOf: [allOf] };
+    expect(findIdempotencyKey(schema({ options: allOf }, ["options"])).key?.field).toBe(
+      "options.idempotency_key",
+    );
   });
 
   it("finds idempotency_key, idempotencyKey and *_idempotency_key, and whether each is required", () => {

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  createIdempotencyHandler,
   type IdempotencyMiddlewareOptions,
   idempotencyMiddleware,
   type NextHandler,
@@ -259,6 +260,47 @@ describe("idempotencyMiddleware answers", () => {
     expect(first.status).toBe(200);
     expect(again.status).toBe(500);
     expect(await again.json()).toMatchObject({ code: "result_too_large" });
+    expect(runs).toHaveLength(1);
+  });
+});
+
+describe("idempotencyMiddleware and deeply nested bodies", () => {
+  /** `[[[…]]]`, `levels` deep: as a framework's JSON parser hands it over, and as bytes. */
+  const deepText = (levels: number) => `${"[".repeat(levels)}${"]".repeat(levels)}`;
+
+  it("answers 400 invalid_arguments for a parsed body no JSON text can hold, without running the handler", async () => {
+    const store = memoryStore();
+    const calls: string[] = [];
+    const watched = new Proxy(store, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          calls.push(String(property));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const handle = createIdempotencyHandler({ store: watched });
+    const { runs, next } = counting(() => new Response("created", { status: 201 }));
+    const parsed = JSON.parse(deepText(50_000)) as unknown;
+    const response = await handle(post("/notes", "k-deep"), next, { scope, body: () => parsed });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ code: "invalid_arguments" });
+    expect(runs).toHaveLength(0);
+    expect(calls).toEqual([]);
+  });
+
+  it("still tells deep raw JSON bodies apart byte for byte, and replays a repeat", async () => {
+    const guard = middleware();
+    const { runs, next } = counting((_request, run) => new Response(`run ${run}`, { status: 201 }));
+    const first = await guard(post("/notes", "k-raw", deepText(50_000)), next);
+    const again = await guard(post("/notes", "k-raw", deepText(50_000)), next);
+    const other = await guard(post("/notes", "k-raw", deepText(50_001)), next);
+    expect(await first.text()).toBe("run 1");
+    expect(await again.text()).toBe("run 1");
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(other.status).toBe(422);
     expect(runs).toHaveLength(1);
   });
 });

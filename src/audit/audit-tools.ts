@@ -3,7 +3,7 @@
  * is classified, checked for an idempotency key, and given the mechanism to use; a side-effectful tool
  * with no key fails the audit, so it can guard CI.
  */
-import { IdempotencyError } from "../core/errors.js";
+import { invalidOption } from "../core/option-checks.js";
 import type { Effect } from "../core/options.js";
 import { type Classification, classifyTool, type Signal, ToolClass } from "./classify.js";
 import { findIdempotencyKey, type KeyField } from "./idempotency-key.js";
@@ -187,5 +187,5 @@ function judge(
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `auditTools(): option \`${option}\` ${problem}.`);
+  return invalidOption("auditTools()", option, problem);
 }

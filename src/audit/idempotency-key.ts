@@ -4,6 +4,8 @@
  * SQS's `MessageDeduplicationId`), or when a generic name (`request_id`, `operation_id`) comes with a
  * description that says the server dedupes on it. A generic name alone is reported, not counted.
  */
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { maxArgumentDepth } from "../core/option-checks.js";
 import type { JsonSchema } from "./tool-definition.js";
 
 /** The key field a tool exposes. */
@@ -117,15 +119,28 @@ function flatten(
   root: JsonSchema,
   schema: JsonSchema,
   seen: Set<JsonSchema>,
+  depth = 0,
 ): { properties: Record<string, JsonSchema>; required: Set<string> } {
   const properties: Record<string, JsonSchema> = {};
   const required = new Set<string>();
   if (seen.has(schema)) return { properties, required };
+  if (depth >= maxArgumentDepth) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `Cannot read the tool definitions: an input schema nests allOf or $ref more than ${maxArgumentDepth} levels deep.`,
+    );
+  }
   seen.add(schema);
-  const parts = [schema, ...(schema.$ref ? [resolve(root, schema)] : []), ...(schema.allOf ?? [])];
+  // A schema is the caller's data: an allOf that is no array, or holds no objects, adds nothing.
+  const allOf: readonly JsonSchema[] = Array.isArray(schema.allOf)
+    ? schema.allOf.filter(
+        (part: JsonSchema | null): part is JsonSchema => typeof part === "object" && part !== null,
+      )
+    : [];
+  const parts = [schema, ...(schema.$ref ? [resolve(root, schema)] : []), ...allOf];
   for (const part of parts) {
     if (part !== schema && (part.properties || part.allOf || part.$ref)) {
-      const inner = flatten(root, part, seen);
+      const inner = flatten(root, part, seen, depth + 1);
       Object.assign(properties, inner.properties);
       for (const name of inner.required) required.add(name);
       continue;

@@ -2,6 +2,7 @@
  * Read the tool definitions of an MCP server started over stdio: spawn it, initialize, page through
  * `tools/list`, close. The MCP SDK is loaded only here, so only `audit --mcp` needs it installed.
  */
+import { durationOption } from "../core/option-checks.js";
 
 /** How to start the server: a command and its arguments, as a shell would split them. */
 export interface McpServerCommand {
@@ -13,7 +14,10 @@ export interface McpServerCommand {
 }
 
 export interface ListMcpToolsOptions {
-  /** How long the server may take to start and answer each request. Default 30 s (an `npx` download is slow). */
+  /**
+   * How long the server may take to start and answer each request, in whole ms from 1 to 2^31 − 1.
+   * Default 30 s (an `npx` download is slow).
+   */
   readonly timeoutMs?: number;
 }
 
@@ -36,7 +40,7 @@ export async function listMcpTools(
   server: McpServerCommand,
   options: ListMcpToolsOptions = {},
 ): Promise<McpToolList> {
-  const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+  const timeoutMs = durationOption("listMcpTools()", "timeoutMs", options.timeoutMs, defaultTimeoutMs);
   const { Client, StdioClientTransport } = await loadSdk();
   const transport = new StdioClientTransport({
     command: server.command,

@@ -1,11 +1,20 @@
 /** Parsers for option values, shared by the commands; a bad value is a usage error (exit 2). */
 import { InvalidArgumentError } from "commander";
+import { maxTimerMs } from "../core/option-checks.js";
 
-/** `--timeout 500`: a positive whole number of milliseconds. */
+/** `--limit 50`: a positive whole number. */
 export function positiveInteger(value: string): number {
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0)
-    throw new InvalidArgumentError("must be a positive integer (milliseconds)");
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError("must be a positive integer");
+  return n;
+}
+
+/** `--timeout 500`: whole milliseconds a timer can hold (1 to 2^31 − 1). */
+export function milliseconds(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > maxTimerMs) {
+    throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${maxTimerMs}`);
+  }
   return n;
 }
 

@@ -8,7 +8,7 @@ import { type AuditReport, auditTools, type ToolAudit, Verdict } from "../audit/
 import { ToolClass } from "../audit/classify.js";
 import { listMcpTools } from "../audit/list-mcp-tools.js";
 import { ToolLayer } from "../audit/mechanism.js";
-import { commaList, positiveInteger } from "./arguments.js";
+import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { type Styles, styles, table } from "./output.js";
@@ -61,7 +61,7 @@ export function auditCommand(command: Command, context: CommandContext): void {
       ).choices(Object.values(ToolLayer)),
     )
     .option("--verbose", "explain every tool, not only those that warn or fail")
-    .option("--timeout <ms>", "how long the MCP server may take to answer", positiveInteger, 30_000)
+    .option("--timeout <ms>", "how long the MCP server may take to answer", milliseconds, 30_000)
     .addHelpText("after", examples)
     .action(async (file: string | undefined, flags: AuditFlags) => {
       const { tools, source } = await readTools(file, flags);

@@ -5,7 +5,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { type ChaosReport, chaos, SourceVerdict } from "../testing/chaos.js";
 import { RepeatSource } from "../testing/chaos-sources.js";
-import { commaList, positiveInteger } from "./arguments.js";
+import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { type Styles, styles, table } from "./output.js";
@@ -48,8 +48,8 @@ export function chaosCommand(command: Command, context: CommandContext): void {
     )
     .option("--args <json>", "the arguments of the one intended call", "{}")
     .option("--only <sources>", `run only these sources (comma-separated: ${sources.join(", ")})`, sourceList)
-    .option("--lease-ms <ms>", "the lease offered to the factory as ctx.leaseMs", positiveInteger, 1_000)
-    .option("--timeout <ms>", "how long each source may take", positiveInteger, 30_000)
+    .option("--lease-ms <ms>", "the lease offered to the factory as ctx.leaseMs", milliseconds, 1_000)
+    .option("--timeout <ms>", "how long each source may take", milliseconds, 30_000)
     .option(
       "--dir <path>",
       "keep the SQLite store and the probe file here (default: a temporary folder, removed)",

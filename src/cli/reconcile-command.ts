@@ -9,7 +9,7 @@ import cliProgress from "cli-progress";
 import type { Command } from "commander";
 import { Decision, type ReconcileDecision, type ReconcileTool, reconcileOnce } from "../reconcile/index.js";
 import { findTypeScriptLoader } from "../testing/chaos-module.js";
-import { positiveInteger } from "./arguments.js";
+import { milliseconds, positiveInteger } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import { openFlaggedStore, recordJson, type StoreFlags, storeOptions } from "./inspect-command.js";
 import type { CommandContext } from "./main.js";
@@ -46,12 +46,7 @@ export function reconcileCommand(command: Command, context: CommandContext): voi
     .option("--tool <name>", "only this tool's records")
     .option("--scope <scope>", "only this scope")
     .option("--limit <n>", "examine at most this many records", positiveInteger)
-    .option(
-      "--lease-ms <ms>",
-      "the reconciler's lease on a record while its hook runs",
-      positiveInteger,
-      60_000,
-    )
+    .option("--lease-ms <ms>", "the reconciler's lease on a record while its hook runs", milliseconds, 60_000)
     .option("--json", "print the summary and every decision as JSON")
     .addHelpText("after", examples)
     .action(async (flags: ReconcileFlags) => {

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalJson } from "./canonical-json.js";
 import { IdempotencyError } from "./errors.js";
+import { maxArgumentDepth } from "./option-checks.js";
 
 /** An array of `first` and `last` with an empty slot between them. */
 function holey(first: string, last: string): string[] {
@@ -317,6 +318,38 @@ describe("canonicalJson", () => {
         },
       };
       expect(() => canonicalJson(value)).toThrow(boom);
+    });
+  });
+
+  describe("depth", () => {
+    const nest = (levels: number, wrap: (inner: unknown) => unknown) => {
+      let value: unknown = 1;
+      for (let i = 0; i < levels; i++) value = wrap(value);
+      return value;
+    };
+
+    it("writes objects and arrays nested exactly maxArgumentDepth levels deep", () => {
+      expect(canonicalJson(nest(maxArgumentDepth, (v) => [v]))).toBe(
+        `${"[".repeat(maxArgumentDepth)}1${"]".repeat(maxArgumentDepth)}`,
+      );
+      expect(canonicalJson(nest(maxArgumentDepth, (v) => ({ a: v })))).toMatch(/^\{"a":/);
+    });
+
+    it("rejects one level more as invalid_arguments naming the limit, and 6,000 levels without overflowing the stack", () => {
+      for (const levels of [maxArgumentDepth + 1, 6_000, 100_000]) {
+        for (const wrap of [(v: unknown) => [v], (v: unknown) => ({ a: v })]) {
+          const error = rejection(() => canonicalJson(nest(levels, wrap)));
+          expect(error.message).toContain(`nests deeper than ${maxArgumentDepth} levels`);
+        }
+      }
+    });
+
+    it("keeps the message short: a deep path shows its ends and how many steps it skipped", () => {
+      const error = rejection(() => canonicalJson({ items: nest(6_000, (v) => [v]) }));
+      expect(error.message).toMatch(
+        /^args\.items\[0\]\[0\]\[0\]\[0\]\[0\]…\(247 more\)…\[0\]\[0\]\[0\] nests deeper/,
+      );
+      expect(error.message.length).toBeLessThan(300);
     });
   });
 

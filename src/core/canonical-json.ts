@@ -7,6 +7,7 @@
  * @module
  */
 import { IdempotencyError } from "./errors.js";
+import { maxArgumentDepth } from "./option-checks.js";
 import { loneSurrogateIndex } from "./unicode.js";
 
 /** How {@link canonicalJson} treats values JSON has no exact form for. */
@@ -30,7 +31,9 @@ export type CanonicalJsonOptions = {
  * would change or drop silently: cycles, functions, symbols, BigInts (unless `bigint: "string"`), `NaN`
  * and ±`Infinity`, `undefined` at the top level or in an array, strings or keys with a lone surrogate,
  * and objects that serialize as `{}` whatever they hold (`Map`, `Set`, `WeakMap`, `WeakSet`, `Promise`,
- * `WeakRef`, `RegExp`, `Error`, `ArrayBuffer`, `SharedArrayBuffer`, `DataView`).
+ * `WeakRef`, `RegExp`, `Error`, `ArrayBuffer`, `SharedArrayBuffer`, `DataView`). Objects and arrays
+ * nested more than {@link maxArgumentDepth} (256) levels deep are rejected the same way, before they
+ * could overflow the stack.
  * @example
  * import { canonicalJson } from "idempotool";
  *
@@ -84,8 +87,14 @@ class Rejection {
       this.cycleTo === -1
         ? this.problem
         : `${this.problem} ${root}${steps.slice(0, this.cycleTo).join("")}, a cycle JSON cannot represent`;
-    return `${root}${steps.join("")} ${problem}.`;
+    return `${root}${pathText(steps)} ${problem}.`;
   }
+}
+
+/** A path as written after its root; a very deep one keeps its ends, so a message stays readable. */
+function pathText(steps: readonly string[]): string {
+  if (steps.length <= 12) return steps.join("");
+  return `${steps.slice(0, 6).join("")}…(${steps.length - 9} more)…${steps.slice(-3).join("")}`;
 }
 
 function withStep(error: unknown, step: string): unknown {
@@ -138,6 +147,12 @@ function serializeObjectLike(value: object, key: string | number, context: Conte
 }
 
 function enter(value: object, context: Context): void {
+  // The ancestors are the enclosing levels, so the depth check costs no counter of its own.
+  if (context.ancestors.length >= maxArgumentDepth) {
+    throw new Rejection(
+      `nests deeper than ${maxArgumentDepth} levels of objects and arrays, the limit for arguments; flatten it or pass it as a string`,
+    );
+  }
   const ancestor = context.ancestors.indexOf(value);
   // Only an ancestor is a cycle: the same object twice side by side serializes fine, twice.
   if (ancestor !== -1) throw new Rejection("refers back to", ancestor);

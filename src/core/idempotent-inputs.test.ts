@@ -12,6 +12,7 @@ import {
 import type { IdempotencyEvent } from "./events.js";
 import { idempotent } from "./idempotent.js";
 import { memoryStore } from "./memory-store.js";
+import { maxArgumentDepth } from "./option-checks.js";
 import type { IdempotentOptions } from "./options.js";
 import type { IdempotencyStore } from "./store.js";
 
@@ -39,6 +40,13 @@ function countingStore() {
     },
   });
   return { store, calls };
+}
+
+/** `levels` objects (`{ a: { a: … } }`) or arrays (`[[…]]`) inside one another. */
+function nested(levels: number, shape: "object" | "array"): unknown {
+  let value: unknown = "leaf";
+  for (let i = 0; i < levels; i++) value = shape === "object" ? { a: value } : [value];
+  return value;
 }
 
 function probeTool(options: Partial<IdempotentOptions<unknown, string>> = {}) {
@@ -122,6 +130,25 @@ describe("bad input is rejected before any side effect", () => {
       isIdempotencyError(await rejection(tool({ amount: 11n }, { key: "k" })), "idempotency_key_conflict"),
     ).toBe(true);
     expect(runs()).toBe(1);
+  });
+
+  it("arguments nested 6,000 levels deep are invalid_arguments naming the limit, and the store is never touched", async () => {
+    const { tool, calls, runs } = probeTool();
+    const error = await rejection(tool(nested(6_000, "object"), { key: "k" }));
+    expect(isIdempotencyError(error, "invalid_arguments")).toBe(true);
+    expect((error as Error).message).toMatch(new RegExp(`deeper than ${maxArgumentDepth} levels`));
+    expect(calls).toEqual([]);
+    expect(runs()).toBe(0);
+  });
+
+  it("arguments nested exactly maxArgumentDepth levels deep are fingerprinted and run", async () => {
+    const { tool, runs } = probeTool();
+    for (const shape of ["object", "array"] as const) {
+      expect((await tool(nested(maxArgumentDepth, shape), { key: `k-${shape}` })).result).toBe("ran");
+      const error = await rejection(tool(nested(maxArgumentDepth + 1, shape), { key: `k-${shape}-deeper` }));
+      expect(isIdempotencyError(error, "invalid_arguments"), shape).toBe(true);
+    }
+    expect(runs()).toBe(2);
   });
 
   for (const scope of ["", "tenant-\udc00"]) {

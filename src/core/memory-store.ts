@@ -1,5 +1,6 @@
-import { IdempotencyError, StoreFullError } from "./errors.js";
+import { StoreFullError } from "./errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "./list-paging.js";
+import { sizeOption } from "./option-checks.js";
 import {
   type ClaimRequest,
   type ClaimResult,
@@ -14,7 +15,7 @@ import {
 /** Options of {@link memoryStore}. */
 export interface MemoryStoreOptions {
   /**
-   * The most records held at once (default 10_000). When full, a claim first removes expired
+   * The most records held at once, a whole number ≥ 1 (default 10_000). When full, a claim first removes expired
    * records, and otherwise fails with `store_full`: a live record is never dropped to make room.
    */
   readonly maxRecords?: number;
@@ -41,7 +42,7 @@ const DEFAULT_MAX_RECORDS = 10_000;
  * });
  */
 export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
-  const maxRecords = resolveMaxRecords(options.maxRecords);
+  const maxRecords = sizeOption("memoryStore()", "maxRecords", options.maxRecords, DEFAULT_MAX_RECORDS);
   // scope -> key -> record: no composite key to build on every call, and no separator that could collide.
   const scopes = new Map<string, Map<string, IdempotencyRecord>>();
   let size = 0;
@@ -210,17 +211,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       return { deleted: removeExpired(request.now, purgeLimit("memoryStore", request.limit)) };
     },
   };
-}
-
-function resolveMaxRecords(value: number | undefined): number {
-  if (value === undefined) return DEFAULT_MAX_RECORDS;
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new IdempotencyError(
-      "invalid_options",
-      `maxRecords must be a positive integer, got ${String(value)}`,
-    );
-  }
-  return value;
 }
 
 function* allRecords(scopes: Map<string, Map<string, IdempotencyRecord>>): Generator<IdempotencyRecord> {

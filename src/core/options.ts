@@ -1,7 +1,7 @@
 import { type Clock, systemClock } from "./clock.js";
-import { IdempotencyError } from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
 import { type FieldList, fieldListOf, pickFields } from "./field-list.js";
+import { durationOption, invalidOption, maxTtlMs, sizeOption } from "./option-checks.js";
 import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result-codec.js";
 import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -61,11 +61,20 @@ export interface IdempotentOptions<A, R> {
   readonly store: IdempotencyStore;
   /** The class of side effect. Default "irreversible" (fail closed). */
   readonly effect?: Effect;
-  /** How long a settled record absorbs repeats. Default 24 h (Stripe's window); below 1 h warns. */
+  /**
+   * How long a settled record absorbs repeats, in whole ms from 1 to ten years. Default 24 h (Stripe's
+   * window); below 1 h warns. See docs/concepts.md, "Limits".
+   */
   readonly ttlMs?: number;
-  /** How long a claim holds before another caller may judge it stale. Renewed while the tool runs. Default 60 s. */
+  /**
+   * How long a claim holds before another caller may judge it stale, in whole ms from 1 to 2^31 − 1
+   * (what a timer holds). Renewed while the tool runs. Default 60 s.
+   */
   readonly leaseMs?: number;
-  /** How long a repeat waits for an in-flight call's outcome before `idempotency_key_in_use`. 0 fails at once. Default 10 s. */
+  /**
+   * How long a repeat waits for an in-flight call's outcome before `idempotency_key_in_use`, in whole ms
+   * from 0 to 2^31 − 1. 0 fails at once. Default 10 s.
+   */
   readonly waitMs?: number;
   /**
    * Which arguments count for the fingerprint: top-level field names, or a function picking them.
@@ -80,7 +89,10 @@ export interface IdempotentOptions<A, R> {
   readonly verify?: VerifyHook<A, R>;
   /** The same hook under the saga's name, for `compensatable` tools. Give `verify` or `reconcile`, not both. */
   readonly reconcile?: VerifyHook<A, R>;
-  /** The largest serialized result kept (bytes), measured after redaction and before encryption. Default 1 MiB. */
+  /**
+   * The largest serialized result kept (bytes, a whole number ≥ 1), measured after redaction and before
+   * encryption. Default 1 MiB.
+   */
   readonly maxResultBytes?: number;
   /**
    * Result fields never stored: dotted paths (`["card.number", "token"]`), stored as `"[redacted]"`.
@@ -97,6 +109,7 @@ export interface IdempotentOptions<A, R> {
    * Opt-in near-duplicate hint (seed Case 2): when a call under a new key matches, on these fields, a call
    * of this tool that completed in the same scope within `windowMs` (default 60 s), it still runs, and its
    * envelope carries `recent_similar_call` so the agent can ask the user before acting twice.
+   * `windowMs` is whole ms from 1 to ten years.
    */
   readonly similar?: {
     readonly fields: FieldList<A> | ((args: A) => unknown);
@@ -135,6 +148,7 @@ export const defaults = {
   similarWindowMs: 60_000,
 } as const;
 
+const owner = "idempotent()";
 const warnBelowTtlMs = 60 * 60 * 1000;
 const effects = new Set<string>(Object.values(Effect));
 
@@ -152,10 +166,11 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
   if (!effects.has(effect)) {
     invalid("effect", `must be one of ${[...effects].map((e) => `"${e}"`).join(", ")}`);
   }
-  const ttlMs = duration("ttlMs", options.ttlMs, defaults.ttlMs, 1);
-  const leaseMs = duration("leaseMs", options.leaseMs, defaults.leaseMs, 1);
-  const waitMs = duration("waitMs", options.waitMs, defaults.waitMs, 0);
-  const maxResultBytes = duration("maxResultBytes", options.maxResultBytes, defaults.maxResultBytes, 1);
+  // Bounded so a timer can hold the lease and the wait, and `now + leaseMs + ttlMs` is always a date.
+  const ttlMs = durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs });
+  const leaseMs = durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs);
+  const waitMs = durationOption(owner, "waitMs", options.waitMs, defaults.waitMs, { min: 0 });
+  const maxResultBytes = sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes);
   if (options.verify && options.reconcile) invalid("reconcile", "give either verify or reconcile, not both");
   for (const hook of ["verify", "reconcile", "key", "onEvent"] as const) {
     if (options[hook] !== undefined && typeof options[hook] !== "function") {
@@ -198,7 +213,10 @@ function resolveSimilar<A>(
   if (typeof similar !== "object" || similar === null) invalid("similar", "must be { fields, windowMs? }");
   const pick = significantPicker(name, "similar.fields", similar.fields);
   if (pick === undefined) invalid("similar.fields", "must be an array of field names or a function");
-  return { pick, windowMs: duration("similar.windowMs", similar.windowMs, defaults.similarWindowMs, 1) };
+  const windowMs = durationOption(owner, "similar.windowMs", similar.windowMs, defaults.similarWindowMs, {
+    max: maxTtlMs,
+  });
+  return { pick, windowMs };
 }
 
 function significantPicker<A>(
@@ -211,14 +229,6 @@ function significantPicker<A>(
   return (args: A): unknown => pickFields(args, names, tool, option);
 }
 
-function duration(name: string, value: number | undefined, fallback: number, min: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
-    invalid(name, `must be an integer ≥ ${min} (milliseconds or bytes), got ${String(value)}`);
-  }
-  return value;
-}
-
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `idempotent(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }

@@ -1,10 +1,10 @@
-import { ErrorCode, IdempotencyError } from "./errors.js";
+import { durationOption, invalidOption, sizeOption } from "./option-checks.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus, recordIdText } from "./store.js";
 
 export interface TieredStoreOptions {
   /** The durable store that holds every record. */
   readonly store: IdempotencyStore;
-  /** The most settled records kept in process. Default 10 000. */
+  /** The most settled records kept in process, a whole number ≥ 1. Default 10 000. */
   readonly maxEntries?: number;
   /**
    * How long (ms, by the caller's clock) a cached record is served before it is checked against the
@@ -24,8 +24,6 @@ interface Entry {
   /** LRU position: higher is more recent. */
   readonly stamp: number;
 }
-
-const maxTimerMs = 2 ** 31 - 1;
 
 /**
  * A bounded in-process LRU of settled records in front of a durable store: a replay is answered
@@ -54,30 +52,12 @@ const maxTimerMs = 2 ** 31 - 1;
 export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
   const durable = options.store;
   if (typeof durable !== "object" || durable === null || typeof durable.claim !== "function") {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      "tieredStore(): option `store` must be an idempotency store.",
-    );
+    invalidOption("tieredStore()", "store", "must be an idempotency store");
   }
-  const maxEntries = options.maxEntries ?? 10_000;
-  if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `tieredStore(): option \`maxEntries\` must be a positive integer, got ${String(maxEntries)}.`,
-    );
-  }
-  const maxStalenessMs = options.maxStalenessMs ?? 1_000;
-  if (
-    typeof maxStalenessMs !== "number" ||
-    !Number.isFinite(maxStalenessMs) ||
-    maxStalenessMs < 0 ||
-    maxStalenessMs > maxTimerMs
-  ) {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `tieredStore(): option \`maxStalenessMs\` must be a number of milliseconds from 0 to ${maxTimerMs}, got ${String(maxStalenessMs)}.`,
-    );
-  }
+  const maxEntries = sizeOption("tieredStore()", "maxEntries", options.maxEntries, 10_000);
+  const maxStalenessMs = durationOption("tieredStore()", "maxStalenessMs", options.maxStalenessMs, 1_000, {
+    min: 0,
+  });
   // A Map iterates in insertion order, oldest first. A hit moves its entry to the back only once it has
   // drifted into the older half: in V8, deleting and re-inserting one key costs O(size) when it is done over
   // and over (28 µs a hit at 10 000 entries on Node 20), and an entry in the newer half is not next to go.

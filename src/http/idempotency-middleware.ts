@@ -175,8 +175,9 @@ async function guard(
       `idempotencyMiddleware(): scope() must return the request's principal as 1–255 characters, got ${typeof scope === "string" ? `${scope.length} characters` : typeof scope}.`,
     );
   }
-  const call: HttpCall = { print: await requestPrint(request, context.body), request, next, live: undefined };
   try {
+    const print = await requestPrint(request, context.body);
+    const call: HttpCall = { print, request, next, live: undefined };
     const envelope = await tool(call, { key: parsed.key, scope });
     if (!envelope.was_replay && call.live) return call.live;
     return replayResponse(envelope.result);

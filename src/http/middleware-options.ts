@@ -2,12 +2,14 @@
  * Options of the server middleware, resolved and checked once, at configuration time.
  */
 import type { Clock } from "../core/clock.js";
-import { IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
+import { durationOption, invalidOption, maxTimerMs, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { Effect } from "../core/options.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { compileRoutes, type RouteMatcher } from "./route-pattern.js";
 import { defaultReplayHeaders, neverReplayedHeaders } from "./stored-response.js";
+
+const owner = "idempotencyMiddleware()";
 
 /** Options every flavour of the middleware shares; the adapters differ only in how `scope` sees the request. */
 export interface SharedMiddlewareOptions {
@@ -37,18 +39,18 @@ export interface SharedMiddlewareOptions {
    * to your own database in one transaction, so a request whose worker died is run again.
    */
   readonly effect?: Effect;
-  /** How long a recorded response is replayed. Default 24 h. */
+  /** How long a recorded response is replayed. Whole ms from 1 to ten years; default 24 h. */
   readonly ttlMs?: number;
-  /** How long a claim holds without renewal. Default 60 s. */
+  /** How long a claim holds without renewal. Whole ms from 1 to 2^31 − 1; default 60 s. */
   readonly leaseMs?: number;
   /**
-   * How long a repeat waits for the first request to finish before answering 409. Default 0: answer at
-   * once, as the draft describes, with `Retry-After`.
+   * How long a repeat waits for the first request to finish before answering 409, in whole ms from 0 to
+   * 2^31 − 1. Default 0: answer at once, as the draft describes, with `Retry-After`.
    */
   readonly waitMs?: number;
-  /** The `Retry-After` (seconds) on a 409 for a request in flight. Default 1. */
+  /** The `Retry-After` (whole seconds, 0 to 2 147 483) on a 409 for a request in flight. Default 1. */
   readonly retryAfterSeconds?: number;
-  /** The largest response body kept for replay (bytes). Default 1 MiB. */
+  /** The largest response body kept for replay (bytes, a whole number ≥ 1). Default 1 MiB. */
   readonly maxResponseBytes?: number;
   /**
    * Prefix of problem `type` URIs, e.g. `https://api.example.com/problems/` (the code is appended).
@@ -129,10 +131,15 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
       `must not name ${refused.join(", ")}: cookies, credentials and framing headers are never stored`,
     );
   }
-  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
-  if (!Number.isSafeInteger(retryAfterSeconds) || retryAfterSeconds < 0) {
-    invalid("retryAfterSeconds", `must be an integer ≥ 0, got ${String(retryAfterSeconds)}`);
-  }
+  // Checked here too, though the core checks them again, so an error names the middleware's option.
+  durationOption(owner, "ttlMs", options.ttlMs, undefined, { max: maxTtlMs });
+  durationOption(owner, "leaseMs", options.leaseMs);
+  durationOption(owner, "waitMs", options.waitMs, undefined, { min: 0 });
+  sizeOption(owner, "maxResponseBytes", options.maxResponseBytes);
+  const retryAfterSeconds = sizeOption(owner, "retryAfterSeconds", options.retryAfterSeconds, 1, {
+    min: 0,
+    max: Math.floor(maxTimerMs / 1000),
+  });
   if (options.problemTypeBase !== undefined && typeof options.problemTypeBase !== "string") {
     invalid("problemTypeBase", "must be a string");
   }
@@ -151,5 +158,5 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
 }
 
 export function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `idempotencyMiddleware(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }

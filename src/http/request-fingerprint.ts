@@ -5,6 +5,8 @@
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../core/canonical-json.js";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { maxArgumentDepth } from "../core/option-checks.js";
 
 /** The significant part of a request; the core fingerprints it. */
 export interface RequestPrint {
@@ -51,7 +53,22 @@ function valueDigest(value: unknown, contentType: string | null): string | null 
   if (value instanceof Uint8Array) return bytesDigest(value, contentType);
   if (typeof value === "string") return bytesDigest(new TextEncoder().encode(value), contentType);
   const canonical = canonicalText(() => value);
-  return canonical === undefined ? `raw:${sha256(JSON.stringify(value) ?? "")}` : `json:${sha256(canonical)}`;
+  return canonical === undefined ? `raw:${sha256(plainJson(value))}` : `json:${sha256(canonical)}`;
+}
+
+/** A parsed body with no canonical form still counts by its JSON text; one with none at all is refused. */
+function plainJson(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? "";
+  } catch (error) {
+    // Nested too deep for the stack, or a cycle: no text to compare, so no request can be told from another.
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `The request body cannot be fingerprinted (${error instanceof Error ? error.message : String(error)}); ` +
+        `send JSON nested at most ${maxArgumentDepth} levels deep.`,
+      { cause: error },
+    );
+  }
 }
 
 function canonicalText(read: () => unknown): string | undefined {

@@ -2,11 +2,13 @@
  * When {@link idempotentFetch} tries again: exponential backoff with jitter, bounded in attempts and in
  * total time, and never sooner than the server's `Retry-After`.
  */
-import { IdempotencyError } from "../core/errors.js";
+import { durationOption, invalidOption, sizeOption } from "../core/option-checks.js";
 
-/** Retry bounds of {@link idempotentFetch}. All times in milliseconds. */
+const owner = "idempotentFetch()";
+
+/** Retry bounds of {@link idempotentFetch}. All times in whole milliseconds, from 0 to 2^31 − 1 (what a timer holds). */
 export interface RetryOptions {
-  /** Attempts in all, the first one included; 1 never retries. Default 4. */
+  /** Attempts in all (a whole number ≥ 1), the first one included; 1 never retries. Default 4. */
   readonly maxAttempts?: number;
   /** No retry starts later than this after the first attempt began, and no wait runs past it. Default 30 000. */
   readonly maxElapsedMs?: number;
@@ -38,11 +40,11 @@ export function resolveRetry(options: RetryOptions | undefined): RetryPolicy {
   if (options === undefined) return retryDefaults;
   if (typeof options !== "object" || options === null) invalid("retry", "must be an object");
   return {
-    maxAttempts: integer("retry.maxAttempts", options.maxAttempts, retryDefaults.maxAttempts, 1),
-    maxElapsedMs: integer("retry.maxElapsedMs", options.maxElapsedMs, retryDefaults.maxElapsedMs, 0),
-    initialDelayMs: integer("retry.initialDelayMs", options.initialDelayMs, retryDefaults.initialDelayMs, 0),
-    maxDelayMs: integer("retry.maxDelayMs", options.maxDelayMs, retryDefaults.maxDelayMs, 0),
-    timeoutMs: integer("retry.timeoutMs", options.timeoutMs, retryDefaults.timeoutMs, 0),
+    maxAttempts: sizeOption(owner, "retry.maxAttempts", options.maxAttempts, retryDefaults.maxAttempts),
+    maxElapsedMs: delay("retry.maxElapsedMs", options.maxElapsedMs, retryDefaults.maxElapsedMs),
+    initialDelayMs: delay("retry.initialDelayMs", options.initialDelayMs, retryDefaults.initialDelayMs),
+    maxDelayMs: delay("retry.maxDelayMs", options.maxDelayMs, retryDefaults.maxDelayMs),
+    timeoutMs: delay("retry.timeoutMs", options.timeoutMs, retryDefaults.timeoutMs),
   };
 }
 
@@ -73,14 +75,11 @@ export function parseRetryAfter(value: string | null, now: number): number | und
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-function integer(name: string, value: number | undefined, fallback: number, min: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
-    invalid(name, `must be an integer ≥ ${min}, got ${String(value)}`);
-  }
-  return value;
+/** Every delay here ends up in a timer, so it is bounded by what a timer holds. */
+function delay(name: string, value: number | undefined, fallback: number): number {
+  return durationOption(owner, name, value, fallback, { min: 0 });
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `idempotentFetch(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }

@@ -2,7 +2,7 @@
  * Which requests the middleware guards: path patterns (`/orders`, `/orders/:id`, `/files/*`), regular
  * expressions, or a predicate of the request.
  */
-import { IdempotencyError } from "../core/errors.js";
+import { invalidOption } from "../core/option-checks.js";
 
 /** Path patterns and expressions matched against the URL path, or a predicate of the whole request. */
 export type RouteMatcher = readonly (string | RegExp)[] | ((request: Request) => boolean);
@@ -44,5 +44,5 @@ function patternToRegExp(pattern: string): RegExp {
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `idempotencyMiddleware(): option \`${option}\` ${problem}.`);
+  return invalidOption("idempotencyMiddleware()", option, problem);
 }

@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import type { AnySchema, ZodRawShapeCompat } from "@modelcontextprotocol/sdk/server/zod-compat.js";
 import { IdempotencyError } from "../core/errors.js";
+import { invalidOption } from "../core/option-checks.js";
 
 /** A string schema under construction; zod 3 and zod 4 (classic) both chain this way. */
 export interface ZodStringBuilder {
@@ -104,5 +105,5 @@ export function zodNamespace(flavour: ZodFlavour | undefined, given: ZodNamespac
 }
 
 export function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `registerIdempotentTool(): option \`${option}\` ${problem}.`);
+  return invalidOption("registerIdempotentTool()", option, problem);
 }

@@ -21,6 +21,7 @@ import {
 import { fingerprint } from "../core/fingerprint.js";
 import { validateKey } from "../core/idempotent.js";
 import { startLease } from "../core/lease.js";
+import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
@@ -49,16 +50,19 @@ export interface CheckpointOptions {
   /** A namespace (tenant, user, agent). Default "default". */
   readonly scope?: string;
   /**
-   * How long the claim holds without renewal. The checkpoint renews it every third of `leaseMs` until it is
-   * settled or disposed, so a long call stays live; a checkpoint whose process died goes stale (outcome
-   * unknown) once `leaseMs` passes. Default 60 s.
+   * How long the claim holds without renewal, whole ms from 1 to 2^31 − 1. The checkpoint renews it every
+   * third of `leaseMs` until it is settled or disposed, so a long call stays live; a checkpoint whose process
+   * died goes stale (outcome unknown) once `leaseMs` passes. Default 60 s.
    */
   readonly leaseMs?: number;
-  /** How long a settled record absorbs repeats. Default 24 h. */
+  /** How long a settled record absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
   readonly ttlMs?: number;
-  /** How long to wait for another live checkpoint on the key before `idempotency_key_in_use`. Default 10 s; 0 fails at once. */
+  /**
+   * How long to wait for another live checkpoint on the key before `idempotency_key_in_use`.
+   * Whole ms from 0 to 2^31 − 1; default 10 s; 0 fails at once.
+   */
   readonly waitMs?: number;
-  /** The largest result kept (bytes). Default 1 MiB. */
+  /** The largest result kept (bytes, a whole number ≥ 1). Default 1 MiB. */
   readonly maxResultBytes?: number;
   /** Result fields never stored (dotted paths). */
   readonly redact?: readonly string[];
@@ -122,17 +126,16 @@ export async function checkpoint<R = unknown>(
   store: IdempotencyStore,
   options: CheckpointOptions,
 ): Promise<Checkpoint<R>> {
-  const invalid = (option: string, problem: string): never => {
-    throw new IdempotencyError(ErrorCode.invalidOptions, `checkpoint(): option \`${option}\` ${problem}.`);
-  };
+  const owner = "checkpoint()";
+  const invalid = (option: string, problem: string): never => invalidOption(owner, option, problem);
   if (typeof options.tool !== "string" || options.tool === "") invalid("tool", "must be a non-empty string");
   const key = validateKey(options.key, options.tool);
   const scope = options.scope ?? "default";
   const clock = options.clock ?? systemClock;
-  const leaseMs = options.leaseMs ?? defaults.leaseMs;
-  const ttlMs = options.ttlMs ?? defaults.ttlMs;
-  const waitMs = options.waitMs ?? defaults.waitMs;
-  const maxResultBytes = options.maxResultBytes ?? defaults.maxResultBytes;
+  const leaseMs = durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs);
+  const ttlMs = durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs });
+  const waitMs = durationOption(owner, "waitMs", options.waitMs, defaults.waitMs, { min: 0 });
+  const maxResultBytes = sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes);
   const codec = resolveCodec(options.redact, options.encryption, invalid);
   const print = fingerprint(options.args);
   const token = randomUUID();

@@ -7,6 +7,7 @@ import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import { validateKey } from "../core/idempotent.js";
+import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import type { EncryptionOptions, ResultCodec } from "../core/result-codec.js";
 import { resolveCodec } from "../core/result-codec.js";
@@ -26,9 +27,12 @@ export interface TransactionalOnceOptions {
   readonly args?: unknown;
   /** Or the fingerprint itself, when you compute it. Give `args` or `fingerprint`. */
   readonly fingerprint?: string;
-  /** How long the completed key absorbs repeats. Default 24 h. */
+  /** How long the completed key absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
   readonly ttlMs?: number;
-  /** The largest result kept (bytes). Default 1 MiB; a larger result rolls the transaction back. */
+  /**
+   * The largest result kept (bytes, a whole number ≥ 1). Default 1 MiB; a larger result rolls the
+   * transaction back.
+   */
   readonly maxResultBytes?: number;
   /** Result fields never stored (dotted paths); replays get `"[redacted]"` there. */
   readonly redact?: readonly string[];
@@ -64,12 +68,8 @@ export function resolveTransactional(
   options: TransactionalOnceOptions,
   schema: boolean,
 ): ResolvedTransactional {
-  const invalid = (option: string, problem: string): never => {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `transactionalOnce(): option \`${option}\` ${problem}.`,
-    );
-  };
+  const owner = "transactionalOnce()";
+  const invalid = (option: string, problem: string): never => invalidOption(owner, option, problem);
   const table = sqlIdentifier(options.table, "table", schema);
   const key = validateKey(options.key, "transactionalOnce");
   const scope = options.scope ?? "default";
@@ -82,22 +82,11 @@ export function resolveTransactional(
     key,
     scope,
     fingerprint: options.fingerprint ?? fingerprint(options.args),
-    ttlMs: positive("ttlMs", options.ttlMs, defaults.ttlMs, invalid),
-    maxResultBytes: positive("maxResultBytes", options.maxResultBytes, defaults.maxResultBytes, invalid),
+    ttlMs: durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs }),
+    maxResultBytes: sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes),
     codec: resolveCodec(options.redact, options.encryption, invalid),
     clock: options.clock ?? systemClock,
   };
-}
-
-function positive(
-  name: string,
-  value: number | undefined,
-  fallback: number,
-  invalid: (o: string, p: string) => never,
-): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 1) invalid(name, "must be a positive integer");
-  return value;
 }
 
 /** The stored text for a result; a result that cannot be kept rolls the transaction back. */

@@ -14,10 +14,12 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
-import { IdempotencyError } from "../core/errors.js";
 import type { EventType, IdempotencyEvent } from "../core/events.js";
 import { sha256Hex } from "../core/fingerprint.js";
+import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { type OpenCall, openCalls } from "./open-calls.js";
+
+const owner = "otelEvents()";
 
 /** The instrumentation scope name of the tracer and meter. */
 export const instrumentationName = "idempotool";
@@ -77,10 +79,14 @@ export interface OtelEventsOptions {
   readonly onEvent?: (event: IdempotencyEvent) => void;
   /**
    * A call with no event for this long (ms, by the events' clock) has its span ended as `abandoned`:
-   * the core emits nothing when a waiter gives up or a release fails. Default 10 minutes.
+   * the core emits nothing when a waiter gives up or a release fails. Whole ms from 1 to ten years;
+   * default 10 minutes.
    */
   readonly abandonAfterMs?: number;
-  /** At most this many calls followed at once; the oldest are ended as abandoned beyond it. Default 10 000. */
+  /**
+   * At most this many calls followed at once (a whole number ≥ 1); the oldest are ended as abandoned
+   * beyond it. Default 10 000.
+   */
   readonly maxOpenCalls?: number;
 }
 
@@ -282,23 +288,21 @@ function resolveOtelOptions(options: OtelEventsOptions): ResolvedOtelOptions {
   if (key !== "hash" && key !== "none" && key !== "raw") invalid("key", 'must be "hash", "none" or "raw"');
   if (options.onEvent !== undefined && typeof options.onEvent !== "function")
     invalid("onEvent", "must be a function");
-  for (const name of ["abandonAfterMs", "maxOpenCalls"] as const) {
-    const value = options[name];
-    if (value !== undefined && (!Number.isSafeInteger(value) || value <= 0)) {
-      invalid(name, `must be a positive integer, got ${String(value)}`);
-    }
-  }
+  const abandonAfterMs = durationOption(owner, "abandonAfterMs", options.abandonAfterMs, 10 * 60 * 1000, {
+    max: maxTtlMs,
+  });
+  const maxOpenCalls = sizeOption(owner, "maxOpenCalls", options.maxOpenCalls, 10_000);
   return {
     tracer: options.tracer,
     meter: options.meter,
     key,
     scope: options.scope ?? true,
     onEvent: options.onEvent,
-    abandonAfterMs: options.abandonAfterMs ?? 10 * 60 * 1000,
-    maxOpenCalls: options.maxOpenCalls ?? 10_000,
+    abandonAfterMs,
+    maxOpenCalls,
   };
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `otelEvents(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }

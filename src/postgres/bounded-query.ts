@@ -1,5 +1,6 @@
 import { sameLengthDeadlines } from "../core/deadlines.js";
-import { maxTimerMs, type PgQueryable, type PgQueryConfig } from "./postgres-options.js";
+import { maxTimerMs } from "../core/option-checks.js";
+import type { PgQueryable, PgQueryConfig } from "./postgres-options.js";
 
 /**
  * Runs one statement and answers its rows, or fails after `timeoutMs` whatever the client does (a pool

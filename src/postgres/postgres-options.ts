@@ -1,4 +1,4 @@
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { durationOption, invalidOption } from "../core/option-checks.js";
 import type { PostgresClock, TableName } from "./postgres-statements.js";
 
 /** One statement with its parameters, in the object form pg's `query(config)` takes. */
@@ -33,6 +33,7 @@ export interface PostgresStoreOptions {
    * closed with `store_unavailable`). Default 5000 ms. A claim that lands after its caller gave up is
    * released as soon as its answer arrives. Give your pool a `connectionTimeoutMillis` and a server-side
    * `statement_timeout` no longer than this, so that the server, too, abandons what the caller gave up on.
+   * Whole ms from 1 to 2^31 − 1 (what a timer holds).
    */
   readonly statementTimeoutMs?: number;
   /**
@@ -59,8 +60,7 @@ const identifier = "[A-Za-z_][A-Za-z0-9_]";
 const tableNamePattern = new RegExp(`^(?:(${identifier}{0,62})\\.)?(${identifier}{0,51})$`);
 const defaultTable = "idempotool_records";
 const defaultStatementTimeoutMs = 5_000;
-/** setTimeout's limit. */
-export const maxTimerMs = 2_147_483_647;
+const owner = "postgresStore()";
 
 /** The options, checked and completed. */
 export interface ResolvedPostgresOptions {
@@ -89,10 +89,12 @@ export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedP
         `at most 63 for the schema and 52 for the table), got ${JSON.stringify(table)}`,
     );
   }
-  const timeoutMs = options.statementTimeoutMs ?? defaultStatementTimeoutMs;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > maxTimerMs) {
-    invalid("statementTimeoutMs", `must be a positive integer (ms), got ${String(timeoutMs)}`);
-  }
+  const timeoutMs = durationOption(
+    owner,
+    "statementTimeoutMs",
+    options.statementTimeoutMs,
+    defaultStatementTimeoutMs,
+  );
   const clock = options.clock ?? "server";
   if (clock !== "server" && clock !== "request") {
     invalid("clock", `must be "server" or "request", got ${JSON.stringify(clock)}`);
@@ -132,5 +134,5 @@ export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedP
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError(ErrorCode.invalidOptions, `postgresStore(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }

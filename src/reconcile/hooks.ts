@@ -61,8 +61,8 @@ export interface ReconcileTool<R = unknown> {
   readonly verify: ReconcileHook<R>;
   /** Without it, a "compensate" answer leaves the record for review. */
   readonly compensate?: CompensateHook<R>;
-  /** How long a record the reconciler settles absorbs repeats. Default 24 h, as `idempotent()`. */
+  /** How long a record the reconciler settles absorbs repeats. Whole ms from 1 to ten years; default 24 h, as `idempotent()`. */
   readonly ttlMs?: number;
-  /** The largest serialized result kept (bytes). Default 1 MiB, as `idempotent()`. */
+  /** The largest serialized result kept (bytes, a whole number ≥ 1). Default 1 MiB, as `idempotent()`. */
   readonly maxResultBytes?: number;
 }

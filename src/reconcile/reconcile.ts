@@ -5,13 +5,16 @@
  */
 import { randomUUID } from "node:crypto";
 import { type Clock, systemClock } from "../core/clock.js";
-import { ErrorCode, IdempotencyError, StoreUnavailableError } from "../core/errors.js";
+import { IdempotencyError, StoreUnavailableError } from "../core/errors.js";
 import { startLease } from "../core/lease.js";
+import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
 import { apply, ask, plan } from "./settle-record.js";
+
+const owner = "reconcile()";
 
 export interface ReconcileOptions {
   readonly store: IdempotencyStore;
@@ -25,15 +28,15 @@ export interface ReconcileOptions {
   readonly clock?: Clock;
   /** Ask the hooks and report, but change nothing and never compensate. Default false. */
   readonly dryRun?: boolean;
-  /** Examine at most this many records in one pass. Default: all of them. */
+  /** Examine at most this many records in one pass (a whole number ≥ 1). Default: all of them. */
   readonly limit?: number;
-  /** Records read per `list` call. Default 100. */
+  /** Records read per `list` call (a whole number ≥ 1; above 1000 reads 1000). Default 100. */
   readonly pageSize?: number;
   /** Only this tool's records. */
   readonly tool?: string;
   /** Only this scope's records. */
   readonly scope?: string;
-  /** The reconciler's lease on a record while its hook runs; renewed meanwhile. Default 60 s. */
+  /** The reconciler's lease on a record while its hook runs; renewed meanwhile. Whole ms from 1 to 2^31 − 1; default 60 s. */
   readonly leaseMs?: number;
   readonly signal?: AbortSignal;
   /** Called for every decision as it is made; a callback that throws is ignored. */
@@ -107,24 +110,21 @@ function resolve(options: ReconcileOptions): Resolved {
     if (tool.compensate !== undefined && typeof tool.compensate !== "function") {
       invalid(`tools.${name}.compensate`, "must be a function");
     }
+    durationOption(owner, `tools.${name}.ttlMs`, tool.ttlMs, undefined, { max: maxTtlMs });
+    sizeOption(owner, `tools.${name}.maxResultBytes`, tool.maxResultBytes);
   }
-  const positive = (name: string, value: number | undefined, fallback: number) => {
-    if (value === undefined) return fallback;
-    if (!Number.isSafeInteger(value) || value < 1) invalid(name, `must be a positive integer, got ${value}`);
-    return value;
-  };
   return {
     ...options,
     clock: options.clock ?? systemClock,
     dryRun: options.dryRun ?? false,
-    leaseMs: positive("leaseMs", options.leaseMs, defaults.leaseMs),
-    limit: positive("limit", options.limit, Number.MAX_SAFE_INTEGER),
-    pageSize: Math.min(positive("pageSize", options.pageSize, 100), 1000),
+    leaseMs: durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs),
+    limit: sizeOption(owner, "limit", options.limit, Number.MAX_SAFE_INTEGER),
+    pageSize: Math.min(sizeOption(owner, "pageSize", options.pageSize, 100), 1000),
   };
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError(ErrorCode.invalidOptions, `reconcile(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }
 
 async function listPage(o: Resolved, status: RecordStatus, cursor: string | undefined) {

@@ -1,17 +1,19 @@
 /** The reconciler on an interval, until its signal aborts. */
 import { systemClock } from "../core/clock.js";
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { durationOption, invalidOption } from "../core/option-checks.js";
 import type { ReconcileSummary } from "./decision.js";
 import { type ReconcileOptions, reconcileOnce } from "./reconcile.js";
 
 export interface StartReconcilerOptions extends ReconcileOptions {
-  /** Pause between the end of one pass and the start of the next. */
+  /** Pause between the end of one pass and the start of the next: whole ms from 1 to 2^31 − 1. */
   readonly intervalMs: number;
   /** Called after every pass. */
   readonly onSummary?: (summary: ReconcileSummary) => void;
   /** A pass that failed (the store unreachable); the next pass still runs. */
   readonly onError?: (error: unknown) => void;
 }
+
+const owner = "startReconciler()";
 
 export interface RunningReconciler {
   /** Stop after the current record, and resolve once the loop has ended. */
@@ -35,12 +37,8 @@ export interface RunningReconciler {
  * await reconciler.stop();
  */
 export function startReconciler(options: StartReconcilerOptions): RunningReconciler {
-  if (!Number.isSafeInteger(options.intervalMs) || options.intervalMs < 1) {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `startReconciler(): option \`intervalMs\` must be a positive integer, got ${String(options.intervalMs)}.`,
-    );
-  }
+  if (options?.intervalMs === undefined) invalidOption(owner, "intervalMs", "is required");
+  durationOption(owner, "intervalMs", options.intervalMs);
   const controller = new AbortController();
   const outer = options.signal;
   const onAbort = () => controller.abort(outer?.reason);

@@ -1,5 +1,6 @@
 import { IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
+import { durationOption, invalidOption } from "../core/option-checks.js";
 import {
   claimedRecord,
   type IdempotencyRecord,
@@ -57,7 +58,8 @@ export interface RedisStoreOptions {
   readonly prefix?: string;
   /**
    * No operation waits longer than this for Redis's reply; past it, it rejects and the caller gets
-   * `store_unavailable`. The command may still have been applied. Default 5000.
+   * `store_unavailable`. The command may still have been applied. Whole ms from 1 to 2^31 − 1 (what a
+   * timer holds); default 5000.
    */
   readonly commandTimeoutMs?: number;
   /**
@@ -82,6 +84,7 @@ export interface RedisStore extends IdempotencyStore {
 
 const defaultPrefix = "idempotool:";
 const defaultCommandTimeoutMs = 5000;
+const owner = "redisStore()";
 const scanCount = 1000;
 
 /**
@@ -290,10 +293,12 @@ function resolveOptions(options: RedisStoreOptions) {
   if (typeof prefix !== "string" || !prefix.endsWith(":")) {
     invalid("prefix", `must be a string ending in ":", got ${JSON.stringify(prefix)}`);
   }
-  const commandTimeoutMs = options.commandTimeoutMs ?? defaultCommandTimeoutMs;
-  if (!Number.isSafeInteger(commandTimeoutMs) || commandTimeoutMs < 1) {
-    invalid("commandTimeoutMs", `must be a positive integer (ms), got ${String(commandTimeoutMs)}`);
-  }
+  const commandTimeoutMs = durationOption(
+    owner,
+    "commandTimeoutMs",
+    options.commandTimeoutMs,
+    defaultCommandTimeoutMs,
+  );
   const clock = options.clock ?? "server";
   if (clock !== "server" && clock !== "request") invalid("clock", 'must be "server" or "request"');
   const offset = options.clockOffsetMs ?? 0;
@@ -324,7 +329,7 @@ function pipelines(client: RedisLike): boolean {
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `redisStore: option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }
 
 /**

@@ -10,6 +10,7 @@ import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
 import type { FieldList } from "../core/field-list.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
 import { Effect, type VerifyHook } from "../core/options.js";
 import { decodeResult } from "../core/serialize.js";
 import type { IdempotencyStore } from "../core/store.js";
@@ -34,8 +35,11 @@ export interface SagaOptions<A, S extends SagaStep> {
   readonly verify?: ReconcileHook<S>;
   /** Undo the effect (refund, correction). Run by the reconciler, or by `saga.compensate()`. */
   readonly compensate?: CompensateHook<S>;
+  /** As in `idempotent()`: whole ms from 1 to ten years; default 24 h. */
   readonly ttlMs?: number;
+  /** As in `idempotent()`: whole ms from 1 to 2^31 − 1; default 60 s. */
   readonly leaseMs?: number;
+  /** As in `idempotent()`: whole ms from 0 to 2^31 − 1; default 10 s. */
   readonly waitMs?: number;
   /** Which arguments count for the fingerprint, as in `idempotent()`: field names, or a function picking them. */
   readonly significant?: FieldList<A> | ((args: A) => unknown);
@@ -144,5 +148,5 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError(ErrorCode.invalidOptions, `saga(): option \`${option}\` ${problem}.`);
+  return invalidOption("saga()", option, problem);
 }

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { IdempotencyError } from "../core/errors.js";
+import { durationOption, invalidOption } from "../core/option-checks.js";
 import { type SqliteStore, sqliteStore } from "../sqlite/index.js";
 import {
   type ChaosContext,
@@ -88,9 +88,9 @@ export interface ChaosOptions {
    * function. Not needed when `tool` is that string already.
    */
   readonly module?: string;
-  /** The lease offered to the factory as `ctx.leaseMs` (ms). Default 1000. */
+  /** The lease offered to the factory as `ctx.leaseMs` (whole ms from 1 to 2^31 − 1). Default 1000. */
   readonly leaseMs?: number;
-  /** Bound on each source (ms). Default 30 000. */
+  /** Bound on each source (whole ms from 1 to 2^31 − 1). Default 30 000. */
   readonly timeoutMs?: number;
   /** Where the SQLite file and the probe file go; kept afterwards. Default: a temporary folder, removed. */
   readonly dir?: string;
@@ -270,18 +270,14 @@ interface ResolvedChaosOptions {
   readonly onProgress: ((progress: ChaosProgress) => void) | undefined;
 }
 
+const owner = "chaos()";
+
 function resolveChaosOptions(options: ChaosOptions): ResolvedChaosOptions {
   if (typeof options !== "object" || options === null) invalid("options", "must be an object");
   const all = Object.values(RepeatSource);
   const sources = options.sources ?? all;
   if (!Array.isArray(sources) || sources.length === 0 || sources.some((s) => !all.includes(s))) {
     invalid("sources", `must be a non-empty list of ${all.map((s) => `"${s}"`).join(", ")}`);
-  }
-  for (const name of ["leaseMs", "timeoutMs"] as const) {
-    const value = options[name];
-    if (value !== undefined && (!Number.isSafeInteger(value) || value <= 0)) {
-      invalid(name, `must be a positive integer (ms), got ${String(value)}`);
-    }
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== "function") {
     invalid("onProgress", "must be a function");
@@ -290,8 +286,8 @@ function resolveChaosOptions(options: ChaosOptions): ResolvedChaosOptions {
     args: options.args ?? {},
     sources,
     module: options.module,
-    leaseMs: options.leaseMs ?? 1_000,
-    timeoutMs: options.timeoutMs ?? 30_000,
+    leaseMs: durationOption(owner, "leaseMs", options.leaseMs, 1_000),
+    timeoutMs: durationOption(owner, "timeoutMs", options.timeoutMs, 30_000),
     dir: options.dir === undefined ? undefined : resolve(options.dir),
     cwd: options.cwd ?? process.cwd(),
     onProgress: options.onProgress,
@@ -299,5 +295,5 @@ function resolveChaosOptions(options: ChaosOptions): ResolvedChaosOptions {
 }
 
 function invalid(option: string, problem: string): never {
-  throw new IdempotencyError("invalid_options", `chaos(): option \`${option}\` ${problem}.`);
+  return invalidOption(owner, option, problem);
 }
