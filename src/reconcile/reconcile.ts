@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, StoreUnavailableError } from "../core/errors.js";
 import { defaults } from "../core/options.js";
+import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
@@ -96,16 +97,28 @@ export async function reconcileOnce(options: ReconcileOptions): Promise<Reconcil
 export const reconcile = reconcileOnce;
 
 export type Resolved = Required<Pick<ReconcileOptions, "store" | "tools" | "clock" | "dryRun" | "leaseMs">> &
-  Omit<ReconcileOptions, "limit" | "pageSize"> & { readonly limit: number; readonly pageSize: number };
+  Omit<ReconcileOptions, "limit" | "pageSize"> & {
+    readonly limit: number;
+    readonly pageSize: number;
+    /** How each tool's outcomes are stored (its `redact` and `encryption`), by tool name. */
+    readonly codecs: ReadonlyMap<string, ResultCodec | undefined>;
+  };
 
 function resolve(options: ReconcileOptions): Resolved {
   if (typeof options?.store?.list !== "function") invalid("store", "must be an idempotency store");
   if (typeof options.tools !== "object" || options.tools === null) invalid("tools", "must be an object");
+  const codecs = new Map<string, ResultCodec | undefined>();
   for (const [name, tool] of Object.entries(options.tools)) {
     if (typeof tool?.verify !== "function") invalid(`tools.${name}.verify`, "must be a function");
     if (tool.compensate !== undefined && typeof tool.compensate !== "function") {
       invalid(`tools.${name}.compensate`, "must be a function");
     }
+    codecs.set(
+      name,
+      resolveCodec(tool.redact, tool.encryption, (option, problem) =>
+        invalid(`tools.${name}.${option}`, problem),
+      ),
+    );
   }
   const positive = (name: string, value: number | undefined, fallback: number) => {
     if (value === undefined) return fallback;
@@ -119,6 +132,7 @@ function resolve(options: ReconcileOptions): Resolved {
     leaseMs: positive("leaseMs", options.leaseMs, defaults.leaseMs),
     limit: positive("limit", options.limit, Number.MAX_SAFE_INTEGER),
     pageSize: Math.min(positive("pageSize", options.pageSize, 100), 1000),
+    codecs,
   };
 }
 
