@@ -1,7 +1,7 @@
 import { createCipheriv, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { KeyConflictError } from "../src/core/errors.js";
-import { fingerprint } from "../src/core/fingerprint.js";
+import { fingerprint, sha256Hex } from "../src/core/fingerprint.js";
 import { idempotent } from "../src/core/idempotent.js";
 import { memoryStore } from "../src/core/memory-store.js";
 import { definitiveFailure } from "../src/core/outcomes.js";
@@ -301,5 +301,26 @@ describe("outcomes recorded outside idempotent() are sealed for their record too
     expect(refund.reconciler.encryption).toBe(encryption);
     await refund.compensate({ key: "refund-o-1" }, "duplicate");
     expect(undone).toEqual([{ externalId: "re_o-1" }]);
+  });
+});
+
+describe("the near-duplicate marker with keyed fingerprints", () => {
+  it("names its marker after the keyed fingerprint, so its key does not reveal the similar fields", async () => {
+    const store = memoryStore();
+    const send = idempotent(async (args: { to: string; body: string }) => ({ sent: args.to }), {
+      name: "send_sms",
+      store,
+      encryption: { keys: { k1 }, current: "k1" },
+      similar: { fields: ["to"] },
+    });
+    await send({ to: "+15550100", body: "hi" }, { key: "turn-1" });
+    const again = await send({ to: "+15550100", body: "hi again" }, { key: "turn-2" });
+    expect(again.recent_similar_call?.idempotency_key).toBe("turn-1");
+    const { records } = await store.list({ limit: 10 });
+    const marker = records.find((record) => record.key.startsWith("~similar~"));
+    // The marker a plain fingerprint would make: anyone could compute it for every phone number.
+    const plain = `~similar~${sha256Hex(`send_sms\u0000${fingerprint({ to: "+15550100" })}`)}`;
+    expect(marker?.key).toBeDefined();
+    expect(marker?.key).not.toBe(plain);
   });
 });

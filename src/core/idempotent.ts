@@ -111,7 +111,9 @@ async function callOnce<A, R>(
     key,
     scope,
     fingerprint: print,
-    similarKey: o.similar ? similarMarkerKey(o.name, o.similar.pick(args), o.bigint) : undefined,
+    similarKey: o.similar
+      ? similarMarkerKey(o.name, o.similar.pick(args), o.bigint, o.codec?.fingerprintKeys)
+      : undefined,
     startedAt: o.clock.now(),
     signal: options.signal,
   };
