@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { fingerprint } from "../src/core/fingerprint.js";
 import { idempotent } from "../src/core/idempotent.js";
 import { memoryStore } from "../src/core/memory-store.js";
 import { resolveOptions } from "../src/core/options.js";
@@ -152,6 +153,26 @@ describe("results at rest on PostgreSQL (OP-2 dedup table)", () => {
     expect(JSON.stringify(rows)).not.toContain("4242");
     const again = await postgresTransactionalOnce(pool, options, async () => card);
     expect(again).toMatchObject({ was_replay: true, result: { ...card, token: "[redacted]" } });
+  });
+
+  it("keys the row's fingerprint and binds its sealed result to the row, across a key rotation", async () => {
+    const encryption = { keys: { k1 }, current: "k1" };
+    const once = (key: string, cents: number, keys = encryption) =>
+      postgresTransactionalOnce(pool, { table, key, args: { cents }, encryption: keys }, async () => ({
+        key,
+      }));
+    await once("order-1", 100);
+    await once("order-2", 100);
+    const { rows } = await pool.query(`SELECT key, fingerprint, result FROM "${table}" ORDER BY key`);
+    expect(rows[0].fingerprint).toMatch(/^hmac-sha256:k1:/);
+    expect(rows[0].fingerprint).not.toContain(fingerprint({ cents: 100 }));
+    const rotated = { keys: { k2, k1 }, current: "k2" };
+    await expect(once("order-1", 100, rotated)).resolves.toMatchObject({
+      was_replay: true,
+      result: { key: "order-1" },
+    });
+    await pool.query(`UPDATE "${table}" SET result = $1 WHERE key = 'order-2'`, [rows[0].result]);
+    await expect(once("order-2", 100, rotated)).rejects.toBeInstanceOf(ResultUndecryptableError);
   });
 });
 
