@@ -35,6 +35,7 @@ export {
   type ToolContext,
   validateKey,
 } from "./core/idempotent.js";
+export type { FingerprintKeyOptions } from "./core/keyed-fingerprint.js";
 export { keys } from "./core/keys.js";
 export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
 export { maxArgumentDepth, maxTimerMs, maxTtlMs } from "./core/option-checks.js";

@@ -4,8 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { fingerprint } from "../src/core/fingerprint.js";
+import { idempotent } from "../src/core/idempotent.js";
 import { memoryStore } from "../src/core/memory-store.js";
 import { resolveOptions } from "../src/core/options.js";
+import { definitiveFailure } from "../src/core/outcomes.js";
 import { ResultUndecryptableError } from "../src/core/result-codec.js";
 import type { IdempotencyStore } from "../src/core/store.js";
 import { checkpoint, postgresDedupTableSql, postgresTransactionalOnce } from "../src/ops/index.js";
@@ -21,7 +24,7 @@ async function completeOnce(store: IdempotencyStore, key: string, options: objec
   await cp.complete(card);
 }
 
-describe("results at rest (DESIGN §7) on a real SQLite file", () => {
+describe("results at rest on a real SQLite file", () => {
   let dir = "";
   let file = "";
   beforeEach(() => {
@@ -151,6 +154,26 @@ describe("results at rest on PostgreSQL (OP-2 dedup table)", () => {
     const again = await postgresTransactionalOnce(pool, options, async () => card);
     expect(again).toMatchObject({ was_replay: true, result: { ...card, token: "[redacted]" } });
   });
+
+  it("keys the row's fingerprint and binds its sealed result to the row, across a key rotation", async () => {
+    const encryption = { keys: { k1 }, current: "k1" };
+    const once = (key: string, cents: number, keys = encryption) =>
+      postgresTransactionalOnce(pool, { table, key, args: { cents }, encryption: keys }, async () => ({
+        key,
+      }));
+    await once("order-1", 100);
+    await once("order-2", 100);
+    const { rows } = await pool.query(`SELECT key, fingerprint, result FROM "${table}" ORDER BY key`);
+    expect(rows[0].fingerprint).toMatch(/^hmac-sha256:k1:/);
+    expect(rows[0].fingerprint).not.toContain(fingerprint({ cents: 100 }));
+    const rotated = { keys: { k2, k1 }, current: "k2" };
+    await expect(once("order-1", 100, rotated)).resolves.toMatchObject({
+      was_replay: true,
+      result: { key: "order-1" },
+    });
+    await pool.query(`UPDATE "${table}" SET result = $1 WHERE key = 'order-2'`, [rows[0].result]);
+    await expect(once("order-2", 100, rotated)).rejects.toBeInstanceOf(ResultUndecryptableError);
+  });
 });
 
 describe("idempotent() options", () => {
@@ -166,5 +189,158 @@ describe("idempotent() options", () => {
       /`encryption.current`/,
     );
     expect(() => resolveOptions({ ...base, redact: [""] })).toThrow(/`redact`/);
+  });
+});
+
+/** A record's row in a SQLite store file, read and written behind the store's back, as an attacker would. */
+function row(file: string, scope: string, key: string) {
+  const where = "WHERE scope = ? AND key = ?";
+  return {
+    read(): { result: string | null; error: string | null; fingerprint: string; status: string } {
+      const raw = new Database(file, { readonly: true });
+      try {
+        return raw
+          .prepare(`SELECT result, error, fingerprint, status FROM idempotool_records ${where}`)
+          .get(scope, key) as never;
+      } finally {
+        raw.close();
+      }
+    },
+    write(fields: { result?: string | null; error?: string | null; status?: string }): void {
+      const raw = new Database(file);
+      try {
+        for (const [column, value] of Object.entries(fields)) {
+          raw.prepare(`UPDATE idempotool_records SET ${column} = ? ${where}`).run(value, scope, key);
+        }
+      } finally {
+        raw.close();
+      }
+    },
+  };
+}
+
+describe("sealed values are bound to their record (scope, key, tool, fingerprint)", () => {
+  const encryption = { keys: { k1 }, current: "k1" };
+  let dir = "";
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "idempotool-bound-"));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** A tool whose result names the scope, key and tool it ran for, on its own SQLite file. */
+  function tool(file: string, name = "charge") {
+    let runs = 0;
+    const store = sqliteStore({ path: join(dir, file) });
+    const call = idempotent(
+      async (args: { cents: number }, context) => {
+        runs++;
+        return { ranFor: `${context.scope}/${context.key}/${context.tool}/${args.cents}`, secret: "s" };
+      },
+      { name, store, encryption },
+    );
+    return { call, store, runs: () => runs, file: join(dir, file) };
+  }
+
+  it("does not open a sealed result copied into another scope: tenant B never gets tenant A's result", async () => {
+    const t = tool("records.db");
+    await t.call({ cents: 100 }, { scope: "tenant-a", key: "order-1" });
+    await t.call({ cents: 100 }, { scope: "tenant-b", key: "order-1" });
+    // Same arguments, so the same fingerprint: only the scope tells the records apart.
+    expect(row(t.file, "tenant-b", "order-1").read().fingerprint).toBe(
+      row(t.file, "tenant-a", "order-1").read().fingerprint,
+    );
+    row(t.file, "tenant-b", "order-1").write({ result: row(t.file, "tenant-a", "order-1").read().result });
+    await expect(t.call({ cents: 100 }, { scope: "tenant-b", key: "order-1" })).rejects.toMatchObject({
+      name: "ResultUndecryptableError",
+      reason: "authentication_failed",
+    });
+    expect(t.runs()).toBe(2);
+    await t.store.close?.();
+  });
+
+  it("does not open a sealed result copied under another key of the same scope", async () => {
+    const t = tool("records.db");
+    await t.call({ cents: 100 }, { key: "order-1" });
+    await t.call({ cents: 100 }, { key: "order-2" });
+    row(t.file, "default", "order-2").write({ result: row(t.file, "default", "order-1").read().result });
+    await expect(t.call({ cents: 100 }, { key: "order-2" })).rejects.toBeInstanceOf(ResultUndecryptableError);
+    await t.store.close?.();
+  });
+
+  it("does not open a sealed result copied to another tool's record, or to a record of other arguments", async () => {
+    const charge = tool("charge.db", "charge");
+    const refund = tool("refund.db", "refund");
+    const other = tool("other.db", "charge");
+    await charge.call({ cents: 100 }, { key: "order-1" });
+    await refund.call({ cents: 100 }, { key: "order-1" });
+    await other.call({ cents: 999 }, { key: "order-1" });
+    const sealed = row(charge.file, "default", "order-1").read().result;
+    row(refund.file, "default", "order-1").write({ result: sealed });
+    row(other.file, "default", "order-1").write({ result: sealed });
+    await expect(refund.call({ cents: 100 }, { key: "order-1" })).rejects.toBeInstanceOf(
+      ResultUndecryptableError,
+    );
+    await expect(other.call({ cents: 999 }, { key: "order-1" })).rejects.toBeInstanceOf(
+      ResultUndecryptableError,
+    );
+    for (const t of [charge, refund, other]) await t.store.close?.();
+  });
+
+  it("does not open a sealed failure copied into another scope, nor a sealed result moved to the failure field", async () => {
+    const store = sqliteStore({ path: join(dir, "records.db") });
+    const file = join(dir, "records.db");
+    const declined = idempotent(
+      async (_args: object, context) => {
+        throw definitiveFailure(new Error(`declined for ${context.scope}`));
+      },
+      { name: "charge", store, encryption },
+    );
+    await expect(declined({}, { scope: "tenant-a", key: "k" })).rejects.toThrow("declined for tenant-a");
+    await expect(declined({}, { scope: "tenant-b", key: "k" })).rejects.toThrow("declined for tenant-b");
+    row(file, "tenant-b", "k").write({ error: row(file, "tenant-a", "k").read().error });
+    await expect(declined({}, { scope: "tenant-b", key: "k" })).rejects.toBeInstanceOf(
+      ResultUndecryptableError,
+    );
+
+    const charge = idempotent(async () => ({ id: "ch_1" }), { name: "charge", store, encryption });
+    await charge({}, { key: "paid" });
+    const sealed = row(file, "default", "paid").read().result;
+    row(file, "default", "paid").write({ status: "failed", result: null, error: sealed });
+    await expect(charge({}, { key: "paid" })).rejects.toBeInstanceOf(ResultUndecryptableError);
+    await store.close?.();
+  });
+
+  it("refuses a plaintext result swapped into the store, unless acceptPlaintext is set for a migration", async () => {
+    const t = tool("records.db");
+    await t.call({ cents: 100 }, { key: "order-1" });
+    row(t.file, "default", "order-1").write({ result: JSON.stringify({ ranFor: "the attacker" }) });
+    await expect(t.call({ cents: 100 }, { key: "order-1" })).rejects.toMatchObject({
+      name: "ResultUndecryptableError",
+      reason: "not_sealed",
+    });
+    const migrating = idempotent(async () => ({ ranFor: "never" }), {
+      name: "charge",
+      store: t.store,
+      encryption: { ...encryption, acceptPlaintext: true },
+    });
+    const replay = await migrating({ cents: 100 }, { key: "order-1" });
+    expect(replay).toMatchObject({ was_replay: true, result: { ranFor: "the attacker" } });
+    expect(t.runs()).toBe(1);
+    await t.store.close?.();
+  });
+
+  it("refuses a plaintext failure swapped into the store too", async () => {
+    const store = sqliteStore({ path: join(dir, "records.db") });
+    const file = join(dir, "records.db");
+    const declined = idempotent(
+      async () => {
+        throw definitiveFailure(new Error("declined"));
+      },
+      { name: "charge", store, encryption },
+    );
+    await expect(declined({}, { key: "k" })).rejects.toThrow("declined");
+    row(file, "default", "k").write({ error: JSON.stringify({ name: "Error", message: "forged" }) });
+    await expect(declined({}, { key: "k" })).rejects.toMatchObject({ reason: "not_sealed" });
+    await store.close?.();
   });
 });

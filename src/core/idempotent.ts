@@ -23,8 +23,8 @@ import {
   ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
-import { fingerprint } from "./fingerprint.js";
 import { beginFlight, endFlight, waitForOutcome } from "./in-flight.js";
+import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
 import { startLease } from "./lease.js";
 import {
   type CallOptions,
@@ -35,6 +35,7 @@ import {
 } from "./options.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
 import { ownerToken } from "./owner-token.js";
+import { bindingFor } from "./record-binding.js";
 import {
   decodeFailure,
   decodeResult,
@@ -101,7 +102,9 @@ async function callOnce<A, R>(
   // Bad input is rejected here, before the store or the tool is touched.
   const key = validateKey(options.key ?? o.key?.(args, options), o.name);
   const scope = validateScope(options.scope);
-  const print = fingerprint(o.significant ? o.significant(args) : args, { bigint: o.bigint });
+  const print = fingerprintWith(o.codec?.fingerprintKeys, o.significant ? o.significant(args) : args, {
+    bigint: o.bigint,
+  });
   const c: Call<A, R> = {
     fn,
     o,
@@ -109,7 +112,9 @@ async function callOnce<A, R>(
     key,
     scope,
     fingerprint: print,
-    similarKey: o.similar ? similarMarkerKey(o.name, o.similar.pick(args), o.bigint) : undefined,
+    similarKey: o.similar
+      ? similarMarkerKey(o.name, o.similar.pick(args), o.bigint, o.codec?.fingerprintKeys)
+      : undefined,
     startedAt: o.clock.now(),
     signal: options.signal,
   };
@@ -150,7 +155,7 @@ async function callOnce<A, R>(
       if (taken) return await execute(c, taken);
       continue;
     }
-    if (record.tool !== o.name || record.fingerprint !== print) {
+    if (record.tool !== o.name || !sameFingerprint(c, record.fingerprint)) {
       const error = new KeyConflictError(record, print, o.name);
       emit(c, "conflict", undefined, error);
       throw error;
@@ -160,9 +165,13 @@ async function callOnce<A, R>(
         return replayCompleted(c, record);
       case RecordStatus.failed:
         emit(c, "replay", record.attempts);
-        throw new ReplayedFailureError(decodeFailure(record.error, c.o.codec), iso(record.createdAt), key);
+        throw new ReplayedFailureError(
+          decodeFailure(record.error, c.o.codec, bindingFor(c, record)),
+          iso(record.createdAt),
+          key,
+        );
       case RecordStatus.unknown: {
-        const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(record, c.o.codec)}`;
+        const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(c, record)}`;
         const outcome = await resolveUnknown(c, record, reason, execute);
         if (outcome) return outcome;
         continue;
@@ -226,7 +235,7 @@ async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<
     // Most calls end before their first renewal: then there is nothing to wait for.
     const renewing = lease.stop();
     if (renewing) await renewing;
-    const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec);
+    const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec, bindingFor(c, record));
     const settled = await settleFenced(
       c,
       record,
@@ -304,7 +313,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
       record,
       RecordStatus.failed,
       null,
-      encodeFailure(error.cause, error.data, c.o.codec),
+      encodeFailure(error.cause, error.data, c.o.codec, bindingFor(c, record)),
     );
     if (settled === "lost") throw leaseLost(c, record, error.cause);
     emit(c, "failed", record.attempts, error.cause);
@@ -319,7 +328,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
     record,
     RecordStatus.unknown,
     null,
-    encodeFailure(error, undefined, c.o.codec),
+    encodeFailure(error, undefined, c.o.codec, bindingFor(c, record)),
   );
   if (settled === "lost") throw leaseLost(c, record, error);
   const kept = settled === "store_failed" ? record : settled;
@@ -345,7 +354,7 @@ function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelo
   }
   return envelope(
     c,
-    decodeResult(record.result, c.o.codec) as Awaited<R>,
+    decodeResult(record.result, c.o.codec, bindingFor(c, record)) as Awaited<R>,
     true,
     record.createdAt,
     record.expiresAt,

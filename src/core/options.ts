@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from "./clock.js";
 import type { IdempotencyEvent } from "./events.js";
 import { type FieldList, fieldListOf, pickFields } from "./field-list.js";
+import type { FingerprintKeyOptions } from "./keyed-fingerprint.js";
 import { durationOption, invalidOption, maxTtlMs, sizeOption } from "./option-checks.js";
 import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result-codec.js";
 import type { ResolvedSimilar } from "./similar.js";
@@ -100,11 +101,20 @@ export interface IdempotentOptions<A, R> {
    */
   readonly redact?: readonly string[];
   /**
-   * Encrypt stored results and failures (AES-256-GCM) with your keys. New records use `current`;
-   * older ones are opened by the key id they carry, so keep a retired key until its records expire.
-   * A record no configured key opens is an error (`ResultUndecryptableError`), never garbage.
+   * Encrypt stored results and failures (AES-256-GCM) with your keys, each bound to its record (scope,
+   * key, tool, fingerprint). New records use `current`; older ones are opened by the key id they carry,
+   * so keep a retired key until its records expire. A value no configured key opens for this record,
+   * or one that is not sealed (unless `acceptPlaintext`), is an error (`ResultUndecryptableError`),
+   * never garbage. Also keys the stored fingerprints (see `fingerprintKeys`). See docs/results-at-rest.md.
    */
   readonly encryption?: EncryptionOptions;
+  /**
+   * Store HMAC-SHA-256 fingerprints of the arguments under your secrets instead of plain SHA-256, so
+   * arguments with little entropy (a 6-digit code) cannot be recovered from a store dump. Default: keys
+   * derived from `encryption` when it is given, otherwise plain SHA-256; `false` keeps plain SHA-256.
+   * Records fingerprinted under a retired key still match, as long as the key is kept.
+   */
+  readonly fingerprintKeys?: FingerprintKeyOptions | false;
   /**
    * Opt-in near-duplicate hint (seed Case 2): when a call under a new key matches, on these fields, a call
    * of this tool that completed in the same scope within `windowMs` (default 60 s), it still runs, and its
@@ -133,7 +143,7 @@ export interface ResolvedOptions<A, R> {
   readonly key: ((args: A, call: CallOptions) => string | undefined) | undefined;
   readonly verify: VerifyHook<A, R> | undefined;
   readonly maxResultBytes: number;
-  /** Redaction and encryption of stored results and failures; undefined stores plain JSON. */
+  /** Redaction and encryption of stored results and failures, keyed fingerprints; undefined: all plain. */
   readonly codec: ResultCodec | undefined;
   readonly similar: ResolvedSimilar<A> | undefined;
   readonly clock: Clock;
@@ -198,7 +208,7 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     key: options.key,
     verify: options.verify ?? options.reconcile,
     maxResultBytes,
-    codec: resolveCodec(options.redact, options.encryption, invalid),
+    codec: resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys),
     similar: resolveSimilar(options.name, options.similar),
     clock: options.clock ?? systemClock,
     onEvent: options.onEvent,

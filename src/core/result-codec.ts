@@ -1,18 +1,28 @@
 /**
- * Results at rest (DESIGN §7): redaction of named result fields and authenticated encryption of
- * what a store keeps, so a store dump shows neither card numbers nor tokens.
+ * Results at rest: redaction of named result fields and authenticated encryption of what a store
+ * keeps, so a store dump shows neither card numbers nor tokens, and a sealed value opens only in the
+ * record it was sealed for. See docs/results-at-rest.md.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
-import { ErrorCode, IdempotencyError } from "./errors.js";
+import {
+  type FingerprintKeyOptions,
+  type ResolvedFingerprintKeys,
+  resolveFingerprintKeys,
+} from "./keyed-fingerprint.js";
+import { ResultUndecryptableError } from "./result-undecryptable-error.js";
+
+export { ResultUndecryptableError, type UndecryptableReason } from "./result-undecryptable-error.js";
 
 /** What a redacted field is stored as. */
 export const redactedValue = "[redacted]";
 
-/** How stored results and failures are transformed on their way to the store and back. */
+/** How stored results, failures and fingerprints are transformed on their way to the store and back. */
 export interface ResultCodec {
   /** Dotted paths, each split into its segments. */
   readonly redact: readonly (readonly string[])[];
   readonly encryption: ResolvedEncryption | undefined;
+  /** Secrets stored fingerprints are keyed with; undefined keeps plain SHA-256 fingerprints. */
+  readonly fingerprintKeys: ResolvedFingerprintKeys | undefined;
 }
 
 /** Keys by id; new records use `current`, old ones are opened by the key id they carry. */
@@ -21,113 +31,144 @@ export interface EncryptionOptions {
   readonly keys: Readonly<Record<string, Uint8Array>>;
   /** The key id new records are sealed with. */
   readonly current: string;
+  /**
+   * Only while migrating a store that holds records written before `encryption` was configured: also
+   * replay stored results and failures that are not sealed. Default false: an unsealed value is refused (`ResultUndecryptableError`, reason `not_sealed`), since
+   * anyone who can write the store could have put it there.
+   */
+  readonly acceptPlaintext?: boolean;
 }
 
 export interface ResolvedEncryption {
   readonly keys: ReadonlyMap<string, Uint8Array>;
   readonly current: string;
+  readonly acceptPlaintext: boolean;
 }
-
-/** Why a sealed record could not be opened. */
-export type UndecryptableReason =
-  | "no_encryption_configured"
-  | "unknown_key_id"
-  | "authentication_failed"
-  | "malformed";
 
 /**
- * A stored result or failure was sealed, and it cannot be opened with the keys given: a missing or
- * wrong key, or a record altered at rest. Never garbage: the caller gets this instead.
- * Its code is `result_undecryptable` (500); `reason` says which of those it was.
+ * The record a sealed value belongs to. It is authenticated with the value, so a value copied under
+ * another key, into another scope, to another tool or to other arguments does not open there.
  */
-export class ResultUndecryptableError extends IdempotencyError {
-  override name = "ResultUndecryptableError";
-  readonly reason: UndecryptableReason;
-  /** The key id the record names, when it could be read. */
-  readonly keyId: string | undefined;
-  constructor(reason: UndecryptableReason, keyId: string | undefined, options?: { cause?: unknown }) {
-    super(
-      ErrorCode.resultUndecryptable,
-      `A stored idempotency record could not be decrypted: ${explain(reason, keyId)}.`,
-      options,
-    );
-    this.reason = reason;
-    this.keyId = keyId;
-  }
+export interface RecordBinding {
+  readonly scope: string;
+  readonly key: string;
+  readonly tool: string;
+  /** The fingerprint the record carries. */
+  readonly fingerprint: string;
 }
 
-function explain(reason: UndecryptableReason, keyId: string | undefined): string {
-  switch (reason) {
-    case "no_encryption_configured":
-      return `it is sealed with key "${keyId ?? "?"}" but no \`encryption\` option is configured`;
-    case "unknown_key_id":
-      return `it is sealed with key "${keyId ?? "?"}", which is not among the configured keys (keep old keys until their records expire)`;
-    case "authentication_failed":
-      return `key "${keyId ?? "?"}" does not open it: the key is wrong or the record was altered at rest`;
-    case "malformed":
-      return "its envelope is malformed (the record was altered at rest)";
-  }
-}
+/** Which of a record's fields a sealed value was written to: a result never opens as a failure. */
+export type SealedField = "result" | "failure";
 
-// Not valid JSON, so a sealed record can never be mistaken for a plaintext result, and vice versa.
-const sealedPrefix = "idempotool:aes-256-gcm:v1:";
+// Not valid JSON, so a sealed value can never be mistaken for a plaintext result, and vice versa.
+const envelopePrefix = "idempotool:";
+const algorithmPrefix = "idempotool:aes-256-gcm:";
+/** v1 authenticates the key id only; it is still opened, never written. */
+const v1 = "v1";
+/** v2 authenticates the key id, the field and the record (scope, key, tool, fingerprint). */
+const v2 = "v2";
 const keyIdPattern = /^[A-Za-z0-9_.-]{1,64}$/;
 const ivBytes = 12;
 const tagBytes = 16;
 
-/** Whether a stored string is a sealed envelope. */
+/** Whether a stored string claims to be a sealed envelope (a plaintext JSON value never starts so). */
 export function isSealed(text: string): boolean {
-  return text.startsWith(sealedPrefix);
+  return text.startsWith(envelopePrefix);
 }
 
 /**
- * Seal a stored string with the current key: AES-256-GCM, a random 12-byte IV, the key id bound as
- * additional authenticated data. Format: `idempotool:aes-256-gcm:v1:<kid>:<iv>:<tag>:<ciphertext>` (base64url).
+ * Seal a stored string with the current key: AES-256-GCM, a random 12-byte IV, and as additional
+ * authenticated data the envelope version, the key id, the field and the record it belongs to.
+ * Format: `idempotool:aes-256-gcm:v2:<kid>:<iv>:<tag>:<ciphertext>` (base64url).
  */
-export function seal(text: string, encryption: ResolvedEncryption): string {
-  const key = encryption.keys.get(encryption.current);
-  if (key === undefined) throw new ResultUndecryptableError("unknown_key_id", encryption.current);
+export function seal(
+  text: string,
+  encryption: ResolvedEncryption,
+  field: SealedField,
+  record: RecordBinding | undefined,
+): string {
+  // Every caller that configures encryption passes the record; an unbound seal would be a silent downgrade.
+  if (record === undefined) throw new TypeError("idempotool: a sealed value needs the record it belongs to");
+  const keyId = encryption.current;
+  const key = encryption.keys.get(keyId);
+  if (key === undefined) throw new ResultUndecryptableError("unknown_key_id", keyId);
   const iv = randomBytes(ivBytes);
   const cipher = createCipheriv("aes-256-gcm", key, iv, { authTagLength: tagBytes });
-  cipher.setAAD(Buffer.from(encryption.current, "utf8"));
+  cipher.setAAD(v2Aad(keyId, field, record));
   const body = Buffer.concat([cipher.update(text, "utf8"), cipher.final()]);
   const tag = cipher.getAuthTag();
-  return `${sealedPrefix}${encryption.current}:${b64(iv)}:${b64(tag)}:${b64(body)}`;
+  return `${algorithmPrefix}${v2}:${keyId}:${b64(iv)}:${b64(tag)}:${b64(body)}`;
 }
 
-/** Open a sealed string; plaintext passes through. Throws {@link ResultUndecryptableError}, never returns garbage. */
-export function open(text: string, encryption: ResolvedEncryption | undefined): string {
-  if (!isSealed(text)) return text;
-  const parts = text.slice(sealedPrefix.length).split(":");
-  const [keyId, iv, tag, body] = parts;
+/**
+ * Open a stored string. Without `encryption`, plaintext passes through and a sealed value is refused;
+ * with it, a sealed value must open for this field of this record, and plaintext passes only with
+ * `acceptPlaintext`. Throws {@link ResultUndecryptableError}, never returns garbage.
+ */
+export function open(
+  text: string,
+  encryption: ResolvedEncryption | undefined,
+  field: SealedField,
+  record: RecordBinding | undefined,
+): string {
+  if (!isSealed(text)) {
+    if (encryption === undefined || encryption.acceptPlaintext) return text;
+    throw new ResultUndecryptableError("not_sealed", undefined);
+  }
+  const parts = text.slice(algorithmPrefix.length).split(":");
+  const [version, keyId, iv, tag, body] = parts;
   if (
-    parts.length !== 4 ||
+    !text.startsWith(algorithmPrefix) ||
+    parts.length !== 5 ||
+    (version !== v1 && version !== v2) ||
     keyId === undefined ||
     iv === undefined ||
     tag === undefined ||
-    body === undefined
+    body === undefined ||
+    !keyIdPattern.test(keyId)
   ) {
     throw new ResultUndecryptableError("malformed", undefined);
   }
-  if (!keyIdPattern.test(keyId)) throw new ResultUndecryptableError("malformed", undefined);
   if (encryption === undefined) throw new ResultUndecryptableError("no_encryption_configured", keyId);
   const key = encryption.keys.get(keyId);
   if (key === undefined) throw new ResultUndecryptableError("unknown_key_id", keyId);
-  const ivBuffer = Buffer.from(iv, "base64url");
-  const tagBuffer = Buffer.from(tag, "base64url");
-  if (ivBuffer.length !== ivBytes || tagBuffer.length !== tagBytes) {
+  const ivBuffer = strictBase64url(iv);
+  const tagBuffer = strictBase64url(tag);
+  const bodyBuffer = strictBase64url(body);
+  if (
+    ivBuffer?.length !== ivBytes ||
+    tagBuffer?.length !== tagBytes ||
+    bodyBuffer === undefined ||
+    (version === v2 && record === undefined)
+  ) {
     throw new ResultUndecryptableError("malformed", keyId);
   }
+  const aad = version === v1 ? Buffer.from(keyId, "utf8") : v2Aad(keyId, field, record!);
   try {
     const decipher = createDecipheriv("aes-256-gcm", key, ivBuffer, { authTagLength: tagBytes });
-    decipher.setAAD(Buffer.from(keyId, "utf8"));
+    decipher.setAAD(aad);
     decipher.setAuthTag(tagBuffer);
-    return Buffer.concat([decipher.update(Buffer.from(body, "base64url")), decipher.final()]).toString(
-      "utf8",
-    );
+    return Buffer.concat([decipher.update(bodyBuffer), decipher.final()]).toString("utf8");
   } catch (error) {
     throw new ResultUndecryptableError("authentication_failed", keyId, { cause: error });
   }
+}
+
+/** One unambiguous encoding of what a v2 envelope authenticates (a JSON array of strings). */
+function v2Aad(keyId: string, field: SealedField, record: RecordBinding): Buffer {
+  return Buffer.from(
+    JSON.stringify([v2, keyId, field, record.scope, record.key, record.tool, record.fingerprint]),
+    "utf8",
+  );
+}
+
+/**
+ * base64url that decodes and re-encodes to itself: Node's decoder skips characters outside the alphabet
+ * and ignores the spare bits of the last character, so a changed character could otherwise go unseen.
+ */
+function strictBase64url(text: string): Buffer | undefined {
+  const bytes = Buffer.from(text, "base64url");
+  return b64(bytes) === text ? bytes : undefined;
 }
 
 function b64(bytes: Buffer): string {
@@ -158,33 +199,45 @@ function redactOne(node: unknown, path: readonly string[], depth: number): void 
 }
 
 /**
- * Validate `redact` and `encryption`, naming the option at fault, and build the codec.
- * Returns undefined when neither is given (results are stored as plain JSON).
+ * Validate `redact`, `encryption` and `fingerprintKeys`, naming the option at fault, and build the codec.
+ * Returns undefined when none applies (results are stored as plain JSON, fingerprints as plain SHA-256).
  */
 export function resolveCodec(
   redact: readonly string[] | undefined,
   encryption: EncryptionOptions | undefined,
   invalid: (option: string, problem: string) => never,
+  fingerprintKeys?: FingerprintKeyOptions | false,
 ): ResultCodec | undefined {
-  if (redact === undefined && encryption === undefined) return undefined;
-  const paths: string[][] = [];
-  if (redact !== undefined) {
-    if (!Array.isArray(redact)) invalid("redact", 'must be an array of dotted field paths ("card.number")');
-    for (const path of redact) {
-      const segments = typeof path === "string" ? path.split(".") : [];
-      if (segments.length === 0 || segments.some((segment) => segment === "")) {
-        invalid(
-          "redact",
-          `has an invalid path ${JSON.stringify(path)}: use dotted field names ("card.number")`,
-        );
-      }
-      paths.push(segments);
-    }
+  if (redact === undefined && encryption === undefined && (fingerprintKeys ?? false) === false) {
+    return undefined;
   }
+  const sealing = encryption === undefined ? undefined : resolveEncryption(encryption, invalid);
   return {
-    redact: paths,
-    encryption: encryption === undefined ? undefined : resolveEncryption(encryption, invalid),
+    redact: redactionPaths(redact, invalid),
+    encryption: sealing,
+    fingerprintKeys: resolveFingerprintKeys(fingerprintKeys, sealing, invalid),
   };
+}
+
+/** Validate `redact` (dotted field paths) and split each path into its segments. */
+export function redactionPaths(
+  redact: readonly string[] | undefined,
+  invalid: (option: string, problem: string) => never,
+): string[][] {
+  const paths: string[][] = [];
+  if (redact === undefined) return paths;
+  if (!Array.isArray(redact)) invalid("redact", 'must be an array of dotted field paths ("card.number")');
+  for (const path of redact) {
+    const segments = typeof path === "string" ? path.split(".") : [];
+    if (segments.length === 0 || segments.some((segment) => segment === "")) {
+      invalid(
+        "redact",
+        `has an invalid path ${JSON.stringify(path)}: use dotted field names ("card.number")`,
+      );
+    }
+    paths.push(segments);
+  }
+  return paths;
 }
 
 function resolveEncryption(
@@ -192,7 +245,10 @@ function resolveEncryption(
   invalid: (option: string, problem: string) => never,
 ): ResolvedEncryption {
   if (typeof encryption !== "object" || encryption === null || typeof encryption.keys !== "object") {
-    invalid("encryption", "must be { keys: { [keyId]: 32-byte key }, current: keyId }");
+    invalid(
+      "encryption",
+      "must be { keys: { [keyId]: 32-byte key }, current: keyId, acceptPlaintext?: boolean }",
+    );
   }
   const keys = new Map<string, Uint8Array>();
   for (const [keyId, key] of Object.entries(encryption.keys)) {
@@ -210,5 +266,8 @@ function resolveEncryption(
   if (typeof encryption.current !== "string" || !keys.has(encryption.current)) {
     invalid("encryption.current", "must name one of encryption.keys");
   }
-  return { keys, current: encryption.current };
+  if (encryption.acceptPlaintext !== undefined && typeof encryption.acceptPlaintext !== "boolean") {
+    invalid("encryption.acceptPlaintext", "must be a boolean");
+  }
+  return { keys, current: encryption.current, acceptPlaintext: encryption.acceptPlaintext ?? false };
 }

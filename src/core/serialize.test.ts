@@ -9,12 +9,14 @@ const invalid = (option: string, problem: string): never => {
 };
 const k1 = randomBytes(32);
 const k2 = randomBytes(32);
+/** The record every sealed value in these tests belongs to. */
+const record = { scope: "default", key: "k", tool: "charge", fingerprint: "f" };
 
 function stored(
   result: unknown,
   codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid),
 ): string {
-  const encoded = encodeResult(result, 1024 * 1024, codec);
+  const encoded = encodeResult(result, 1024 * 1024, codec, record);
   if (!encoded.ok || encoded.text === null) throw new Error("not kept");
   return encoded.text;
 }
@@ -43,8 +45,8 @@ describe("serialize with a result codec", () => {
 
   it("applies the size limit to the redacted plaintext, before encryption", () => {
     const codec = resolveCodec(["blob"], { keys: { k1 }, current: "k1" }, invalid);
-    expect(encodeResult({ blob: "x".repeat(500) }, 100, codec).ok).toBe(true);
-    expect(encodeResult({ other: "x".repeat(500) }, 100, codec)).toMatchObject({
+    expect(encodeResult({ blob: "x".repeat(500) }, 100, codec, record).ok).toBe(true);
+    expect(encodeResult({ other: "x".repeat(500) }, 100, codec, record)).toMatchObject({
       ok: false,
       problem: { code: "result_too_large" },
     });
@@ -54,13 +56,13 @@ describe("serialize with a result codec", () => {
     const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
     const text = stored({ secret: "hunter2" }, codec);
     expect(text).not.toContain("hunter2");
-    expect(text.startsWith("idempotool:aes-256-gcm:v1:k1:")).toBe(true);
-    expect(decodeResult(text, codec)).toEqual({ secret: "hunter2" });
+    expect(text.startsWith("idempotool:aes-256-gcm:v2:k1:")).toBe(true);
+    expect(decodeResult(text, codec, record)).toEqual({ secret: "hunter2" });
     expect(stored({ secret: "hunter2" }, codec)).not.toBe(text); // a fresh IV every time
 
-    const failure = encodeFailure(new Error("card 4242 declined"), { last4: "4242" }, codec);
+    const failure = encodeFailure(new Error("card 4242 declined"), { last4: "4242" }, codec, record);
     expect(failure).not.toContain("4242");
-    expect(decodeFailure(failure, codec)).toEqual({
+    expect(decodeFailure(failure, codec, record)).toEqual({
       name: "Error",
       message: "card 4242 declined",
       data: { last4: "4242" },
@@ -72,8 +74,8 @@ describe("serialize with a result codec", () => {
     const rotated = resolveCodec(undefined, { keys: { k2, k1 }, current: "k2" }, invalid);
     const fresh = stored("after", rotated);
     expect(fresh).toContain(":k2:");
-    expect(decodeResult(old, rotated)).toBe("before");
-    expect(decodeResult(fresh, rotated)).toBe("after");
+    expect(decodeResult(old, rotated, record)).toBe("before");
+    expect(decodeResult(fresh, rotated, record)).toBe("after");
   });
 
   it("throws a typed error, never garbage, for a missing, unknown or wrong key", () => {
@@ -86,7 +88,7 @@ describe("serialize with a result codec", () => {
     for (const [codec, reason] of attempts) {
       const error = (() => {
         try {
-          decodeResult(text, codec);
+          decodeResult(text, codec, record);
         } catch (e) {
           return e;
         }
@@ -101,6 +103,7 @@ describe("serialize with a result codec", () => {
           new Error("x"),
           undefined,
           resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid),
+          record,
         ),
       ),
     ).toThrow(ResultUndecryptableError);
@@ -112,11 +115,13 @@ describe("serialize with a result codec", () => {
     const body = text.lastIndexOf(":") + 1;
     for (const at of [body, body + 3, text.length - 2]) {
       const flipped = text.slice(0, at) + (text[at] === "A" ? "B" : "A") + text.slice(at + 1);
-      expect(() => decodeResult(flipped, codec)).toThrow(ResultUndecryptableError);
+      expect(() => decodeResult(flipped, codec, record)).toThrow(ResultUndecryptableError);
     }
     // The key id is authenticated too: relabelling a record fails even where the key bytes match.
-    expect(() => decodeResult(text.replace(":k1:", ":k2:"), codec)).toThrow(ResultUndecryptableError);
-    expect(() => decodeResult("idempotool:aes-256-gcm:v1:k1:bad", codec)).toThrow(ResultUndecryptableError);
+    expect(() => decodeResult(text.replace(":k1:", ":k2:"), codec, record)).toThrow(ResultUndecryptableError);
+    expect(() => decodeResult("idempotool:aes-256-gcm:v1:k1:bad", codec, record)).toThrow(
+      ResultUndecryptableError,
+    );
   });
 
   it("validates the options at configuration time, naming the option", () => {

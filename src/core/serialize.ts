@@ -1,11 +1,20 @@
 /**
  * How results and failures become the strings a store keeps, and back.
  * Results are kept as their JSON form: a replay hands back what JSON.parse makes of it.
- * With a {@link ResultCodec}, named result fields are redacted and what is stored is sealed (DESIGN §7).
+ * With a {@link ResultCodec}, named result fields are redacted, and with encryption what is stored is
+ * sealed for the record it belongs to (its {@link RecordBinding}): every caller that may configure
+ * encryption passes it, and only then (no binding is built on the plain path).
  */
 import { ErrorCode } from "./errors.js";
 import type { StoredFailure } from "./outcomes.js";
-import { open, type ResultCodec, redactPaths, seal } from "./result-codec.js";
+import {
+  open,
+  type RecordBinding,
+  type ResultCodec,
+  ResultUndecryptableError,
+  redactPaths,
+  seal,
+} from "./result-codec.js";
 
 /** A result ready for the store, or the reason it could not be kept (the call still completed). */
 export type EncodedResult =
@@ -20,7 +29,12 @@ export type ResultProblem =
  * The string a store keeps for a result. The size limit applies to the JSON form after redaction and
  * before encryption. The caller's value is never changed: redaction works on a parsed copy.
  */
-export function encodeResult(result: unknown, maxBytes: number, codec?: ResultCodec): EncodedResult {
+export function encodeResult(
+  result: unknown,
+  maxBytes: number,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): EncodedResult {
   let text: string | undefined;
   try {
     text = JSON.stringify(result, refuseLossy);
@@ -38,7 +52,7 @@ export function encodeResult(result: unknown, maxBytes: number, codec?: ResultCo
     const sizeBytes = Buffer.byteLength(text, "utf8");
     if (sizeBytes > maxBytes) return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes });
   }
-  return { ok: true, text: codec?.encryption ? seal(text, codec.encryption) : text };
+  return { ok: true, text: codec?.encryption ? seal(text, codec.encryption, "result", record) : text };
 }
 
 function notKept(problem: ResultProblem): EncodedResult {
@@ -54,11 +68,21 @@ function refuseLossy(this: unknown, _key: string, value: unknown): unknown {
 }
 
 /**
- * The result a replay hands back. A sealed result is opened with the codec's keys; a missing or wrong
- * key, or a record altered at rest, throws `ResultUndecryptableError`.
+ * The result a replay hands back. A sealed result is opened with the codec's keys for this record; a
+ * missing or wrong key, a value altered at rest or moved from another record, or (with encryption) a
+ * value that is not sealed throws `ResultUndecryptableError`.
  */
-export function decodeResult(text: string | null, codec?: ResultCodec): unknown {
-  return text === null ? undefined : JSON.parse(open(text, codec?.encryption));
+export function decodeResult(text: string | null, codec?: ResultCodec, record?: RecordBinding): unknown {
+  if (text === null) return undefined;
+  const encryption = codec?.encryption;
+  if (encryption === undefined) return JSON.parse(open(text, undefined, "result", record));
+  const opened = open(text, encryption, "result", record);
+  try {
+    return JSON.parse(opened);
+  } catch (error) {
+    // Only an accepted plaintext value gets here unparsed: it was altered at rest.
+    throw new ResultUndecryptableError("malformed", undefined, { cause: error });
+  }
 }
 
 /** Why a completed record kept no result, if it says so. */
@@ -72,9 +96,14 @@ export function decodeResultProblem(error: string | null): ResultProblem | undef
 }
 
 /** Keep what a caller can use of an error: its name, message, code and the declared data. Never its stack. */
-export function encodeFailure(error: unknown, data?: unknown, codec?: ResultCodec): string {
+export function encodeFailure(
+  error: unknown,
+  data?: unknown,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string {
   const text = failureJson(error, data);
-  return codec?.encryption ? seal(text, codec.encryption) : text;
+  return codec?.encryption ? seal(text, codec.encryption, "failure", record) : text;
 }
 
 function failureJson(error: unknown, data: unknown): string {
@@ -94,12 +123,25 @@ function failureJson(error: unknown, data: unknown): string {
   }
 }
 
-/** The failure a replay hands back. A sealed failure that cannot be opened throws `ResultUndecryptableError`. */
-export function decodeFailure(text: string | null, codec?: ResultCodec): StoredFailure {
-  const parsed =
-    text === null
-      ? undefined
-      : (safeParse(open(text, codec?.encryption)) as Partial<StoredFailure> | undefined);
+/**
+ * The failure a replay hands back. A sealed failure that does not open for this record, or (with
+ * encryption) one that is not sealed, throws `ResultUndecryptableError`.
+ */
+export function decodeFailure(
+  text: string | null,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): StoredFailure {
+  let parsed: Partial<StoredFailure> | undefined;
+  if (text !== null) {
+    parsed = safeParse(open(text, codec?.encryption, "failure", record)) as
+      | Partial<StoredFailure>
+      | undefined;
+    // Only an accepted plaintext value gets here unparsed: it was altered at rest.
+    if (parsed === undefined && codec?.encryption !== undefined) {
+      throw new ResultUndecryptableError("malformed", undefined);
+    }
+  }
   return {
     name: typeof parsed?.name === "string" ? parsed.name : "Error",
     message: typeof parsed?.message === "string" ? parsed.message : "the tool failed",

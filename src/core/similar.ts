@@ -7,7 +7,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { iso } from "./errors.js";
-import { fingerprint, sha256Hex } from "./fingerprint.js";
+import { sha256Hex } from "./fingerprint.js";
+import { fingerprintWith, type ResolvedFingerprintKeys } from "./keyed-fingerprint.js";
 import type { IdempotencyStore } from "./store.js";
 
 /** What the envelope of a near-duplicate call carries. */
@@ -26,8 +27,18 @@ export interface ResolvedSimilar<A> {
 /** Markers are records of their own tool name, so listings and purges can tell them apart. */
 export const similarMarkerTool = "idempotool:similar";
 
-export function similarMarkerKey(tool: string, args: unknown, bigint: "reject" | "string"): string {
-  return `~similar~${sha256Hex(`${tool}\u0000${fingerprint(args, { bigint })}`)}`;
+/**
+ * Where the marker for these similar fields lives. Its name is a record key, plaintext in every store:
+ * with fingerprint keys it is made from the keyed fingerprint, so a dump cannot test guesses of the fields
+ * (after a key rotation, markers made under the old key are simply not found: a lost hint).
+ */
+export function similarMarkerKey(
+  tool: string,
+  args: unknown,
+  bigint: "reject" | "string",
+  keys?: ResolvedFingerprintKeys,
+): string {
+  return `~similar~${sha256Hex(`${tool}\u0000${fingerprintWith(keys, args, { bigint })}`)}`;
 }
 
 /** The similar call recorded under `markerKey`, unless it is this very key. */

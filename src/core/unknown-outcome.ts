@@ -17,7 +17,7 @@ import { startLease } from "./lease.js";
 import { Effect } from "./options.js";
 import { ReplayedFailureError } from "./outcomes.js";
 import { ownerToken } from "./owner-token.js";
-import type { ResultCodec } from "./result-codec.js";
+import { bindingFor } from "./record-binding.js";
 import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 
@@ -99,7 +99,7 @@ async function verifyTakenOver<A, R>(
     case "not_executed":
       return execute(c, taken);
     case "completed": {
-      const encoded = encodeResult(outcome.result, c.o.maxResultBytes, c.o.codec);
+      const encoded = encodeResult(outcome.result, c.o.maxResultBytes, c.o.codec, bindingFor(c, taken));
       const settled = await settleFenced(
         c,
         taken,
@@ -119,7 +119,7 @@ async function verifyTakenOver<A, R>(
         taken,
         RecordStatus.failed,
         null,
-        encodeFailure(outcome.error, outcome.data, c.o.codec),
+        encodeFailure(outcome.error, outcome.data, c.o.codec, bindingFor(c, taken)),
       );
       if (settled === "lost") throw leaseLost(c, taken);
       emit(c, "replay", taken.attempts);
@@ -147,10 +147,11 @@ async function verifyTakenOver<A, R>(
   }
 }
 
-export function failureNote(record: IdempotencyRecord, codec?: ResultCodec): string {
+/** The stored failure's message, as a note on an unknown outcome ("" when there is none or it cannot be opened). */
+export function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
   if (record.error === null) return "";
   try {
-    return ` (${decodeFailure(record.error, codec).message})`;
+    return ` (${decodeFailure(record.error, c.o.codec, bindingFor(c, record)).message})`;
   } catch {
     // A note only: a record this worker cannot open still fails closed as unknown.
     return "";

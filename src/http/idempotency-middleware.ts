@@ -122,7 +122,7 @@ export function createIdempotencyHandler(options: SharedMiddlewareOptions): Idem
       const body = new Uint8Array(await response.arrayBuffer());
       call.live = rebuildResponse(response, body);
       if (!o.record(response.status, call.request)) throw notExecuted(new UnrecordedResponse(call.live));
-      return storeResponse(response, body, o.replayHeaders);
+      return storeResponse(response, body, o.replayHeaders, o.redact);
     },
     {
       name: options.name ?? "http",
@@ -133,6 +133,8 @@ export function createIdempotencyHandler(options: SharedMiddlewareOptions): Idem
       ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
       ...(options.maxResponseBytes === undefined ? {} : { maxResultBytes: options.maxResponseBytes }),
+      ...(options.encryption === undefined ? {} : { encryption: options.encryption }),
+      ...(options.fingerprintKeys === undefined ? {} : { fingerprintKeys: options.fingerprintKeys }),
       ...(options.clock === undefined ? {} : { clock: options.clock }),
       ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     },

@@ -3,8 +3,10 @@
  */
 import type { Clock } from "../core/clock.js";
 import type { IdempotencyEvent } from "../core/events.js";
+import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import { durationOption, invalidOption, maxTimerMs, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { Effect } from "../core/options.js";
+import { type EncryptionOptions, redactionPaths, resolveCodec } from "../core/result-codec.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { compileRoutes, type RouteMatcher } from "./route-pattern.js";
 import { defaultReplayHeaders, neverReplayedHeaders } from "./stored-response.js";
@@ -53,6 +55,20 @@ export interface SharedMiddlewareOptions {
   /** The largest response body kept for replay (bytes, a whole number ≥ 1). Default 1 MiB. */
   readonly maxResponseBytes?: number;
   /**
+   * Fields of a JSON response body never stored: dotted paths (`["card.number", "token"]`), stored as
+   * `"[redacted]"`. The first caller gets the full response; every replay gets the redacted body
+   * (re-serialized). Bodies that are not JSON are stored as they are: encrypt them.
+   * See docs/results-at-rest.md.
+   */
+  readonly redact?: readonly string[];
+  /**
+   * Encrypt stored responses (AES-256-GCM) with your keys, each bound to its record, as `idempotent()`'s
+   * `encryption`; it also keys the stored request fingerprints. See docs/results-at-rest.md.
+   */
+  readonly encryption?: EncryptionOptions;
+  /** Keyed request fingerprints (HMAC-SHA-256), as `idempotent()`'s `fingerprintKeys`. */
+  readonly fingerprintKeys?: FingerprintKeyOptions | false;
+  /**
    * Prefix of problem `type` URIs, e.g. `https://api.example.com/problems/` (the code is appended).
    * Default: `about:blank`, with the status phrase as title.
    */
@@ -80,6 +96,8 @@ export interface ResolvedMiddlewareOptions {
   readonly replayHeaders: ReadonlySet<string>;
   readonly retryAfterSeconds: number;
   readonly problemTypeBase: string | undefined;
+  /** `redact`, each path split into its segments. */
+  readonly redact: readonly (readonly string[])[];
 }
 
 /**
@@ -146,6 +164,8 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
   if (options.effect !== undefined && !Object.values(Effect).includes(options.effect)) {
     invalid("effect", `must be one of ${Object.values(Effect).join(", ")}`);
   }
+  // Checked here to name this function; the core tool resolves them again.
+  resolveCodec(undefined, options.encryption, invalid, options.fingerprintKeys);
   return {
     methods: new Set(methods.map((m) => m.toUpperCase())),
     routes: compileRoutes(options.routes, "routes"),
@@ -154,6 +174,7 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
     replayHeaders: new Set(replayHeaders.map((h) => h.toLowerCase())),
     retryAfterSeconds,
     problemTypeBase: options.problemTypeBase,
+    redact: redactionPaths(options.redact, invalid),
   };
 }
 

@@ -80,7 +80,7 @@ function canonicalText(read: () => unknown): string | undefined {
 }
 
 /** `application/json`, `application/problem+json`, `text/json`, with or without parameters. */
-function isJson(contentType: string | null): boolean {
+export function isJson(contentType: string | null): boolean {
   if (contentType === null) return false;
   const essence = contentType.split(";")[0]!.trim().toLowerCase();
   return essence === "application/json" || essence === "text/json" || essence.endsWith("+json");

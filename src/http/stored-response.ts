@@ -2,7 +2,9 @@
  * A response as the store keeps it, and back: the status, the allow-listed headers and the body. It is
  * the tool result of the core's record, so a store holds nothing else of an HTTP exchange.
  */
+import { redactPaths } from "../core/result-codec.js";
 import { HttpHeader } from "./idempotency-key-header.js";
+import { isJson } from "./request-fingerprint.js";
 
 /** What a replay needs of the original response. Never `Set-Cookie`, never a request header. */
 export interface StoredResponse {
@@ -60,10 +62,15 @@ export function isNullBodyStatus(status: number): boolean {
   return status === 101 || status === 204 || status === 205 || status === 304;
 }
 
+/**
+ * What the store keeps of a response: its status, its allow-listed headers, and its body, with the
+ * `redact` paths of a JSON body replaced by `"[redacted]"`.
+ */
 export function storeResponse(
   response: Response,
   body: Uint8Array,
   replayHeaders: ReadonlySet<string>,
+  redact: readonly (readonly string[])[] = [],
 ): StoredResponse {
   const headers: [string, string][] = [];
   for (const [name, value] of response.headers) {
@@ -75,6 +82,9 @@ export function storeResponse(
   } catch {
     text = undefined;
   }
+  if (text !== undefined && redact.length > 0 && isJson(response.headers.get("content-type"))) {
+    text = redactedJson(text, redact);
+  }
   return {
     status: response.status,
     ...(response.statusText ? { statusText: response.statusText } : {}),
@@ -82,6 +92,17 @@ export function storeResponse(
     body: text ?? Buffer.from(body).toString("base64"),
     encoding: text === undefined ? "base64" : "utf8",
   };
+}
+
+/** A JSON body with the named fields redacted; a body that does not parse is kept as it is. */
+function redactedJson(text: string, redact: readonly (readonly string[])[]): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  return JSON.stringify(redactPaths(parsed, redact));
 }
 
 /** The replay of a stored response, marked `Idempotent-Replayed: true`. */

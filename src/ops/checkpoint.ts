@@ -18,13 +18,17 @@ import {
   ResultUnserializableError,
   StoreUnavailableError,
 } from "../core/errors.js";
-import { fingerprint } from "../core/fingerprint.js";
 import { validateKey } from "../core/idempotent.js";
+import {
+  type FingerprintKeyOptions,
+  fingerprintMatches,
+  fingerprintWith,
+} from "../core/keyed-fingerprint.js";
 import { startLease } from "../core/lease.js";
 import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
+import { type EncryptionOptions, type RecordBinding, resolveCodec } from "../core/result-codec.js";
 import {
   decodeFailure,
   decodeResult,
@@ -66,8 +70,10 @@ export interface CheckpointOptions {
   readonly maxResultBytes?: number;
   /** Result fields never stored (dotted paths). */
   readonly redact?: readonly string[];
-  /** Encrypt stored results and failures. */
+  /** Encrypt stored results and failures, bound to their record (see docs/results-at-rest.md). */
   readonly encryption?: EncryptionOptions;
+  /** Key the stored fingerprint (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
+  readonly fingerprintKeys?: FingerprintKeyOptions | false;
   /** Injectable time, for tests. */
   readonly clock?: Clock;
 }
@@ -136,8 +142,12 @@ export async function checkpoint<R = unknown>(
   const ttlMs = durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs });
   const waitMs = durationOption(owner, "waitMs", options.waitMs, defaults.waitMs, { min: 0 });
   const maxResultBytes = sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes);
-  const codec = resolveCodec(options.redact, options.encryption, invalid);
-  const print = fingerprint(options.args);
+  const codec = resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys);
+  const print = fingerprintWith(codec?.fingerprintKeys, options.args);
+  const bound = (record: IdempotencyRecord): RecordBinding | undefined =>
+    codec?.encryption === undefined
+      ? undefined
+      : { scope, key, tool: options.tool, fingerprint: record.fingerprint };
   const token = randomUUID();
   const startedAt = clock.now();
   let pollMs = 10;
@@ -171,7 +181,10 @@ export async function checkpoint<R = unknown>(
       if (taken) return owned(taken);
       continue;
     }
-    if (record.tool !== options.tool || record.fingerprint !== print) {
+    if (
+      record.tool !== options.tool ||
+      !fingerprintMatches(codec?.fingerprintKeys, record.fingerprint, print, options.args)
+    ) {
       throw new KeyConflictError(record, print, options.tool);
     }
     switch (record.status) {
@@ -186,7 +199,11 @@ export async function checkpoint<R = unknown>(
         return replayed(record);
       }
       case RecordStatus.failed:
-        throw new ReplayedFailureError(decodeFailure(record.error, codec), iso(record.createdAt), key);
+        throw new ReplayedFailureError(
+          decodeFailure(record.error, codec, bound(record)),
+          iso(record.createdAt),
+          key,
+        );
       case RecordStatus.unknown:
         throw new OutcomeUnknownError(
           record,
@@ -221,7 +238,10 @@ export async function checkpoint<R = unknown>(
       );
     };
     return {
-      replay: { result: decodeResult(record.result, codec) as R, original_called_at: iso(record.createdAt) },
+      replay: {
+        result: decodeResult(record.result, codec, bound(record)) as R,
+        original_called_at: iso(record.createdAt),
+      },
       shouldRun: false,
       key,
       signal: new AbortController().signal,
@@ -272,15 +292,17 @@ export async function checkpoint<R = unknown>(
         return lease.signal;
       },
       async complete(result) {
-        const encoded = encodeResult(result, maxResultBytes, codec);
+        const encoded = encodeResult(result, maxResultBytes, codec, bound(record));
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
           encoded.ok ? null : encoded.error,
         );
       },
-      fail: (error, data) => settle(RecordStatus.failed, null, encodeFailure(error, data, codec)),
-      unknown: (error) => settle(RecordStatus.unknown, null, encodeFailure(error, undefined, codec)),
+      fail: (error, data) =>
+        settle(RecordStatus.failed, null, encodeFailure(error, data, codec, bound(record))),
+      unknown: (error) =>
+        settle(RecordStatus.unknown, null, encodeFailure(error, undefined, codec, bound(record))),
       async release() {
         if (settled)
           throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);

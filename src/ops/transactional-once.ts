@@ -5,11 +5,15 @@
 
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
-import { fingerprint } from "../core/fingerprint.js";
 import { validateKey } from "../core/idempotent.js";
+import {
+  type FingerprintKeyOptions,
+  fingerprintMatches,
+  fingerprintWith,
+} from "../core/keyed-fingerprint.js";
 import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
-import type { EncryptionOptions, ResultCodec } from "../core/result-codec.js";
+import type { EncryptionOptions, RecordBinding, ResultCodec } from "../core/result-codec.js";
 import { resolveCodec } from "../core/result-codec.js";
 import { decodeResult, encodeResult } from "../core/serialize.js";
 import type { IdempotencyRecord } from "../core/store.js";
@@ -25,7 +29,7 @@ export interface TransactionalOnceOptions {
   readonly scope?: string;
   /** The arguments: their fingerprint tells a repeat from a key reused for something else. */
   readonly args?: unknown;
-  /** Or the fingerprint itself, when you compute it. Give `args` or `fingerprint`. */
+  /** Or the fingerprint itself, when you compute it (it is stored as given). Give `args` or `fingerprint`. */
   readonly fingerprint?: string;
   /** How long the completed key absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
   readonly ttlMs?: number;
@@ -36,8 +40,10 @@ export interface TransactionalOnceOptions {
   readonly maxResultBytes?: number;
   /** Result fields never stored (dotted paths); replays get `"[redacted]"` there. */
   readonly redact?: readonly string[];
-  /** Encrypt the stored result (AES-256-GCM, key rotation by id). */
+  /** Encrypt the stored result (AES-256-GCM, key rotation by id), bound to its row (scope, key, fingerprint). */
   readonly encryption?: EncryptionOptions;
+  /** Key the fingerprint of `args` (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
+  readonly fingerprintKeys?: FingerprintKeyOptions | false;
   /** Injectable time for SQLite (PostgreSQL judges expiry by `now()`). */
   readonly clock?: Clock;
 }
@@ -58,6 +64,8 @@ export interface ResolvedTransactional {
   readonly key: string;
   readonly scope: string;
   readonly fingerprint: string;
+  /** The arguments, when the fingerprint was made from them (a row fingerprinted under an older key still matches). */
+  readonly args: unknown;
   readonly ttlMs: number;
   readonly maxResultBytes: number;
   readonly codec: ResultCodec | undefined;
@@ -77,21 +85,23 @@ export function resolveTransactional(
   if ((options.args === undefined) === (options.fingerprint === undefined)) {
     invalid("args", "give either args or fingerprint");
   }
+  const codec = resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys);
   return {
     table,
     key,
     scope,
-    fingerprint: options.fingerprint ?? fingerprint(options.args),
+    fingerprint: options.fingerprint ?? fingerprintWith(codec?.fingerprintKeys, options.args),
+    args: options.args,
     ttlMs: durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs }),
     maxResultBytes: sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes),
-    codec: resolveCodec(options.redact, options.encryption, invalid),
+    codec,
     clock: options.clock ?? systemClock,
   };
 }
 
 /** The stored text for a result; a result that cannot be kept rolls the transaction back. */
 export function storedResult(o: ResolvedTransactional, result: unknown): string | null {
-  const encoded = encodeResult(result, o.maxResultBytes, o.codec);
+  const encoded = encodeResult(result, o.maxResultBytes, o.codec, bindingOf(o, o.fingerprint));
   if (encoded.ok) return encoded.text;
   const reason =
     encoded.problem.code === ErrorCode.resultTooLarge
@@ -108,15 +118,26 @@ export function replayRow<R>(
   o: ResolvedTransactional,
   row: { fingerprint: string; result: string | null; createdAt: number; expiresAt: number },
 ): TransactionalOutcome<R> {
-  if (row.fingerprint !== o.fingerprint) {
-    throw new KeyConflictError(pseudoRecord(o, row), o.fingerprint);
-  }
+  const matches =
+    o.args === undefined
+      ? row.fingerprint === o.fingerprint
+      : fingerprintMatches(o.codec?.fingerprintKeys, row.fingerprint, o.fingerprint, o.args);
+  if (!matches) throw new KeyConflictError(pseudoRecord(o, row), o.fingerprint);
   return {
-    result: decodeResult(row.result, o.codec) as R,
+    result: decodeResult(row.result, o.codec, bindingOf(o, row.fingerprint)) as R,
     was_replay: true,
     original_called_at: iso(row.createdAt),
     idempotency_key: o.key,
   };
+}
+
+/** A dedup row has no tool: its sealed result is bound to the row's scope, key and fingerprint. */
+const dedupRowTool = "transactionalOnce";
+
+function bindingOf(o: ResolvedTransactional, fingerprint: string): RecordBinding | undefined {
+  return o.codec?.encryption === undefined
+    ? undefined
+    : { scope: o.scope, key: o.key, tool: dedupRowTool, fingerprint };
 }
 
 function pseudoRecord(

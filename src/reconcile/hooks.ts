@@ -3,6 +3,7 @@
  * compensation step. The shapes fit `idempotent({ verify })` too, so one hook serves both paths.
  */
 import type { VerifyOutcome } from "../core/options.js";
+import type { EncryptionOptions } from "../core/result-codec.js";
 import type { IdempotencyRecord } from "../core/store.js";
 
 /** What a hook sees beside the record. The reconciler has no arguments: only what the record keeps. */
@@ -65,4 +66,11 @@ export interface ReconcileTool<R = unknown> {
   readonly ttlMs?: number;
   /** The largest serialized result kept (bytes, a whole number ≥ 1). Default 1 MiB, as `idempotent()`. */
   readonly maxResultBytes?: number;
+  /** The tool's `redact`: give the same as `idempotent()`, so a result the reconciler records is stored alike. */
+  readonly redact?: readonly string[];
+  /**
+   * The tool's `encryption`: give the same as `idempotent()`. Outcomes the reconciler records are then
+   * sealed for their record; without it they are stored in plaintext, which the tool refuses to replay.
+   */
+  readonly encryption?: EncryptionOptions;
 }

@@ -9,6 +9,7 @@ import { IdempotencyError, StoreUnavailableError } from "../core/errors.js";
 import { startLease } from "../core/lease.js";
 import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
+import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
@@ -100,11 +101,17 @@ export async function reconcileOnce(options: ReconcileOptions): Promise<Reconcil
 export const reconcile = reconcileOnce;
 
 export type Resolved = Required<Pick<ReconcileOptions, "store" | "tools" | "clock" | "dryRun" | "leaseMs">> &
-  Omit<ReconcileOptions, "limit" | "pageSize"> & { readonly limit: number; readonly pageSize: number };
+  Omit<ReconcileOptions, "limit" | "pageSize"> & {
+    readonly limit: number;
+    readonly pageSize: number;
+    /** How each tool's outcomes are stored (its `redact` and `encryption`), by tool name. */
+    readonly codecs: ReadonlyMap<string, ResultCodec | undefined>;
+  };
 
 function resolve(options: ReconcileOptions): Resolved {
   if (typeof options?.store?.list !== "function") invalid("store", "must be an idempotency store");
   if (typeof options.tools !== "object" || options.tools === null) invalid("tools", "must be an object");
+  const codecs = new Map<string, ResultCodec | undefined>();
   for (const [name, tool] of Object.entries(options.tools)) {
     if (typeof tool?.verify !== "function") invalid(`tools.${name}.verify`, "must be a function");
     if (tool.compensate !== undefined && typeof tool.compensate !== "function") {
@@ -112,6 +119,12 @@ function resolve(options: ReconcileOptions): Resolved {
     }
     durationOption(owner, `tools.${name}.ttlMs`, tool.ttlMs, undefined, { max: maxTtlMs });
     sizeOption(owner, `tools.${name}.maxResultBytes`, tool.maxResultBytes);
+    codecs.set(
+      name,
+      resolveCodec(tool.redact, tool.encryption, (option, problem) =>
+        invalid(`tools.${name}.${option}`, problem),
+      ),
+    );
   }
   return {
     ...options,
@@ -120,6 +133,7 @@ function resolve(options: ReconcileOptions): Resolved {
     leaseMs: durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs),
     limit: sizeOption(owner, "limit", options.limit, Number.MAX_SAFE_INTEGER),
     pageSize: Math.min(sizeOption(owner, "pageSize", options.pageSize, 100), 1000),
+    codecs,
   };
 }
 

@@ -1,6 +1,7 @@
 /** What the hook answered, and how the reconciler carries it out under the claim it took. */
 import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
+import type { RecordBinding } from "../core/result-codec.js";
 import { encodeFailure, encodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, RecordStatus } from "../core/store.js";
 import { Decision } from "./decision.js";
@@ -95,11 +96,17 @@ export async function apply(
     if (!settled) throw new Error("the reconciler lost its claim on the record before settling it");
   };
   const backToUnknown = () => settle(RecordStatus.unknown, null, taken.error);
+  const codec = o.codecs.get(taken.tool);
+  const binding: RecordBinding | undefined =
+    codec?.encryption === undefined
+      ? undefined
+      : { scope: taken.scope, key: taken.key, tool: taken.tool, fingerprint: taken.fingerprint };
   try {
     const outcome = answer.ok ? answer.outcome : undefined;
     switch (outcome?.status) {
       case "completed": {
-        const encoded = encodeResult(outcome.result, tool.maxResultBytes ?? defaults.maxResultBytes);
+        const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
+        const encoded = encodeResult(outcome.result, maxBytes, codec, binding);
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
@@ -108,7 +115,7 @@ export async function apply(
         return {};
       }
       case "failed":
-        await settle(RecordStatus.failed, null, encodeFailure(outcome.error, outcome.data));
+        await settle(RecordStatus.failed, null, encodeFailure(outcome.error, outcome.data, codec, binding));
         return {};
       case "not_executed":
         await lease.stop();
@@ -134,7 +141,8 @@ export async function apply(
           return { decision: Decision.error, reason: `compensate failed: ${message(error)}`, error };
         }
         const failure = new CompensatedError(`compensated by the reconciler: ${reason}`);
-        await settle(RecordStatus.failed, null, encodeFailure(failure, undone === undefined ? null : undone));
+        const data = undone === undefined ? null : undone;
+        await settle(RecordStatus.failed, null, encodeFailure(failure, data, codec, binding));
         return {};
       }
     }

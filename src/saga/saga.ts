@@ -10,8 +10,10 @@ import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
 import type { FieldList } from "../core/field-list.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
+import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import { invalidOption } from "../core/option-checks.js";
 import { Effect, type VerifyHook } from "../core/options.js";
+import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
 import { decodeResult } from "../core/serialize.js";
 import type { IdempotencyStore } from "../core/store.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
@@ -43,6 +45,12 @@ export interface SagaOptions<A, S extends SagaStep> {
   readonly waitMs?: number;
   /** Which arguments count for the fingerprint, as in `idempotent()`: field names, or a function picking them. */
   readonly significant?: FieldList<A> | ((args: A) => unknown);
+  /** Result fields never stored, as `idempotent()`'s `redact`. The reconciler entry carries it. */
+  readonly redact?: readonly string[];
+  /** Seal stored steps and failures, as `idempotent()`'s `encryption`. The reconciler entry carries it. */
+  readonly encryption?: EncryptionOptions;
+  /** Keyed fingerprints, as `idempotent()`'s `fingerprintKeys`. */
+  readonly fingerprintKeys?: FingerprintKeyOptions | false;
   readonly clock?: Clock;
   readonly onEvent?: (event: IdempotencyEvent) => void;
 }
@@ -115,7 +123,11 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
     verify: verify ?? unverified,
     ...(compensate ? { compensate } : {}),
     ...(options.ttlMs !== undefined ? { ttlMs: options.ttlMs } : {}),
+    ...(options.redact !== undefined ? { redact: options.redact } : {}),
+    ...(options.encryption !== undefined ? { encryption: options.encryption } : {}),
   };
+  // Already validated by idempotent() above.
+  const codec = resolveCodec(options.redact, options.encryption, invalid);
   return Object.assign(tool, {
     reconciler,
     async compensate(
@@ -140,7 +152,13 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
         scope: record.scope,
         tool: record.tool,
         signal: new AbortController().signal,
-        step: decodeResult(record.result) as S | undefined,
+        step: decodeResult(
+          record.result,
+          codec,
+          codec?.encryption === undefined
+            ? undefined
+            : { scope, key: id.key, tool: options.name, fingerprint: record.fingerprint },
+        ) as S | undefined,
         reason,
       });
     },
