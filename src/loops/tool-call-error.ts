@@ -68,6 +68,15 @@ export function toolCallErrorOf(error: unknown, tool: string): ToolCallError {
   if (!isIdempotencyError(error)) {
     return new ToolCallError(tool, ToolCallErrorCode.toolError, `${tool} failed: ${messageOf(error)}`, cause);
   }
+  if (error instanceof KeyConflictError && error.originalTool !== error.tool) {
+    return new ToolCallError(
+      tool,
+      error.code,
+      `${tool} was not run: its key was already used by ${error.originalTool} at ${error.originalCalledAt}. ` +
+        "Each action needs its own key; this is a bug in how the keys are made, not a repeat to retry.",
+      cause,
+    );
+  }
   if (error instanceof KeyConflictError) {
     return new ToolCallError(
       tool,

@@ -112,6 +112,16 @@ interface Explanation {
 
 function explain(error: unknown, key: string, thrown: ThrownKind | undefined, effect: Effect): Explanation {
   const k = JSON.stringify(key);
+  if (error instanceof KeyConflictError && error.originalTool !== error.tool) {
+    return {
+      code: error.code,
+      wasReplay: false,
+      text:
+        `Conflict: idempotency_key ${k} was already used at ${error.originalCalledAt} by the tool ` +
+        `${error.originalTool}, so this tool did not run. Each action needs its own key: call this tool again ` +
+        "with a new idempotency_key.",
+    };
+  }
   if (error instanceof KeyConflictError) {
     return {
       code: error.code,
