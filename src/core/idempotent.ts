@@ -44,7 +44,13 @@ import {
   encodeFailure,
   encodeResult,
 } from "./serialize.js";
-import { findSimilar, type RecentSimilarCall, rememberSimilar, similarMarkerKey } from "./similar.js";
+import {
+  findSimilar,
+  type RecentSimilarCall,
+  rememberSimilar,
+  similarMarkerKey,
+  similarMarkerPrefix,
+} from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
 import { loneSurrogateIndex } from "./unicode.js";
 import { failureNote, resolveUnknown, takeOver } from "./unknown-outcome.js";
@@ -384,6 +390,13 @@ export function validateKey(key: unknown, tool: string): string {
     throw new IdempotencyError(
       ErrorCode.keyInvalid,
       `${tool}: the idempotency key must be 1–${maxKeyLength} characters, got ${key.length}.`,
+    );
+  }
+  if (key.startsWith(similarMarkerPrefix)) {
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: idempotency keys starting with "${similarMarkerPrefix}" are reserved for idempotool's ` +
+        "near-duplicate markers; choose another key.",
     );
   }
   const lone = loneSurrogateIndex(key);

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
+import { isIdempotencyError } from "./errors.js";
 import { idempotent } from "./idempotent.js";
 import { memoryStore } from "./memory-store.js";
+import { similarMarkerKey } from "./similar.js";
 import type { IdempotencyStore } from "./store.js";
 
 interface Email {
@@ -93,5 +95,45 @@ describe("the near-duplicate hint (seed Case 2)", () => {
     const again = await send(summary, { key: "turn-2" });
     expect(again.recent_similar_call).toBeUndefined();
     expect(sent).toHaveLength(2);
+  });
+});
+
+describe("marker keys are the library's own", () => {
+  it("refuses a caller's key in the markers' key space, before the store or the tool is touched", async () => {
+    const { send, sent, store } = emailTool();
+    const key = similarMarkerKey("send_email", { to: summary.to }, "reject");
+    const error = await send(summary, { key }).catch((e: unknown) => e);
+    expect(isIdempotencyError(error, "idempotency_key_invalid")).toBe(true);
+    expect(sent).toEqual([]);
+    expect((await store.list({})).records).toEqual([]);
+  });
+
+  it("never deletes a call's record that sits where a marker goes: a repeat still replays it", async () => {
+    const { send, sent, store, clock } = emailTool();
+    const markerKey = similarMarkerKey("send_email", { to: summary.to }, "reject");
+    // A record of a call under that key, as a store written before keys were reserved may hold.
+    const held = await store.claim({
+      scope: "default",
+      key: markerKey,
+      tool: "send_email",
+      fingerprint: "f".repeat(64),
+      token: "earlier-call",
+      leaseMs: 60_000,
+      ttlMs: 86_400_000,
+      now: clock.now(),
+    });
+    await store.settle({
+      ...held.record,
+      status: "completed",
+      result: '{"messageId":"m-0"}',
+      error: null,
+      ttlMs: 86_400_000,
+      now: clock.now(),
+    });
+    const first = await send(summary, { key: "turn-1" });
+    expect(first.recent_similar_call).toBeUndefined();
+    expect(sent).toEqual([summary.to]);
+    const kept = await store.get({ scope: "default", key: markerKey }, clock.now());
+    expect(kept).toMatchObject({ tool: "send_email", token: "earlier-call", status: "completed" });
   });
 });

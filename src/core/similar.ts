@@ -27,6 +27,9 @@ export interface ResolvedSimilar<A> {
 /** Markers are records of their own tool name, so listings and purges can tell them apart. */
 export const similarMarkerTool = "idempotool:similar";
 
+/** Every marker key starts with this; a caller's key may not, so no call's record can sit where a marker goes. */
+export const similarMarkerPrefix = "~similar~";
+
 /**
  * Where the marker for these similar fields lives. Its name is a record key, plaintext in every store:
  * with fingerprint keys it is made from the keyed fingerprint, so a dump cannot test guesses of the fields
@@ -38,7 +41,7 @@ export function similarMarkerKey(
   bigint: "reject" | "string",
   keys?: ResolvedFingerprintKeys,
 ): string {
-  return `~similar~${sha256Hex(`${tool}\u0000${fingerprintWith(keys, args, { bigint })}`)}`;
+  return `${similarMarkerPrefix}${sha256Hex(`${tool}\u0000${fingerprintWith(keys, args, { bigint })}`)}`;
 }
 
 /** The similar call recorded under `markerKey`, unless it is this very key. */
@@ -50,7 +53,9 @@ export async function findSimilar(
   now: number,
 ): Promise<RecentSimilarCall | undefined> {
   const marker = await store.get({ scope, key: markerKey }, now);
-  if (marker?.status !== "completed" || marker.result === null) return undefined;
+  if (marker?.tool !== similarMarkerTool || marker.status !== "completed" || marker.result === null) {
+    return undefined;
+  }
   const seen = JSON.parse(marker.result) as RecentSimilarCall;
   return seen.idempotency_key === key ? undefined : seen;
 }
@@ -82,6 +87,8 @@ export async function rememberSimilar(
     });
   let claimed = await claim();
   if (!claimed.claimed) {
+    // Only ever a marker: a call's record is never deleted to make room for a hint.
+    if (claimed.record.tool !== similarMarkerTool) return;
     // The newest similar call wins: replace the older marker.
     await store.delete({ scope, key: markerKey });
     claimed = await claim();
