@@ -180,4 +180,33 @@ describe("the reconciler's claim while a hook runs", () => {
     expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("in_progress");
     await cp.complete({ id: "m-2" });
   });
+
+  it("compensates once when the store blips on the settle after a compensation", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    let failSettles = 1;
+    const store: IdempotencyStore = {
+      ...inner,
+      settle: (request) =>
+        failSettles-- > 0 ? Promise.reject(new Error("ECONNRESET")) : inner.settle(request),
+    };
+    await stale(inner, clock, ["k"]);
+    let refunds = 0;
+    const tools = {
+      send_email: {
+        verify: (): ReconcileOutcome => ({ status: "compensate", reason: "sent, but to the wrong list" }),
+        compensate: () => {
+          refunds++;
+          return { recalled: true };
+        },
+      },
+    };
+    const first = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
+    expect(first).toMatchObject({ compensated: 1, errors: 0 });
+    await clock.advance(2_000);
+    const second = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
+    expect(second.examined).toBe(0);
+    expect(refunds).toBe(1);
+    expect((await inner.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("failed");
+  });
 });

@@ -1,4 +1,6 @@
 /** What the hook answered, and how the reconciler carries it out under the claim it took. */
+
+import { settleAttempts } from "../core/call.js";
 import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import type { RecordBinding } from "../core/result-codec.js";
@@ -92,8 +94,24 @@ export async function apply(
     error: string | null,
   ) => {
     await lease.stop();
-    const settled = await o.store.settle({ ...id, status, result, error, now: o.clock.now() });
-    if (!settled) throw new Error("the reconciler lost its claim on the record before settling it");
+    // A store blip must not leave the record in progress: the next pass would take it over and do the
+    // hook's work (a compensation) again. So try a few times, and read back before calling it lost: a
+    // refusal can be our own settle, applied with its reply lost.
+    let lastError: unknown;
+    for (let attempt = 0; attempt < settleAttempts; attempt++) {
+      let settled: IdempotencyRecord | null;
+      try {
+        settled = await o.store.settle({ ...id, status, result, error, now: o.clock.now() });
+      } catch (failure) {
+        lastError = failure;
+        continue;
+      }
+      if (settled) return;
+      const current = await o.store.get({ scope: id.scope, key: id.key }, o.clock.now());
+      if (current?.token === id.token && current.status === status) return;
+      throw new Error("the reconciler lost its claim on the record before settling it");
+    }
+    throw lastError;
   };
   const backToUnknown = () => settle(RecordStatus.unknown, null, taken.error);
   const codec = o.codecs.get(taken.tool);
