@@ -231,6 +231,13 @@ function infoSchema(z: ZodNamespace): AnySchema {
     original_called_at: z.string().describe("When the original call was made (ISO-8601)."),
     idempotency_key: z.string().describe("The key this result is recorded under."),
     expires_at: z.string().describe("Until when a repeat with this key is still deduped (ISO-8601)."),
+    recent_similar_call: z
+      .object({
+        called_at: z.string().describe("When the similar call completed (ISO-8601)."),
+        idempotency_key: z.string().describe("The key the similar call ran under."),
+      })
+      .optional()
+      .describe("Present when a call with similar arguments completed recently under another key."),
   });
 }
 
