@@ -79,7 +79,8 @@ export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, Call
  *
  * The tool gains a required `idempotency_key` input whose description states the dedup window, and
  * `idempotentHint: true`. A replay says so in `content` (an appended note), in `structuredContent._idempotency`
- * (when the result has structured content) and in `_meta["idempotool/envelope"]`. Conflicts, calls in
+ * (when the result has structured content) and in `_meta["idempotool/envelope"]`; so does a near-duplicate
+ * under a new key (`recent_similar_call`, with the `similar` option). Conflicts, calls in
  * flight, unknown outcomes and an unavailable store come back as `isError` results whose text tells the
  * model what to do next.
  *
