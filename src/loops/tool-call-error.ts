@@ -182,8 +182,9 @@ function toolErrorText(error: unknown, tool: string, how: ToolThrow | undefined)
       if (how.effect === Effect.nativeKey) {
         return `${failed} Retrying the identical call is safe: the service it calls dedupes on its idempotency key.`;
       }
-      if (how.effect === Effect.ownedStore)
+      if (how.effect === Effect.ownedStore) {
         return `${failed} Retrying the identical call is safe: nothing was committed.`;
+      }
       return (
         `${failed} It may or may not have taken effect. Do not retry it; tell the user it may or may not ` +
         "have happened and needs checking."
