@@ -15,7 +15,14 @@ import {
   turnIdFromMessages,
 } from "../src/ai-sdk/index.js";
 import type { IdempotencyEvent, IdempotencyStore } from "../src/index.js";
-import { definitiveFailure, isIdempotencyError, memoryStore, ReplayedFailureError } from "../src/index.js";
+import {
+  definitiveFailure,
+  fingerprint,
+  isIdempotencyError,
+  memoryStore,
+  ReplayedFailureError,
+} from "../src/index.js";
+import { fakeClock } from "../src/testing/fake-clock.js";
 
 type GenerateResult = Extract<
   NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>["doGenerate"],
@@ -566,6 +573,49 @@ describe("failures", () => {
     expect(error.message).toMatch(/still running\. Do not call it again now/);
     expect(result.steps[0]!.toolResults).toHaveLength(1);
   });
+
+  for (const { remaining, leaseMs, advice } of [
+    { remaining: 134, leaseMs: 1_000, advice: "after about 134 ms." },
+    { remaining: 42_000, leaseMs: 45_000, advice: "after about 42 seconds." },
+  ]) {
+    it(`tells the model to come back when the holder's lease passes, ${remaining} ms from now`, async () => {
+      const clock = fakeClock();
+      const store = memoryStore();
+      let runs = 0;
+      const send = tool({
+        inputSchema: z.object({ to: z.string() }),
+        execute: async () => {
+          runs++;
+          return { ok: true };
+        },
+      });
+      const tools = {
+        send_email: idempotentTool(send, { name: "send_email", store, clock, waitMs: 0, key: () => "k" }),
+      };
+      // Another worker holds the key (running, or crashed): its lease has `remaining` ms left.
+      await store.claim({
+        scope: "default",
+        key: "k",
+        tool: "send_email",
+        fingerprint: fingerprint({ to: "a@x.io" }),
+        token: "other-worker",
+        leaseMs,
+        ttlMs: 86_400_000,
+        now: clock.now() - (leaseMs - remaining),
+      });
+      const model = new MockLanguageModelV3({
+        doGenerate: [calls({ id: "a", input: { to: "a@x.io" } }), text("ok")],
+      });
+
+      const result = await generateText({ model, tools, stopWhen: stepCountIs(3), prompt: "Send it" });
+
+      const error = result.steps[0]!.content.find((part) => part.type === "tool-error")
+        ?.error as ToolCallError;
+      expect(runs).toBe(0);
+      expect(error.code).toBe("idempotency_key_in_use");
+      expect(error.message).toContain(`make the identical call again ${advice}`);
+    });
+  }
 
   it("tells the model when its input has none of the intent fields, and sends nothing", async () => {
     const { sent, sendEmail } = mailer();

@@ -2,7 +2,14 @@
  * The provider-neutral dispatcher: single flight per intent, order, failures as outcomes, configuration errors.
  */
 import { describe, expect, it } from "vitest";
-import { isIdempotencyError, memoryStore, notExecuted } from "../src/index.js";
+import {
+  definitiveFailure,
+  type Effect,
+  fingerprint,
+  isIdempotencyError,
+  memoryStore,
+  notExecuted,
+} from "../src/index.js";
 import {
   dispatchToolCalls,
   intentKey,
@@ -10,6 +17,7 @@ import {
   type ToolCallOutcome,
   type ToolCallRequest,
 } from "../src/loops/index.js";
+import { fakeClock } from "../src/testing/fake-clock.js";
 
 interface Email {
   to: string;
@@ -90,7 +98,10 @@ describe("dispatchToolCalls", () => {
       expect(outcome.ok).toBe(false);
       if (outcome.ok) continue;
       expect(outcome.error.code).toBe("tool_error");
-      expect(outcome.error.message).toBe("send_email failed: SMTP refused");
+      expect(outcome.error.message).toBe(
+        "send_email failed: SMTP refused. Retrying the identical call is safe: the service it calls dedupes " +
+          "on its idempotency key.",
+      );
     }
     expect(outcomes.map((outcome) => outcome.callId)).toEqual(["1", "2"]);
   });
@@ -275,4 +286,169 @@ describe("dispatchToolCalls", () => {
     expect(sent).toHaveLength(1);
     expect(first.ok && again.ok && again.envelope.was_replay).toBe(true);
   });
+});
+
+describe("what the model reads when a tool throws, by effect class", () => {
+  /** A send_email tool of `effect` that throws `thrown()` on its first run, then succeeds. */
+  function failingOnce(effect: Effect, thrown: () => unknown) {
+    let runs = 0;
+    const sendEmail = loopTool(
+      async () => {
+        runs++;
+        if (runs === 1) throw thrown();
+        return { messageId: `m-${runs}` };
+      },
+      { name: "send_email", store: memoryStore(), effect },
+    );
+    return { sendEmail, runs: () => runs };
+  }
+
+  const cases: {
+    effect: Effect;
+    what: string;
+    thrown: () => unknown;
+    code: string;
+    message: string;
+    /** Whether the identical call, made again in the same turn, runs the tool again. */
+    retryRuns: boolean;
+  }[] = [
+    {
+      effect: "native-key",
+      what: "a plain throw",
+      thrown: () => new Error("gateway timeout"),
+      code: "tool_error",
+      message:
+        "send_email failed: gateway timeout. Retrying the identical call is safe: the service it calls " +
+        "dedupes on its idempotency key.",
+      retryRuns: true,
+    },
+    {
+      effect: "owned-store",
+      what: "a plain throw",
+      thrown: () => new Error("deadlock detected"),
+      code: "tool_error",
+      message:
+        "send_email failed: deadlock detected. Retrying the identical call is safe: nothing was committed.",
+      retryRuns: true,
+    },
+    {
+      effect: "irreversible",
+      what: "a plain throw",
+      thrown: () => new Error("socket hang up"),
+      code: "outcome_unknown",
+      message: "Do not retry it; tell the user it may or may not have happened and needs checking.",
+      retryRuns: false,
+    },
+    {
+      effect: "compensatable",
+      what: "a plain throw",
+      thrown: () => new Error("socket hang up"),
+      code: "outcome_unknown",
+      message: "Do not retry it; tell the user it may or may not have happened and needs checking.",
+      retryRuns: false,
+    },
+    {
+      effect: "irreversible",
+      what: "notExecuted(error)",
+      thrown: () => notExecuted(new Error("rate limited.")),
+      code: "tool_error",
+      message:
+        "send_email failed and did not take effect: rate limited. Nothing was recorded, so retrying the " +
+        "identical call is safe once the problem is fixed.",
+      retryRuns: true,
+    },
+    {
+      effect: "irreversible",
+      what: "definitiveFailure(error)",
+      thrown: () => definitiveFailure(new Error("mailbox does not exist")),
+      code: "tool_error",
+      message:
+        "send_email failed: mailbox does not exist. This failure is recorded for this request: the identical " +
+        "call gets the same failure without running again. Tell the user; it runs again only if they ask " +
+        "for it in a new message.",
+      retryRuns: false,
+    },
+  ];
+
+  for (const { effect, what, thrown, code, message, retryRuns } of cases) {
+    it(`${effect}, ${what}: ${code}, and the text says whether a retry is safe`, async () => {
+      const { sendEmail, runs } = failingOnce(effect, thrown);
+      const [first] = await dispatchToolCalls([call("1", alice)], [sendEmail], { turnId: "t1" });
+      const [retry] = await dispatchToolCalls([call("2", alice)], [sendEmail], { turnId: "t1" });
+
+      expect(first).toMatchObject({ ok: false, error: { code } });
+      if (first?.ok !== false) return;
+      if (code === "tool_error") expect(first.error.message).toBe(message);
+      else expect(first.error.message).toContain(message);
+      expect(runs()).toBe(retryRuns ? 2 : 1);
+      expect(retry?.ok).toBe(retryRuns);
+    });
+  }
+
+  it("says the tool was not run when the throw came before it (a significant picker)", async () => {
+    let runs = 0;
+    const sendEmail = loopTool(
+      async () => {
+        runs++;
+        return { ok: true };
+      },
+      {
+        name: "send_email",
+        store: memoryStore(),
+        effect: "native-key",
+        significant: () => {
+          throw new Error("no subject to fingerprint");
+        },
+      },
+    );
+    const [outcome] = await dispatchToolCalls([call("1", alice)], [sendEmail], { turnId: "t1" });
+    expect(runs).toBe(0);
+    expect(outcome).toMatchObject({
+      ok: false,
+      error: { code: "tool_error", message: "send_email was not run: no subject to fingerprint." },
+    });
+  });
+});
+
+describe("what the model reads when the same call is still running", () => {
+  for (const { remaining, leaseMs, advice } of [
+    { remaining: 134, leaseMs: 1_000, advice: "after about 134 ms." },
+    { remaining: 42_000, leaseMs: 45_000, advice: "after about 42 seconds." },
+  ]) {
+    it(`advises the identical call again when the holder's lease passes, ${remaining} ms from now`, async () => {
+      const clock = fakeClock();
+      const store = memoryStore();
+      let runs = 0;
+      const sendEmail = loopTool(
+        async () => {
+          runs++;
+          return { ok: true };
+        },
+        { name: "send_email", store, clock, waitMs: 0 },
+      );
+      // Another worker holds this intent's key (running, or crashed): its lease has `remaining` ms left.
+      await store.claim({
+        scope: "default",
+        key: intentKey("t1", "send_email", alice),
+        tool: "send_email",
+        fingerprint: fingerprint(alice),
+        token: "other-worker",
+        leaseMs,
+        ttlMs: 86_400_000,
+        now: clock.now() - (leaseMs - remaining),
+      });
+
+      const [outcome] = await dispatchToolCalls([call("1", alice)], [sendEmail], { turnId: "t1" });
+
+      expect(runs).toBe(0);
+      expect(outcome).toMatchObject({ ok: false, error: { code: "idempotency_key_in_use" } });
+      if (outcome?.ok !== false) return;
+      expect(outcome.error.message).toBe(
+        "send_email was not run again: the same call is still running. Do not call it again now. If its " +
+          `result is needed, make the identical call again ${advice}`,
+      );
+      expect(isIdempotencyError(outcome.error.cause, "idempotency_key_in_use")).toBe(true);
+      expect((outcome.error.cause as { retryAfterMs: number }).retryAfterMs).toBe(remaining);
+    });
+  }
 });

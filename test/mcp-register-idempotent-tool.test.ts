@@ -13,6 +13,7 @@ import { z as z3 } from "zod/v3";
 import { z as z4 } from "zod/v4";
 import {
   definitiveFailure,
+  fingerprint,
   type IdempotencyStore,
   isIdempotencyError,
   memoryStore,
@@ -27,6 +28,7 @@ import {
   MetaKey,
   registerIdempotentTool,
 } from "../src/mcp/index.js";
+import { fakeClock } from "../src/testing/fake-clock.js";
 import { type Connected, callTool, connectInMemory, textOf } from "./fixtures/mcp-harness.js";
 
 const open: Connected[] = [];
@@ -355,6 +357,37 @@ describe("registerIdempotentTool over the MCP SDK's in-memory transport", () => 
     expect(envelopeOf(again)).toMatchObject({ was_replay: true, idempotency_key: "k" });
   });
 
+  it("tells the model of a recent similar call in the text, structuredContent._idempotency and _meta", async () => {
+    const { server, posts } = slackServer({ similar: { fields: ["channel"], windowMs: 60_000 } });
+    const { client } = await connect(server);
+
+    const first = await callTool(client, "send_slack_message", hello);
+    const second = await callTool(client, "send_slack_message", {
+      ...hello,
+      text: "Deploy finished!",
+      idempotency_key: "deploy-42-announce-again",
+    });
+
+    expect(posts).toHaveLength(2);
+    expect(envelopeOf(first).recent_similar_call).toBeUndefined();
+    expect(textOf(first)).toBe("Posted to #general (ts 1700000000.000001).");
+    const similar = {
+      called_at: envelopeOf(first).original_called_at,
+      idempotency_key: "deploy-42-announce",
+    };
+    expect(envelopeOf(second)).toMatchObject({ was_replay: false, recent_similar_call: similar });
+    expect(second.structuredContent?._idempotency).toMatchObject({
+      was_replay: false,
+      recent_similar_call: similar,
+    });
+    expect(textOf(second)).toBe(
+      "Posted to #general (ts 1700000000.000002).\n" +
+        'Note: this action ran now as a new request under idempotency_key "deploy-42-announce-again", but a ' +
+        `similar call already completed at ${similar.called_at} under idempotency_key "deploy-42-announce". ` +
+        "If the user may not have meant to repeat it, tell them it was done twice.",
+    );
+  });
+
   it("records a returned isError result as the outcome and replays it", async () => {
     const server = new McpServer({ name: "s", version: "1.0.0" });
     let runs = 0;
@@ -417,6 +450,48 @@ describe("what the model reads when the tool cannot simply run", () => {
     expect(errorOf(busy).retry_after_ms).toBeGreaterThan(0);
     expect(envelopeOf(after).was_replay).toBe(true);
   });
+
+  for (const { remaining, leaseMs, text } of [
+    { remaining: 134, leaseMs: 1_000, text: "Wait about 134 ms and retry" },
+    { remaining: 42_000, leaseMs: 45_000, text: "Wait about 42 seconds and retry" },
+  ]) {
+    it(`in flight: advises a retry when the holder's lease passes, ${remaining} ms from now`, async () => {
+      const clock = fakeClock();
+      const store = memoryStore();
+      const server = new McpServer({ name: "s", version: "1.0.0" });
+      let runs = 0;
+      registerIdempotentTool(
+        server,
+        "send",
+        { inputSchema: { to: z.string() } },
+        () => {
+          runs++;
+          return { content: [{ type: "text", text: "sent" }] };
+        },
+        { store, clock, waitMs: 0 },
+      );
+      // Another worker holds the key (it may be running, or may have crashed): its lease has
+      // `remaining` ms left.
+      await store.claim({
+        scope: "default",
+        key: "k",
+        tool: "send",
+        fingerprint: fingerprint({ to: "alice" }),
+        token: "other-worker",
+        leaseMs,
+        ttlMs: 86_400_000,
+        now: clock.now() - (leaseMs - remaining),
+      });
+      const { client } = await connect(server);
+
+      const busy = await callTool(client, "send", { to: "alice", idempotency_key: "k" });
+
+      expect(runs).toBe(0);
+      expect(busy.isError).toBe(true);
+      expect(errorOf(busy)).toMatchObject({ code: "idempotency_key_in_use", retry_after_ms: remaining });
+      expect(textOf(busy)).toContain(`${text} with the same idempotency_key and the same arguments`);
+    });
+  }
 
   it("unknown outcome: an irreversible tool that threw is not run again, and the model is told to check", async () => {
     const server = new McpServer({ name: "s", version: "1.0.0" });
@@ -654,6 +729,40 @@ describe("zod flavours and output schemas", () => {
         expect(textOf(noKey)).toContain("idempotency_key");
       });
     }
+  }
+
+  for (const flavour of flavours) {
+    it(`declares recent_similar_call in a ${flavour.name} output schema, and the client accepts it`, async () => {
+      const zz = flavour.z;
+      const server = new McpServer({ name: "s", version: "1.0.0" });
+      let runs = 0;
+      registerIdempotentTool(
+        server,
+        "send",
+        { inputSchema: { to: zz.string(), text: zz.string() }, outputSchema: { id: zz.string() } },
+        () => {
+          runs++;
+          const output = { id: `m-${runs}` };
+          return { content: [{ type: "text", text: JSON.stringify(output) }], structuredContent: output };
+        },
+        { store: memoryStore(), similar: { fields: ["to"] } },
+      );
+      const { client } = await connect(server);
+      // Listing caches the output schema, so the client validates structuredContent against it.
+      const [tool] = (await client.listTools()).tools;
+      expect(tool?.outputSchema?.properties?._idempotency).toMatchObject({
+        properties: { recent_similar_call: { type: "object" } },
+      });
+
+      const first = await callTool(client, "send", { to: "alice", text: "Hi", idempotency_key: "k1" });
+      const second = await callTool(client, "send", { to: "alice", text: "Hi!", idempotency_key: "k2" });
+
+      expect(runs).toBe(2);
+      expect(second.isError).toBeFalsy();
+      expect(second.structuredContent?._idempotency).toMatchObject({
+        recent_similar_call: { called_at: envelopeOf(first).original_called_at, idempotency_key: "k1" },
+      });
+    });
   }
 
   it("works with a zod mini shape (zod 4 core), building the key with classic zod 4", async () => {

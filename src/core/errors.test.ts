@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { iso } from "./errors.js";
+import { iso, retryAfterMsOf } from "./errors.js";
+import { claimedRecord } from "./store.js";
 
 describe("iso", () => {
   it("formats epoch ms exactly as Date#toISOString, across the fast range and its edges", () => {
@@ -30,5 +31,20 @@ describe("iso", () => {
   it("throws as Date does for a time no Date can hold", () => {
     expect(() => iso(Number.NaN)).toThrow(RangeError);
     expect(() => iso(8.64e15 + 1)).toThrow(RangeError);
+  });
+});
+
+describe("retryAfterMsOf", () => {
+  const claim = { scope: "s", key: "k", tool: "t", fingerprint: "f", token: "o", ttlMs: 60_000 };
+
+  it("is the time until the holder's lease passes, whether that is 134 ms or 42 s away", () => {
+    expect(retryAfterMsOf(claimedRecord({ ...claim, leaseMs: 1_000, now: 0 }, 0), 866)).toBe(134);
+    expect(retryAfterMsOf(claimedRecord({ ...claim, leaseMs: 45_000, now: 0 }, 0), 3_000)).toBe(42_000);
+  });
+
+  it("is at least 100 ms, and never more than the holder's lease when its clock ran ahead of ours", () => {
+    expect(retryAfterMsOf(claimedRecord({ ...claim, leaseMs: 1_000, now: 0 }, 0), 999)).toBe(100);
+    // A writer 30 s ahead: its lease looks 75 s away to us, but it took only 45 s.
+    expect(retryAfterMsOf(claimedRecord({ ...claim, leaseMs: 45_000, now: 30_000 }, 30_000), 0)).toBe(45_000);
   });
 });

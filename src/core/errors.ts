@@ -125,7 +125,10 @@ export class KeyInUseError extends IdempotencyError {
   readonly key: string;
   /** How long this caller waited before giving up (ms). */
   readonly waitedMs: number;
-  /** When a retry is worth trying (ms from now). */
+  /**
+   * When a retry is worth trying (ms from now): when the running call's lease passes, unless it renews
+   * it. A retry before then learns more only if the call finishes first. See {@link retryAfterMsOf}.
+   */
   readonly retryAfterMs: number;
 
   constructor(record: IdempotencyRecord, waitedMs: number, retryAfterMs: number) {
@@ -138,6 +141,18 @@ export class KeyInUseError extends IdempotencyError {
     this.waitedMs = waitedMs;
     this.retryAfterMs = retryAfterMs;
   }
+}
+
+/**
+ * How long a repeat that found `record` in flight should wait before trying again (ms): until the
+ * holder's lease passes, judged by the clock the store judged by (`now`). By then the holder has
+ * settled, renewed (it is still working) or stopped (a retry then learns the outcome is unknown, or takes
+ * over). At least 100 ms, so a retry does not come back before anything could change, and never more
+ * than the lease the holder last took, so a writer's clock ahead of ours cannot stretch it.
+ */
+export function retryAfterMsOf(record: IdempotencyRecord, now: number): number {
+  const leaseMs = record.leaseExpiresAt - record.updatedAt;
+  return Math.max(100, Math.min(record.leaseExpiresAt - now, leaseMs));
 }
 
 /** Nobody knows whether the effect happened; the tool will not run again until it is resolved. */

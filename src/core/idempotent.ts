@@ -21,6 +21,7 @@ import {
   OutcomeUnknownError,
   ResultTooLargeError,
   ResultUnserializableError,
+  retryAfterMsOf,
   StoreUnavailableError,
 } from "./errors.js";
 import { beginFlight, endFlight, waitForOutcome } from "./in-flight.js";
@@ -198,8 +199,7 @@ async function callOnce<A, R>(
         }
         const waited = now - waitingSince;
         if (waited >= o.waitMs) {
-          const retryAfterMs = Math.min(Math.max(record.leaseExpiresAt - claim.now, 100), 5_000);
-          throw new KeyInUseError(record, waited, retryAfterMs);
+          throw new KeyInUseError(record, waited, retryAfterMsOf(record, claim.now));
         }
         await waitForOutcome(
           o.store,

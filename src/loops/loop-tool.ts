@@ -2,13 +2,20 @@
  * A tool of a hand-written agent loop (OpenAI, Anthropic, any provider): an idempotent tool plus what the
  * loop needs to call it from a model's tool call: how to check its arguments and which of them name the intent.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { IdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
-import { type Envelope, idempotent, type Tool } from "../core/idempotent.js";
+import { type Envelope, idempotent, type Tool, type ToolContext } from "../core/idempotent.js";
 import type { Effect, IdempotentOptions } from "../core/options.js";
 import { intentFieldsOf, intentKey } from "./intent-key.js";
 import { modelOutputOf, type OutputMode, outputModeOf } from "./model-output.js";
-import { ToolCallError, ToolCallErrorCode, toolCallErrorOf } from "./tool-call-error.js";
+import {
+  type ThrownKind,
+  ToolCallError,
+  ToolCallErrorCode,
+  thrownKindOf,
+  toolCallErrorOf,
+} from "./tool-call-error.js";
 
 /** Options of {@link loopTool}: those of `idempotent()` (the key comes from the turn), and how the loop calls it. */
 export interface LoopToolOptions<A, R> extends Omit<IdempotentOptions<A, R>, "key"> {
@@ -85,6 +92,14 @@ export type PreparedCall =
 
 const preparers = new WeakMap<LoopTool, (request: ToolCallRequest, turn: TurnOptions) => PreparedCall>();
 
+/** One call on its way through idempotent(): how the tool's own throw ended, if the tool ran and threw. */
+interface CallState {
+  thrown?: ThrownKind;
+}
+
+/** The state of the call whose tool body is running: the tool runs in the async context of its caller. */
+const currentCall = new AsyncLocalStorage<CallState>();
+
 /**
  * Make a tool for an agent loop: `idempotent()` under the per-turn key policy. The key of a call is
  * `intentKey(turnId, name, intent fields)`, never the tool-call id, which is new on every emission.
@@ -103,8 +118,23 @@ const preparers = new WeakMap<LoopTool, (request: ToolCallRequest, turn: TurnOpt
  * );
  */
 export function loopTool<A, R>(execute: Tool<A, R>, options: LoopToolOptions<A, Awaited<R>>): LoopTool {
-  // idempotent() validates the function, the name, the store and the rest, naming the option at fault.
-  const wrapped = idempotent(execute, options);
+  if (typeof execute !== "function") {
+    throw new IdempotencyError(
+      "invalid_options",
+      "loopTool(): the first argument must be the tool function.",
+    );
+  }
+  // idempotent() validates the name, the store and the rest, naming the option at fault.
+  const wrapped = idempotent(async (args: A, context: ToolContext): Promise<Awaited<R>> => {
+    try {
+      return await execute(args, context);
+    } catch (error) {
+      // The core hands back a declared outcome's own error: what was declared is seen only here.
+      const call = currentCall.getStore();
+      if (call) call.thrown = thrownKindOf(error);
+      throw error;
+    }
+  }, options);
   const name = wrapped.toolName;
   const where = `loopTool(${name})`;
   const parse = options.parse;
@@ -165,12 +195,15 @@ export function loopTool<A, R>(execute: Tool<A, R>, options: LoopToolOptions<A, 
       ready: true,
       key,
       run: async () => {
+        const call: CallState = {};
         try {
-          const envelope = await wrapped(args, {
-            key,
-            ...(turn.scope === undefined ? {} : { scope: turn.scope }),
-            ...(turn.signal === undefined ? {} : { signal: turn.signal }),
-          });
+          const envelope = await currentCall.run(call, () =>
+            wrapped(args, {
+              key,
+              ...(turn.scope === undefined ? {} : { scope: turn.scope }),
+              ...(turn.signal === undefined ? {} : { signal: turn.signal }),
+            }),
+          );
           return {
             ok: true,
             callId,
@@ -182,7 +215,7 @@ export function loopTool<A, R>(execute: Tool<A, R>, options: LoopToolOptions<A, 
         } catch (error) {
           // The caller gave up on the whole batch: that is theirs to see, not a result for the model.
           if (turn.signal?.aborted) throw error;
-          return failure(toolCallErrorOf(error, name), key);
+          return failure(toolCallErrorOf(error, name, { thrown: call.thrown, effect: wrapped.effect }), key);
         }
       },
     };

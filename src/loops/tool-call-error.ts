@@ -2,6 +2,7 @@
  * Failures of an idempotent tool call, told to the model: what happened and what to do next.
  * Shared by the tool-call loops (as error results) and the AI SDK wrapper (as thrown tool errors).
  */
+import { aboutDuration } from "../core/about-duration.js";
 import {
   ErrorCode,
   isIdempotencyError,
@@ -9,7 +10,8 @@ import {
   KeyInUseError,
   OutcomeUnknownError,
 } from "../core/errors.js";
-import { ReplayedFailureError } from "../core/outcomes.js";
+import { Effect } from "../core/options.js";
+import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "../core/outcomes.js";
 
 /** Why a tool call did not give a result. The idempotool codes, plus what only a tool-call loop can meet. */
 export const ToolCallErrorCode = {
@@ -18,7 +20,11 @@ export const ToolCallErrorCode = {
   replayedFailure: "replayed_failure",
   /** The model called a tool the loop does not have. */
   unknownTool: "unknown_tool",
-  /** The tool itself threw (its own error is the `cause`). */
+  /**
+   * The tool itself threw (its own error is the `cause`) and the throw's outcome is known: it declared
+   * `notExecuted` or `definitiveFailure`, or its effect class (`native-key`, `owned-store`) makes a retry
+   * safe. Under `irreversible` and `compensatable`, an unexplained throw is `outcome_unknown` instead.
+   */
   toolError: "tool_error",
 } as const;
 export type ToolCallErrorCode = (typeof ToolCallErrorCode)[keyof typeof ToolCallErrorCode];
@@ -52,8 +58,30 @@ export class ToolCallError extends Error {
   }
 }
 
-/** Turn whatever a wrapped call threw into a {@link ToolCallError} with a message for the model. */
-export function toolCallErrorOf(error: unknown, tool: string): ToolCallError {
+/** How a tool's own throw ended, judged by what it threw before the core handed it back. */
+export type ThrownKind = "definitive" | "not_executed" | "error";
+
+/** What the tool threw: a declared definitive failure, a declared "nothing happened", or anything else. */
+export function thrownKindOf(error: unknown): ThrownKind {
+  if (error instanceof DefinitiveFailure) return "definitive";
+  if (error instanceof NotExecuted) return "not_executed";
+  return "error";
+}
+
+/**
+ * What the loop saw of a call whose tool threw: how the throw ended (undefined when the tool never ran)
+ * and the tool's effect class, which says whether a retry is safe.
+ */
+export interface ToolThrow {
+  readonly thrown: ThrownKind | undefined;
+  readonly effect: Effect;
+}
+
+/**
+ * Turn whatever a wrapped call threw into a {@link ToolCallError} with a message for the model. With
+ * `how`, a tool's own error tells the model whether retrying the identical call is safe.
+ */
+export function toolCallErrorOf(error: unknown, tool: string, how?: ToolThrow): ToolCallError {
   if (error instanceof ToolCallError) return error;
   const cause = { cause: error };
   if (error instanceof ReplayedFailureError) {
@@ -66,7 +94,7 @@ export function toolCallErrorOf(error: unknown, tool: string): ToolCallError {
     );
   }
   if (!isIdempotencyError(error)) {
-    return new ToolCallError(tool, ToolCallErrorCode.toolError, `${tool} failed: ${messageOf(error)}`, cause);
+    return new ToolCallError(tool, ToolCallErrorCode.toolError, toolErrorText(error, tool, how), cause);
   }
   if (error instanceof KeyConflictError && error.originalTool !== error.tool) {
     return new ToolCallError(
@@ -92,7 +120,7 @@ export function toolCallErrorOf(error: unknown, tool: string): ToolCallError {
       tool,
       error.code,
       `${tool} was not run again: the same call is still running. Do not call it again now. If its result ` +
-        `is needed, make the identical call again after about ${Math.ceil(error.retryAfterMs / 1000)} s.`,
+        `is needed, make the identical call again after ${aboutDuration(error.retryAfterMs)}.`,
       cause,
     );
   }
@@ -136,6 +164,46 @@ export function toolCallErrorOf(error: unknown, tool: string): ToolCallError {
     default:
       return new ToolCallError(tool, error.code, `${tool} was not run: ${error.message}`, cause);
   }
+}
+
+/** What the model reads when the tool's own error comes back: what failed, and whether a retry is safe. */
+function toolErrorText(error: unknown, tool: string, how: ToolThrow | undefined): string {
+  const message = sentence(messageOf(error));
+  const failed = `${tool} failed: ${message}`;
+  if (how === undefined) return failed;
+  switch (how.thrown) {
+    case undefined:
+      // Thrown before the tool was called (a `significant` or `similar` picker, say).
+      return `${tool} was not run: ${message}`;
+    case "not_executed":
+      return (
+        `${tool} failed and did not take effect: ${message} Nothing was recorded, so retrying the ` +
+        "identical call is safe once the problem is fixed."
+      );
+    case "definitive":
+      return (
+        `${failed} This failure is recorded for this request: the identical call gets the same failure ` +
+        "without running again. Tell the user; it runs again only if they ask for it in a new message."
+      );
+    case "error":
+      // Only native-key and owned-store tools hand a plain throw back: the key was released, and a retry
+      // under it resumes the same operation (the downstream dedupes on the key, or the transaction rolled back).
+      if (how.effect === Effect.nativeKey) {
+        return `${failed} Retrying the identical call is safe: the service it calls dedupes on its idempotency key.`;
+      }
+      if (how.effect === Effect.ownedStore) {
+        return `${failed} Retrying the identical call is safe: nothing was committed.`;
+      }
+      return (
+        `${failed} It may or may not have taken effect. Do not retry it; tell the user it may or may not ` +
+        "have happened and needs checking."
+      );
+  }
+}
+
+/** A message as a sentence of its own: it ends with a full stop unless it already ends a sentence. */
+function sentence(message: string): string {
+  return /[.!?]$/.test(message) ? message : `${message}.`;
 }
 
 function messageOf(error: unknown): string {

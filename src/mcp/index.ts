@@ -18,4 +18,4 @@ export {
   type ToolExtra,
 } from "./register-idempotent-tool.js";
 export { type IdempotencyErrorInfo, type IdempotencyInfo, MetaKey, structuredField } from "./tool-results.js";
-export type { ZodNamespace, ZodStringBuilder } from "./zod-namespace.js";
+export type { ZodNamespace, ZodObjectBuilder, ZodStringBuilder } from "./zod-namespace.js";

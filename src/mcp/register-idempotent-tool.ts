@@ -79,7 +79,8 @@ export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, Call
  *
  * The tool gains a required `idempotency_key` input whose description states the dedup window, and
  * `idempotentHint: true`. A replay says so in `content` (an appended note), in `structuredContent._idempotency`
- * (when the result has structured content) and in `_meta["idempotool/envelope"]`. Conflicts, calls in
+ * (when the result has structured content) and in `_meta["idempotool/envelope"]`; so does a near-duplicate
+ * under a new key (`recent_similar_call`, with the `similar` option). Conflicts, calls in
  * flight, unknown outcomes and an unavailable store come back as `isError` results whose text tells the
  * model what to do next.
  *
@@ -231,6 +232,13 @@ function infoSchema(z: ZodNamespace): AnySchema {
     original_called_at: z.string().describe("When the original call was made (ISO-8601)."),
     idempotency_key: z.string().describe("The key this result is recorded under."),
     expires_at: z.string().describe("Until when a repeat with this key is still deduped (ISO-8601)."),
+    recent_similar_call: z
+      .object({
+        called_at: z.string().describe("When the similar call completed (ISO-8601)."),
+        idempotency_key: z.string().describe("The key the similar call ran under."),
+      })
+      .optional()
+      .describe("Present when a call with similar arguments completed recently under another key."),
   });
 }
 

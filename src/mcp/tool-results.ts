@@ -1,4 +1,5 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { aboutDuration } from "../core/about-duration.js";
 import {
   IdempotencyError,
   KeyConflictError,
@@ -11,6 +12,7 @@ import {
 import type { Envelope } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
+import type { RecentSimilarCall } from "../core/similar.js";
 
 /** What every successful result carries, in `structuredContent._idempotency` and `_meta`. */
 export interface IdempotencyInfo {
@@ -21,6 +23,11 @@ export interface IdempotencyInfo {
   readonly idempotency_key: string;
   /** Until when a repeat is still absorbed (ISO-8601). */
   readonly expires_at: string;
+  /**
+   * With the `similar` option: a call with similar arguments that completed under another key within
+   * the window. This call ran; the model is told, so it can check with the user that both were meant.
+   */
+  readonly recent_similar_call?: RecentSimilarCall;
 }
 
 /** What an error result carries in `_meta`, for clients that branch on it rather than read the text. */
@@ -30,7 +37,10 @@ export interface IdempotencyErrorInfo {
   readonly idempotency_key: string;
   /** True when this failure was recorded by an earlier call and handed back. */
   readonly was_replay: boolean;
-  /** For `idempotency_key_in_use`: when a retry with the same key is worth trying (ms from now). */
+  /**
+   * For `idempotency_key_in_use`: when a retry with the same key is worth trying (ms from now), that is
+   * when the running call's lease passes unless it renews it.
+   */
   readonly retry_after_ms?: number;
 }
 
@@ -53,15 +63,18 @@ export type ThrownKind = "definitive" | "not_executed" | "error";
  * never carries these additions, so a replay is decorated afresh (with `was_replay: true`).
  */
 export function envelopeResult(envelope: Envelope<CallToolResult>): CallToolResult {
+  const similar = envelope.recent_similar_call;
   const info: IdempotencyInfo = {
     was_replay: envelope.was_replay,
     original_called_at: envelope.original_called_at,
     idempotency_key: envelope.idempotency_key,
     expires_at: envelope.expires_at,
+    ...(similar === undefined ? {} : { recent_similar_call: { ...similar } }),
   };
   const original: CallToolResult = isObject(envelope.result) ? envelope.result : { content: [] };
   const content = Array.isArray(original.content) ? [...original.content] : [];
   if (info.was_replay) content.push({ type: "text", text: replayNote(info) });
+  else if (similar !== undefined) content.push({ type: "text", text: similarNote(info, similar) });
   const result: CallToolResult = {
     ...original,
     content,
@@ -80,6 +93,19 @@ export function replayNote(info: IdempotencyInfo): string {
   return (
     `This is a replay: this action already ran at ${info.original_called_at} under idempotency_key ` +
     `"${info.idempotency_key}" and was not repeated. The content above is the original result.`
+  );
+}
+
+/**
+ * The text appended to a result that ran while a similar call had just completed, so a model reading only
+ * `content` can tell the user the action was done twice if that was not meant.
+ */
+export function similarNote(info: IdempotencyInfo, similar: RecentSimilarCall): string {
+  return (
+    `Note: this action ran now as a new request under idempotency_key ${JSON.stringify(info.idempotency_key)}, but a ` +
+    `similar call already completed at ${similar.called_at} under idempotency_key ` +
+    `${JSON.stringify(similar.idempotency_key)}. If the user may not have meant to repeat it, tell them it ` +
+    "was done twice."
   );
 }
 
@@ -133,14 +159,13 @@ function explain(error: unknown, key: string, thrown: ThrownKind | undefined, ef
     };
   }
   if (error instanceof KeyInUseError) {
-    const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
     return {
       code: error.code,
       wasReplay: false,
       retryAfterMs: error.retryAfterMs,
       text:
         `In progress: an earlier call with idempotency_key ${k} is still running, so this call did not start ` +
-        `the action again. Wait about ${seconds} second${seconds === 1 ? "" : "s"} and retry with the same ` +
+        `the action again. Wait ${aboutDuration(error.retryAfterMs)} and retry with the same ` +
         "idempotency_key and the same arguments; do not switch to a new key, or the action may run twice.",
     };
   }

@@ -17,8 +17,13 @@ export interface ZodStringBuilder {
 export interface ZodNamespace {
   string(params?: { message?: string }): ZodStringBuilder;
   boolean(): AnySchema;
-  object(shape: Record<string, AnySchema>): AnySchema;
+  object(shape: Record<string, AnySchema>): ZodObjectBuilder;
 }
+
+/** An object schema under construction; zod 3 and zod 4 (classic) both chain this way. */
+export type ZodObjectBuilder = AnySchema & {
+  optional(): { describe(description: string): AnySchema };
+};
 
 /** zod 3 schemas keep their definition on `_def`; zod 4 schemas (classic and mini) carry `_zod`. */
 export type ZodFlavour = "v3" | "v4";

@@ -16,6 +16,7 @@ import {
   OutcomeUnknownError,
   ResultTooLargeError,
   ResultUnserializableError,
+  retryAfterMsOf,
   StoreUnavailableError,
 } from "../core/errors.js";
 import { validateKey } from "../core/idempotent.js";
@@ -218,11 +219,7 @@ export async function checkpoint<R = unknown>(
         }
         const waited = clock.now() - startedAt;
         if (waited >= waitMs) {
-          throw new KeyInUseError(
-            record,
-            waited,
-            Math.min(Math.max(record.leaseExpiresAt - claim.now, 100), 5_000),
-          );
+          throw new KeyInUseError(record, waited, retryAfterMsOf(record, claim.now));
         }
         await clock.sleep(Math.min(pollMs, waitMs - waited));
         pollMs = Math.min(pollMs * 2, 250);
