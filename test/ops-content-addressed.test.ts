@@ -48,6 +48,16 @@ describe("fileSystemTarget", () => {
       code: "idempotency_key_invalid",
     });
   });
+
+  it("refuses an orphanAfterMs that is not a whole number of ms, naming the option", () => {
+    for (const orphanAfterMs of [0, -1, 1.5, Number.NaN]) {
+      expect(() => fileSystemTarget({ directory: dir, orphanAfterMs })).toThrow(/orphanAfterMs/);
+    }
+  });
+
+  it("sweeps a directory that does not exist yet as empty", async () => {
+    expect(await fileSystemTarget({ directory: join(dir, "not-yet") }).sweep()).toBe(0);
+  });
 });
 
 /** A tiny S3-compatible bucket: PUT with If-None-Match: * creates once, 412 when present; bodies arrive slowly. */

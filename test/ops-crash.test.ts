@@ -5,7 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,6 +21,7 @@ import {
   sqliteTransactionalOnce,
   writeContentOnce,
 } from "../src/ops/index.js";
+import { fakeClock } from "../src/testing/index.js";
 import { dropTable, freshTable, testPool } from "./fixtures/pg-helpers.js";
 
 interface Crash {
@@ -41,6 +42,31 @@ async function runToCrash(fixture: string, args: readonly string[]): Promise<Cra
   });
   const [, signal] = (await once(child, "close")) as [number | null, NodeJS.Signals | null];
   return { stdout, signal };
+}
+
+/** A writer stopped in the middle of its write, still alive: `resume()` lets it finish. */
+async function startPausedWriter(directory: string, content: string) {
+  const path = fileURLToPath(new URL("./fixtures/ops-crash-content.ts", import.meta.url));
+  const child = spawn(process.execPath, ["--import", "tsx", path, directory, content, "pause"], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  let stdout = "";
+  child.stdout.setEncoding("utf8");
+  const halfway = new Promise<void>((resolve) => {
+    child.stdout.on("data", (chunk: string) => {
+      stdout += chunk;
+      if (stdout.includes("half\n")) resolve();
+    });
+  });
+  const closed = once(child, "close");
+  await halfway;
+  return {
+    async resume() {
+      child.stdin.write("go\n");
+      const [code] = (await closed) as [number | null];
+      return { code, stdout };
+    },
+  };
 }
 
 let dir = "";
@@ -112,6 +138,74 @@ describe("OP-3 on the file system, when the process is killed in the middle of a
     expect(again).toEqual({ key, created: false });
     expect(readFileSync(target.pathOf(key), "utf8")).toBe(content);
     expect(readdirSync(shard).filter((name) => !name.startsWith("."))).toEqual([key]);
+  });
+});
+
+describe("OP-3 on the file system, the temp file a killed write left behind", () => {
+  const content = "quarterly report\n".repeat(4096);
+  const key = contentKey(content);
+  const shard = () => join(dir, key.slice(0, 2));
+  const temps = () => readdirSync(shard()).filter((name) => name.startsWith(".tmp-"));
+
+  it("is removed by a later write into its directory once it is older than orphanAfterMs", async () => {
+    const crash = await runToCrash("ops-crash-content.ts", [dir, content]);
+    expect(crash).toEqual({ stdout: "half\n", signal: "SIGKILL" });
+    const [orphan] = temps();
+    expect(orphan).toBeDefined();
+
+    const clock = fakeClock(Date.now());
+    const target = fileSystemTarget({ directory: dir, clock, orphanAfterMs: 60 * 60 * 1000 });
+    // Just written to: for all anyone can tell, its writer is still at work.
+    expect(await writeContentOnce(target, content)).toEqual({ key, created: true });
+    expect(temps()).toEqual([orphan]);
+
+    await clock.advance(60 * 60 * 1000 + 1);
+    expect(await writeContentOnce(target, content)).toEqual({ key, created: false });
+    expect(readdirSync(shard())).toEqual([key]);
+    expect(readFileSync(target.pathOf(key), "utf8")).toBe(content);
+  });
+
+  it("is removed by the next write and by sweep(), but a temp file still being written is not", async () => {
+    const crash = await runToCrash("ops-crash-content.ts", [dir, content]);
+    expect(crash.signal).toBe("SIGKILL");
+    const [orphan] = temps();
+    // The crash was two hours ago.
+    const twoHoursAgo = new Date(Date.now() - 2 * 60 * 60 * 1000);
+    utimesSync(join(shard(), orphan!), twoHoursAgo, twoHoursAgo);
+
+    // A second writer of the same content, halfway through its temp file and alive.
+    const writer = await startPausedWriter(dir, content);
+    const [live] = temps().filter((name) => name !== orphan);
+    expect(live).toBeDefined();
+
+    const target = fileSystemTarget({ directory: dir });
+    expect(await writeContentOnce(target, content)).toEqual({ key, created: true });
+    expect(temps()).toEqual([live]);
+    expect(await target.sweep()).toBe(0);
+    expect(temps()).toEqual([live]);
+
+    // The live writer finishes: the object was there first, and its own temp file goes.
+    const finished = await writer.resume();
+    expect(finished.code).toBe(0);
+    expect(JSON.parse(finished.stdout.split("\n")[1]!)).toEqual({ key, created: false });
+    expect(readdirSync(shard())).toEqual([key]);
+    expect(readFileSync(target.pathOf(key), "utf8")).toBe(content);
+  });
+
+  it("is removed everywhere by sweep() once old enough, objects untouched", async () => {
+    const other = "another report\n".repeat(1024);
+    for (const text of [content, other]) {
+      expect((await runToCrash("ops-crash-content.ts", [dir, text])).signal).toBe("SIGKILL");
+    }
+    const clock = fakeClock(Date.now());
+    const target = fileSystemTarget({ directory: dir, clock, orphanAfterMs: 10 * 60 * 1000 });
+    await writeContentOnce(target, "a stored object");
+    expect(await target.sweep()).toBe(0);
+    await clock.advance(10 * 60 * 1000 + 1);
+    expect(await target.sweep()).toBe(2);
+    const left = readdirSync(dir).flatMap((name) => readdirSync(join(dir, name)));
+    expect(left).toEqual([contentKey("a stored object")]);
+    expect(readFileSync(target.pathOf(contentKey("a stored object")), "utf8")).toBe("a stored object");
   });
 });
 

@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { isIdempotencyError, KeyConflictError } from "../src/index.js";
 import { postgresInsertOnce, sqliteInsertOnce } from "../src/ops/index.js";
 import { freshTable, testPool } from "./fixtures/pg-helpers.js";
 
@@ -24,12 +25,88 @@ describe("postgresInsertOnce (OP-4)", () => {
   it("inserts the first time and hands back the existing row on a repeat", async () => {
     const request = { table, values: { idempotency_key: "k1", item: "book" }, conflict: ["idempotency_key"] };
     const first = await postgresInsertOnce<Order>(pool, request);
-    const again = await postgresInsertOnce<Order>(pool, {
+    const again = await postgresInsertOnce<Order>(pool, request);
+    expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "k1", item: "book" } });
+    expect(again).toEqual({ inserted: false, row: first.row });
+  });
+
+  it("refuses the same key with other values as a conflict, and leaves the row as it was", async () => {
+    const request = { table, values: { idempotency_key: "k1", item: "book" }, conflict: ["idempotency_key"] };
+    const first = await postgresInsertOnce<Order>(pool, request);
+    const repeat = postgresInsertOnce<Order>(pool, {
       ...request,
       values: { idempotency_key: "k1", item: "pen" },
     });
-    expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "k1", item: "book" } });
-    expect(again).toEqual({ inserted: false, row: first.row });
+    await expect(repeat).rejects.toBeInstanceOf(KeyConflictError);
+    const error: unknown = await repeat.catch((e: unknown) => e);
+    expect(isIdempotencyError(error, "idempotency_key_conflict")).toBe(true);
+    expect(error).toMatchObject({ key: "k1", tool: table, httpStatus: 422, originalCalledAt: "" });
+    expect((error as Error).message).toMatch(
+      /^Idempotency key "k1" was already used for \S+ with different arguments\./,
+    );
+    const { rows } = await pool.query(`SELECT * FROM "${table}"`);
+    expect(rows).toEqual([first.row]);
+    // A value turned into null is a change too.
+    await expect(
+      postgresInsertOnce(pool, { ...request, values: { idempotency_key: "k1", item: null } }),
+    ).rejects.toMatchObject({ code: "idempotency_key_conflict" });
+  });
+
+  it("compares values as the column's type does, so another spelling of the same value is a repeat", async () => {
+    const typed = freshTable();
+    await pool.query(
+      `CREATE TABLE "${typed}" (idempotency_key text PRIMARY KEY, amount numeric, due timestamptz, note text, tags jsonb)`,
+    );
+    try {
+      const values = {
+        idempotency_key: "k1",
+        amount: 12.5,
+        due: new Date("2025-03-01T10:00:00Z"),
+        note: null,
+        tags: JSON.stringify({ a: 1, b: [2] }),
+      };
+      const first = await postgresInsertOnce(pool, { table: typed, values, conflict: ["idempotency_key"] });
+      const again = await postgresInsertOnce(pool, {
+        table: typed,
+        values: { ...values, amount: "12.50", due: "2025-03-01T11:00:00+01:00", tags: '{"b":[2],"a":1}' },
+        conflict: ["idempotency_key"],
+      });
+      expect(again).toEqual({ inserted: false, row: first.row });
+      await expect(
+        postgresInsertOnce(pool, {
+          table: typed,
+          values: { ...values, amount: 12.51 },
+          conflict: ["idempotency_key"],
+        }),
+      ).rejects.toMatchObject({ code: "idempotency_key_conflict" });
+    } finally {
+      await pool.query(`DROP TABLE IF EXISTS "${typed}"`);
+    }
+  });
+
+  it("compares only the compare columns when given, so a value made per attempt may differ", async () => {
+    const stamped = freshTable();
+    await pool.query(
+      `CREATE TABLE "${stamped}" (idempotency_key text PRIMARY KEY, item text, asked_at bigint)`,
+    );
+    try {
+      const request = (item: string, askedAt: number) => ({
+        table: stamped,
+        values: { idempotency_key: "k1", item, asked_at: askedAt },
+        conflict: ["idempotency_key"],
+        compare: ["item"],
+      });
+      const first = await postgresInsertOnce(pool, request("book", 1));
+      expect(await postgresInsertOnce(pool, request("book", 2))).toEqual({ inserted: false, row: first.row });
+      await expect(postgresInsertOnce(pool, request("pen", 3))).rejects.toMatchObject({
+        code: "idempotency_key_conflict",
+      });
+      await expect(
+        postgresInsertOnce(pool, { ...request("book", 1), compare: ["price"] }),
+      ).rejects.toMatchObject({ code: "invalid_arguments" });
+    } finally {
+      await pool.query(`DROP TABLE IF EXISTS "${stamped}"`);
+    }
   });
 
   it("inserts once when many callers race on one key", async () => {
@@ -99,6 +176,39 @@ describe("sqliteInsertOnce (OP-4)", () => {
     expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "k1", item: "book", paid: 1 } });
     expect(again).toEqual({ inserted: false, row: first.row });
     expect(db.prepare("SELECT count(*) AS n FROM orders").get()).toEqual({ n: 1 });
+  });
+
+  it("refuses the same key with other values as a conflict, and leaves the row as it was", () => {
+    const request = {
+      table: "orders",
+      values: { idempotency_key: "k1", item: "book", paid: true },
+      conflict: ["idempotency_key"],
+    };
+    const first = sqliteInsertOnce<Order>(db, request);
+    const conflicting = () =>
+      sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "pen", paid: true } });
+    expect(conflicting).toThrow(KeyConflictError);
+    expect(conflicting).toThrow(expect.objectContaining({ code: "idempotency_key_conflict", key: "k1" }));
+    expect(() =>
+      sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "book", paid: null } }),
+    ).toThrow(KeyConflictError);
+    expect(db.prepare("SELECT * FROM orders").all()).toEqual([first.row]);
+    // true is stored as 1: the same value, so a repeat.
+    expect(
+      sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "book", paid: 1 } }),
+    ).toEqual({ inserted: false, row: first.row });
+  });
+
+  it("compares only the compare columns when given", () => {
+    const request = (item: string, paid: boolean) => ({
+      table: "orders",
+      values: { idempotency_key: "k1", item, paid },
+      conflict: ["idempotency_key"],
+      compare: ["item"],
+    });
+    const first = sqliteInsertOnce<Order>(db, request("book", false));
+    expect(sqliteInsertOnce(db, request("book", true))).toEqual({ inserted: false, row: first.row });
+    expect(() => sqliteInsertOnce(db, request("pen", false))).toThrow(KeyConflictError);
   });
 
   it("refuses unsafe identifiers", () => {

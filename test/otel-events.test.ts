@@ -29,6 +29,7 @@ import {
   type IdempotencyStore,
   idempotent,
   memoryStore,
+  notExecuted,
   sha256Hex,
 } from "../src/index.js";
 import { composeEventHooks, type OtelEventsOptions, otelEvents } from "../src/otel/index.js";
@@ -234,7 +235,7 @@ describe("spans", () => {
     expect(span.status.code).toBe(SpanStatusCode.ERROR);
   });
 
-  it("ends the span of a waiter that gave up (the core emits nothing then) as abandoned, on request", async () => {
+  it("ends the span of a waiter that gave up as in_flight_gave_up, an error with its code, and counts it", async () => {
     const t = telemetry();
     let finish!: () => void;
     const { send } = tool(t.onEvent, {
@@ -244,12 +245,45 @@ describe("spans", () => {
     const running = send(alice, { key: "slow" });
     await new Promise((resolve) => setTimeout(resolve, 5));
     await expect(send(alice, { key: "slow" })).rejects.toMatchObject({ code: "idempotency_key_in_use" });
+    const [waiter] = t.finished();
+    expect(outcome(waiter!)).toBe("in_flight_gave_up");
+    expect(eventNames(waiter!)).toEqual(["idempotool.in_flight_wait", "idempotool.in_flight_gave_up"]);
+    expect(waiter?.status).toEqual({ code: SpanStatusCode.ERROR, message: "idempotency_key_in_use" });
+    expect(waiter?.attributes).toMatchObject({
+      "idempotool.waited": true,
+      "error.type": "idempotency_key_in_use",
+    });
     finish();
     await running;
+    expect(t.onEvent.openSpans).toBe(0);
+    expect(t.finished().map(outcome).sort()).toEqual(["completed", "in_flight_gave_up"]);
+    const metric = await t.collect();
+    expect(sum(metric("idempotool.in_flight_give_ups"))).toBe(1);
+  });
+
+  it("puts the call id on each span: the same as its events', another for each call", async () => {
+    const callIds: string[] = [];
+    const t = telemetry({ onEvent: (event) => callIds.push(event.callId) });
+    const { send } = tool(t.onEvent, { run: () => new Promise((resolve) => setTimeout(resolve, 20)) });
+    await Promise.all([send(alice, { key: "dup" }), send(alice, { key: "dup" })]);
+    const spanIds = t.finished().map((span) => span.attributes["idempotool.call_id"]);
+    expect(new Set(spanIds).size).toBe(2);
+    expect(new Set(spanIds)).toEqual(new Set(callIds));
+  });
+
+  it("ends a call that stops with no last event of its own as abandoned, on request", async () => {
+    const t = telemetry();
+    const store = { ...memoryStore() };
+    const { send } = tool(t.onEvent, {
+      store,
+      run: () => Promise.reject(notExecuted(new Error("the mail server refused the connection"))),
+    });
+    store.release = () => Promise.reject(new Error("connection reset"));
+    await expect(send(alice, { key: "k" })).rejects.toThrow("refused the connection");
     expect(t.onEvent.openSpans).toBe(1);
     t.onEvent.endOpenSpans();
     expect(t.onEvent.openSpans).toBe(0);
-    expect(t.finished().map(outcome).sort()).toEqual(["abandoned", "completed"]);
+    expect(t.finished().map(outcome)).toEqual(["abandoned"]);
   });
 });
 
@@ -324,7 +358,7 @@ describe("composing and isolation", () => {
       },
       (event) => seen.push(`second ${event.type}`),
     );
-    hook({ type: "run", tool: "t", effect: "irreversible", scope: "s", key: "k", at: 0 });
+    hook({ type: "run", callId: "c-1", tool: "t", effect: "irreversible", scope: "s", key: "k", at: 0 });
     expect(seen).toEqual(["second run"]);
   });
 

@@ -2,6 +2,7 @@
  * One call's state as it goes through the core, and the fenced store operations every path shares:
  * settle and release under the owner token, store errors turned into `store_unavailable`, events.
  */
+import { randomBytes } from "node:crypto";
 import { type Clock, systemClock } from "./clock.js";
 import { IdempotencyError, iso, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
@@ -52,6 +53,8 @@ export interface Call<A, R> {
   readonly similarKey: string | undefined;
   readonly startedAt: number;
   readonly signal: AbortSignal | undefined;
+  /** Made at the call's first event, so a call nobody listens to never makes one. */
+  callId: string | undefined;
 }
 
 export const settleAttempts = 3;
@@ -173,13 +176,26 @@ export function envelope<A, R>(
   };
 }
 
+// A random part per process, so ids from many processes do not collide in one trace backend, then a
+// counter: a call id costs one short string, and only for a call whose events someone listens to.
+let callIdPrefix: string | undefined;
+let callCount = 0;
+
+function nextCallId(): string {
+  callIdPrefix ??= randomBytes(6).toString("hex");
+  callCount += 1;
+  return `${callIdPrefix}-${callCount.toString(36)}`;
+}
+
 /** Tell `onEvent`, if given, what just happened (with no listener this allocates nothing). */
 export function emit<A, R>(c: Call<A, R>, type: EventType, attempt?: number, error?: unknown): void {
   const onEvent = c.o.onEvent;
   if (!onEvent) return;
   const at = c.o.clock.now();
+  c.callId ??= nextCallId();
   const event: { -readonly [K in keyof IdempotencyEvent]: IdempotencyEvent[K] } = {
     type,
+    callId: c.callId,
     tool: c.o.name,
     effect: c.o.effect,
     scope: c.scope,

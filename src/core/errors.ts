@@ -91,22 +91,23 @@ export class KeyConflictError extends IdempotencyError {
   readonly originalFingerprint: string;
   /** The fingerprint of the rejected call. */
   readonly fingerprint: string;
-  /** When the original call was made (ISO-8601). */
+  /** When the original call was made (ISO-8601); empty when not known (a row found by `insertOnce`). */
   readonly originalCalledAt: string;
 
   /**
-   * @param record the record that holds the key.
+   * @param record the record that holds the key; a `createdAt` of NaN says the time is not known.
    * @param fingerprint the rejected call's fingerprint.
    * @param tool the rejected call's tool; defaults to the record's (a conflict of arguments only).
    */
   constructor(record: IdempotencyRecord, fingerprint: string, tool: string = record.tool) {
-    const at = iso(record.createdAt);
+    const at = Number.isNaN(record.createdAt) ? "" : iso(record.createdAt);
+    const when = at === "" ? "" : ` at ${at}`;
     super(
       "idempotency_key_conflict",
       tool === record.tool
-        ? `Idempotency key "${record.key}" was already used at ${at} for ${record.tool} with different arguments. ` +
+        ? `Idempotency key "${record.key}" was already used${when} for ${record.tool} with different arguments. ` +
             "A key names one operation: do not reuse it for new arguments; use a new key for a new intent."
-        : `Idempotency key "${record.key}" was already used at ${at} by the tool ${record.tool}; this call is ` +
+        : `Idempotency key "${record.key}" was already used${when} by the tool ${record.tool}; this call is ` +
             `${tool}. A key names one action of one tool: ${tool} did not run. Use a new key for this new action.`,
     );
     this.key = record.key;

@@ -16,6 +16,11 @@ export const EventType = {
   conflict: "conflict",
   /** Another call holds the key; this one waits for its outcome. */
   inFlightWait: "in_flight_wait",
+  /**
+   * This call stopped waiting for the call holding the key: `waitMs` passed (`error` is the
+   * `idempotency_key_in_use` error it throws) or its signal aborted (`error` is the abort reason).
+   */
+  inFlightGaveUp: "in_flight_gave_up",
   /** A stale claim was taken over from a previous owner. */
   takeover: "takeover",
   /** The verify hook was asked about an unknown outcome. */
@@ -31,6 +36,11 @@ export type EventType = (typeof EventType)[keyof typeof EventType];
 
 export interface IdempotencyEvent {
   readonly type: EventType;
+  /**
+   * The same for every event of one call and different for every other call, in this process and
+   * (with overwhelming likelihood) in others: joins a call's events when two calls share a key.
+   */
+  readonly callId: string;
   readonly tool: string;
   readonly effect: Effect;
   readonly scope: string;

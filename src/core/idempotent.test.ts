@@ -454,3 +454,111 @@ describe("idempotent: a crashed worker (stale lease)", () => {
     expect(contexts).toHaveLength(0);
   });
 });
+
+describe("idempotent: events", () => {
+  const typesByCall = (events: readonly IdempotencyEvent[]) => {
+    const calls = new Map<string, string[]>();
+    for (const e of events) calls.set(e.callId, [...(calls.get(e.callId) ?? []), e.type]);
+    return [...calls.values()];
+  };
+
+  it("gives every event of one call the same callId, and each call its own", async () => {
+    const hold = gate();
+    const clock = fakeClock();
+    const events: IdempotencyEvent[] = [];
+    const slow = idempotent(
+      async (args: Email) => {
+        await hold.opened;
+        return { messageId: `m-${args.to}` };
+      },
+      { name: "send_email", store: memoryStore(), clock, onEvent: (e) => events.push(e) },
+    );
+    const runner = slow(alice, { key: "dup" });
+    await clock.advance(0);
+    const waiter = slow(alice, { key: "dup" });
+    await clock.advance(0);
+    hold.open();
+    await clock.advance(50);
+    await Promise.all([runner, waiter]);
+    await slow(alice, { key: "other" });
+
+    expect(typesByCall(events)).toEqual([
+      ["run", "completed"],
+      ["in_flight_wait", "replay"],
+      ["run", "completed"],
+    ]);
+    expect(new Set(events.map((e) => typeof e.callId))).toEqual(new Set(["string"]));
+  });
+
+  it("emits in_flight_gave_up with the idempotency_key_in_use error when a waiter's wait runs out", async () => {
+    const hold = gate();
+    const clock = fakeClock();
+    const events: IdempotencyEvent[] = [];
+    const tool = idempotent(
+      async () => {
+        await hold.opened;
+        return 1;
+      },
+      { name: "slow", store: memoryStore(), clock, waitMs: 1_000, onEvent: (e) => events.push(e) },
+    );
+    const first = tool({}, { key: "k" });
+    await clock.advance(0);
+    const waiting = rejection(tool({}, { key: "k" }));
+    for (let i = 0; i < 20; i++) await clock.advance(100);
+    const error = await waiting;
+    hold.open();
+    await first;
+
+    const gaveUp = events.find((e) => e.type === "in_flight_gave_up");
+    expect(gaveUp).toMatchObject({ tool: "slow", key: "k", attempt: 1, error });
+    expect(isIdempotencyError(gaveUp?.error, "idempotency_key_in_use")).toBe(true);
+    expect(gaveUp?.durationMs).toBeGreaterThanOrEqual(1_000);
+    expect(typesByCall(events)).toEqual([
+      ["run", "completed"],
+      ["in_flight_wait", "in_flight_gave_up"],
+    ]);
+  });
+
+  it("emits in_flight_gave_up with the abort reason when a waiter's signal aborts", async () => {
+    const hold = gate();
+    const clock = fakeClock();
+    const events: IdempotencyEvent[] = [];
+    const tool = idempotent(
+      async () => {
+        await hold.opened;
+        return 1;
+      },
+      { name: "slow", store: memoryStore(), clock, waitMs: 60_000, onEvent: (e) => events.push(e) },
+    );
+    const first = tool({}, { key: "k" });
+    await clock.advance(0);
+    const controller = new AbortController();
+    const waiting = rejection(tool({}, { key: "k", signal: controller.signal }));
+    await clock.advance(100);
+    const reason = new Error("the user closed the chat");
+    controller.abort(reason);
+    expect(await waiting).toBe(reason);
+    hold.open();
+    await first;
+
+    expect(events.filter((e) => e.type === "in_flight_gave_up")).toEqual([
+      expect.objectContaining({ key: "k", error: reason }),
+    ]);
+    expect(typesByCall(events)).toEqual([
+      ["run", "completed"],
+      ["in_flight_wait", "in_flight_gave_up"],
+    ]);
+  });
+
+  it("makes no call id for a call nobody listens to", async () => {
+    const listened = emailTool();
+    const unheard = idempotent(async () => 1, { name: "quiet", store: memoryStore(), clock: fakeClock() });
+    await listened.send(alice, { key: "a" });
+    for (const key of ["b", "c", "d"]) await unheard({}, { key });
+    await listened.send(alice, { key: "e" });
+    const [before, after] = [listened.events[0]!, listened.events.at(-1)!].map((e) =>
+      Number.parseInt(e.callId.split("-").at(-1)!, 36),
+    );
+    expect(after! - before!).toBe(1);
+  });
+});

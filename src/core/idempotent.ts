@@ -124,6 +124,7 @@ async function callOnce<A, R>(
       : undefined,
     startedAt: o.clock.now(),
     signal: options.signal,
+    callId: undefined,
   };
 
   // One token for every claim this call makes: a claim whose reply was lost and that the client resent
@@ -132,7 +133,10 @@ async function callOnce<A, R>(
   let waitingSince: number | undefined;
   let pollMs = 10;
   for (;;) {
-    options.signal?.throwIfAborted();
+    if (options.signal?.aborted) {
+      if (waitingSince !== undefined) emit(c, "in_flight_gave_up", undefined, options.signal.reason);
+      options.signal.throwIfAborted();
+    }
     let claim: ClaimResult;
     try {
       claim = await o.store.claim({
@@ -199,16 +203,24 @@ async function callOnce<A, R>(
         }
         const waited = now - waitingSince;
         if (waited >= o.waitMs) {
-          throw new KeyInUseError(record, waited, retryAfterMsOf(record, claim.now));
+          const error = new KeyInUseError(record, waited, retryAfterMsOf(record, claim.now));
+          emit(c, "in_flight_gave_up", record.attempts, error);
+          throw error;
         }
-        await waitForOutcome(
-          o.store,
-          scope,
-          key,
-          o.clock,
-          Math.min(jitter(pollMs), o.waitMs - waited),
-          c.signal,
-        );
+        try {
+          await waitForOutcome(
+            o.store,
+            scope,
+            key,
+            o.clock,
+            Math.min(jitter(pollMs), o.waitMs - waited),
+            c.signal,
+          );
+        } catch (error) {
+          // Only the caller's signal ends a wait early.
+          emit(c, "in_flight_gave_up", record.attempts, error);
+          throw error;
+        }
         pollMs = Math.min(pollMs * 2, 250);
         continue;
       }

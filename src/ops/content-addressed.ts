@@ -3,10 +3,12 @@
  * twice is the same write, and a target that creates only-if-absent makes it idempotent by construction.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { link, mkdir, open, unlink } from "node:fs/promises";
+import { link, mkdir, open, readdir, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { canonicalJson } from "../core/canonical-json.js";
+import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { durationOption, maxTtlMs } from "../core/option-checks.js";
 
 /** Somewhere content can be created once under its key. An existing object counts as success. */
 export interface ContentTarget {
@@ -71,35 +73,76 @@ export interface FileSystemTargetOptions {
   /** Where objects live, as `<directory>/<first two hex digits>/<key>`. Created if missing. */
   readonly directory: string;
   /** Flush file and data to disk before it becomes visible. Default true. */
-  readonly fsync?: boolean;
+  readonly fsync?: boolean | undefined;
+  /**
+   * A temp file not written to for this long (ms, by its modification time) is the leftover of a write
+   * that crashed, and the next write into its directory, or {@link FileSystemTarget.sweep}, removes it.
+   * A writer still writing touches its file with every write, so it is never taken for one. Whole ms
+   * from 1 to ten years; default one hour.
+   */
+  readonly orphanAfterMs?: number | undefined;
+  /** The clock the age of temp files is judged by; default the system clock. For tests. */
+  readonly clock?: Clock | undefined;
 }
+
+/** A directory as a content target: {@link fileSystemTarget}. */
+export interface FileSystemTarget extends ContentTarget {
+  /** Where the object of `key` lives (or would live). */
+  pathOf(key: string): string;
+  /**
+   * Remove the temp files that crashed writes left in every shard of the directory (those untouched for
+   * `orphanAfterMs`); returns how many. Objects are never touched. Run it from a periodic job when
+   * some shards may not be written again for a long time.
+   */
+  sweep(): Promise<number>;
+}
+
+// Dot-prefixed: never mistaken for an object; `<key prefix>-<random>` follows.
+const tempPrefix = ".tmp-";
+const shardPattern = /^[0-9a-f]{2}$/;
 
 /**
  * A directory as a content target. Each object is written to a private temp file in its final
  * directory, flushed, then `link()`ed to its name: link fails with EEXIST when the name exists, so
  * the create is atomic, a reader never sees a partial file, and an existing file counts as success.
+ * A write that crashed leaves its temp file behind; each write first removes the ones in its directory
+ * that are older than `orphanAfterMs`, and `sweep()` removes them everywhere.
  *
  * @example
  * import { fileSystemTarget, writeContentOnce } from "idempotool/ops";
  *
- * const { key } = await writeContentOnce(fileSystemTarget({ directory: "/var/artifacts" }), "hello");
+ * const target = fileSystemTarget({ directory: "/var/artifacts" });
+ * const { key } = await writeContentOnce(target, "hello");
+ * await target.sweep(); // from a daily job: temp files of crashed writes, in shards nobody writes to
  */
-export function fileSystemTarget(
-  options: FileSystemTargetOptions,
-): ContentTarget & { pathOf(key: string): string } {
+export function fileSystemTarget(options: FileSystemTargetOptions): FileSystemTarget {
   const fsync = options.fsync ?? true;
+  const orphanAfterMs = durationOption(
+    "fileSystemTarget()",
+    "orphanAfterMs",
+    options.orphanAfterMs,
+    3_600_000,
+    {
+      max: maxTtlMs,
+    },
+  );
+  const clock = options.clock ?? systemClock;
   const pathOf = (key: string) => {
     checkKey(key);
     return join(options.directory, key.slice(0, 2), key);
   };
+  const removeOrphans = (shard: string) => removeOrphanTemps(shard, clock.now() - orphanAfterMs);
   return {
     pathOf,
     async putIfAbsent(key, bytes) {
       const final = pathOf(key);
       const directory = join(options.directory, key.slice(0, 2));
       await mkdir(directory, { recursive: true });
-      // Dot-prefixed and random: never mistaken for an object, never shared with a concurrent writer.
-      const temp = join(directory, `.tmp-${key.slice(0, 16)}-${randomBytes(8).toString("hex")}`);
+      // Before our own temp file exists, so it can never be among them. Best effort: a sweep that
+      // fails costs disk space, never the write.
+      await removeOrphans(directory).catch(() => 0);
+      // Random: never shared with a concurrent writer.
+      const temp = join(directory, `${tempPrefix}${key.slice(0, 16)}-${randomBytes(8).toString("hex")}`);
       const handle = await open(temp, "wx", 0o644);
       try {
         try {
@@ -119,7 +162,41 @@ export function fileSystemTarget(
         await unlink(temp).catch(() => undefined);
       }
     },
+    async sweep() {
+      const shards = await readdir(options.directory).catch(missingAsEmpty);
+      let removed = 0;
+      for (const shard of shards) {
+        if (shardPattern.test(shard)) removed += await removeOrphans(join(options.directory, shard));
+      }
+      return removed;
+    },
   };
+}
+
+/**
+ * Remove the temp files in `directory` last modified before `before` (epoch ms); returns how many.
+ * Best effort: a file another sweeper removed first, or one that cannot be read, is skipped.
+ */
+async function removeOrphanTemps(directory: string, before: number): Promise<number> {
+  const names = await readdir(directory).catch(missingAsEmpty);
+  let removed = 0;
+  for (const name of names) {
+    if (!name.startsWith(tempPrefix)) continue;
+    const path = join(directory, name);
+    try {
+      if ((await stat(path)).mtimeMs >= before) continue;
+      await unlink(path);
+      removed++;
+    } catch {
+      // Gone already (another writer swept it, or its own writer finished), or unreadable: leave it.
+    }
+  }
+  return removed;
+}
+
+function missingAsEmpty(error: unknown): string[] {
+  if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+  throw error;
 }
 
 /** Options of {@link s3ConditionalTarget}. */

@@ -16,6 +16,7 @@ export { checkpoint } from "./checkpoint.js";
 export type {
   ContentTarget,
   ContentWrite,
+  FileSystemTarget,
   FileSystemTargetOptions,
   S3ConditionalTargetOptions,
 } from "./content-addressed.js";

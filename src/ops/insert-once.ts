@@ -1,8 +1,13 @@
 /**
  * OP-4, insert-once: a single-row insert that a repeat turns into a read of the row already there.
- * The database's unique constraint makes it atomic (no check-then-insert race).
+ * The database's unique constraint makes it atomic (no check-then-insert race). A repeat is the same
+ * call only when the row holds the values it asks for; the database compares them, by each column's
+ * own type, so a table needs no extra column for it.
  */
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { canonicalJson } from "../core/canonical-json.js";
+import { ErrorCode, IdempotencyError, KeyConflictError } from "../core/errors.js";
+import { sha256Hex } from "../core/fingerprint.js";
+import type { IdempotencyRecord } from "../core/store.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 import type { PgQueryableText, SqliteDatabaseLike } from "./sql-shapes.js";
 
@@ -17,6 +22,13 @@ export interface InsertOnceRequest {
    * `values`. The existing row is looked up by them.
    */
   readonly conflict: readonly string[];
+  /**
+   * The columns a repeat must match to be the same call; a row already there under the key with other
+   * values in them is an `idempotency_key_conflict`. Default: every column of `values` outside
+   * `conflict`. Leave out a value made fresh on each attempt (a timestamp taken at call time), and a
+   * column whose type has no equality (PostgreSQL `json`: use `jsonb`).
+   */
+  readonly compare?: readonly string[] | undefined;
 }
 
 /** Whether this call inserted the row, and the row as the table holds it. */
@@ -26,10 +38,14 @@ export type InsertOnceResult<Row> =
 
 interface Statement {
   readonly insert: string;
+  /** The existing row, plus a flag saying whether it holds the compared values. */
   readonly select: string;
   readonly insertValues: unknown[];
   readonly selectValues: unknown[];
 }
+
+// The flag's column in the select's answer; taken off the row before it is handed back.
+const sameColumn = "idempotool_same_values";
 
 // A row that conflicts and is then deleted before we read it is rare; a few rounds settle it.
 const attempts = 3;
@@ -37,8 +53,9 @@ const attempts = 3;
 function statement(
   request: InsertOnceRequest,
   placeholder: (index: number) => string,
-  schema: boolean,
+  dialect: "postgres" | "sqlite",
 ): Statement {
+  const schema = dialect === "postgres";
   const table = sqlIdentifier(request.table, "table", schema);
   const columns = Object.keys(request.values ?? {});
   if (columns.length === 0) invalid("values must name at least one column");
@@ -48,16 +65,89 @@ function statement(
   for (const column of request.conflict) {
     if (!Object.hasOwn(request.values, column)) invalid(`conflict column "${column}" must be in values`);
   }
+  const compared = comparedColumns(request);
   const quoted = columns.map((c) => sqlIdentifier(c, "column"));
   const conflict = request.conflict.map((c) => sqlIdentifier(c, "column"));
+  // Null-safe equality by the column's type: 12.5 and "12.50" in a numeric column, or true and 1 in
+  // SQLite, are the same value, as the insert itself would have stored them.
+  const equal = dialect === "postgres" ? "IS NOT DISTINCT FROM" : "IS";
+  const same =
+    compared.length === 0
+      ? "1 = 1"
+      : compared.map((c, i) => `${sqlIdentifier(c, "column")} ${equal} ${placeholder(i + 1)}`).join(" AND ");
   return {
     insert:
       `INSERT INTO ${table} (${quoted.join(", ")}) VALUES (${columns.map((_, i) => placeholder(i + 1)).join(", ")}) ` +
       `ON CONFLICT (${conflict.join(", ")}) DO NOTHING RETURNING *`,
-    select: `SELECT * FROM ${table} WHERE ${conflict.map((c, i) => `${c} = ${placeholder(i + 1)}`).join(" AND ")}`,
+    select:
+      `SELECT *, (${same}) AS "${sameColumn}" FROM ${table} ` +
+      `WHERE ${conflict.map((c, i) => `${c} = ${placeholder(compared.length + i + 1)}`).join(" AND ")}`,
     insertValues: columns.map((c) => request.values[c]),
-    selectValues: request.conflict.map((c) => request.values[c]),
+    // In the order of their placeholders in the text: SQLite binds `?` by position.
+    selectValues: [...compared, ...request.conflict].map((c) => request.values[c]),
   };
+}
+
+function comparedColumns(request: InsertOnceRequest): readonly string[] {
+  if (request.compare === undefined) {
+    return Object.keys(request.values).filter((c) => !request.conflict.includes(c));
+  }
+  if (!Array.isArray(request.compare)) invalid("compare must be a list of columns");
+  for (const column of request.compare) {
+    if (!Object.hasOwn(request.values, column)) invalid(`compare column "${column}" must be in values`);
+  }
+  return request.compare;
+}
+
+/**
+ * The row already under the key, or a conflict when it holds other values than this call's.
+ * `existing` is the select's answer, flag included.
+ */
+function existingRow<Row>(request: InsertOnceRequest, existing: Record<string, unknown>): Row {
+  const { [sameColumn]: same, ...row } = existing;
+  if (same === true || same === 1) return row as Row;
+  const compared = comparedColumns(request);
+  const pick = (from: Readonly<Record<string, unknown>>) =>
+    Object.fromEntries(compared.map((c) => [c, from[c]]));
+  throw new KeyConflictError(
+    conflictRecord(request, fingerprintOf(pick(row))),
+    fingerprintOf(pick(request.values)),
+  );
+}
+
+// What a conflict error reports about the row: the key is the conflict columns' values, the "tool" the
+// table. The row's insert time is not known, so the error names none.
+function conflictRecord(request: InsertOnceRequest, fingerprint: string): IdempotencyRecord {
+  const keyValues = request.conflict.map((c) => request.values[c]);
+  return {
+    scope: "",
+    key: keyValues.length === 1 ? String(keyValues[0]) : fingerprintText(keyValues),
+    tool: request.table,
+    fingerprint,
+    status: "completed",
+    token: "",
+    createdAt: Number.NaN,
+    updatedAt: Number.NaN,
+    leaseExpiresAt: Number.NaN,
+    expiresAt: Number.NaN,
+    attempts: 1,
+    result: null,
+    error: null,
+  };
+}
+
+// The fingerprints on the error are for reading, not for deciding (the database decided): values
+// JSON has no exact form for (a Buffer, a BigInt) are written as best they can be.
+function fingerprintOf(values: Readonly<Record<string, unknown>>): string {
+  return sha256Hex(fingerprintText(values));
+}
+
+function fingerprintText(value: unknown): string {
+  try {
+    return canonicalJson(value, { bigint: "string" });
+  } catch {
+    return String(value);
+  }
 }
 
 function invalid(problem: string): never {
@@ -70,6 +160,10 @@ function invalid(problem: string): never {
  * back. A concurrent insert of the same key that is not yet committed makes this call wait for it.
  * Inside your own transaction, pass the transaction's client.
  *
+ * A repeat is the same call only if the row holds its values (the `compare` columns, compared by the
+ * database by each column's type): the same key with other values throws a {@link KeyConflictError}
+ * (`idempotency_key_conflict`) and changes nothing. See docs/operation-models.md.
+ *
  * @example
  * import pg from "pg";
  * import { postgresInsertOnce } from "idempotool/ops";
@@ -80,18 +174,20 @@ function invalid(problem: string): never {
  *   values: { idempotency_key: "turn-7-order", item: "book" },
  *   conflict: ["idempotency_key"],
  * });
- * // inserted is false on every repeat, and row is the order the first call created.
+ * // inserted is false on every repeat, and row is the order the first call created; the same key with
+ * // another item throws idempotency_key_conflict.
  */
 export async function postgresInsertOnce<Row = Record<string, unknown>>(
   db: PgQueryableText,
   request: InsertOnceRequest,
 ): Promise<InsertOnceResult<Row>> {
-  const s = statement(request, (i) => `$${i}`, true);
+  const s = statement(request, (i) => `$${i}`, "postgres");
   for (let attempt = 0; attempt < attempts; attempt++) {
     const inserted = await db.query(s.insert, s.insertValues);
     if (inserted.rows[0] !== undefined) return { inserted: true, row: inserted.rows[0] as Row };
     const existing = await db.query(s.select, s.selectValues);
-    if (existing.rows[0] !== undefined) return { inserted: false, row: existing.rows[0] as Row };
+    const found = existing.rows[0] as Record<string, unknown> | undefined;
+    if (found !== undefined) return { inserted: false, row: existingRow<Row>(request, found) };
   }
   throw new IdempotencyError(
     ErrorCode.invalidArguments,
@@ -119,14 +215,14 @@ export function sqliteInsertOnce<Row = Record<string, unknown>>(
   db: SqliteDatabaseLike,
   request: InsertOnceRequest,
 ): InsertOnceResult<Row> {
-  const s = statement(request, () => "?", false);
+  const s = statement(request, () => "?", "sqlite");
   const insert = db.prepare(s.insert);
   const select = db.prepare(s.select);
   for (let attempt = 0; attempt < attempts; attempt++) {
     const inserted = insert.get(...s.insertValues.map(sqliteValue));
     if (inserted !== undefined) return { inserted: true, row: inserted as Row };
-    const existing = select.get(...s.selectValues.map(sqliteValue));
-    if (existing !== undefined) return { inserted: false, row: existing as Row };
+    const existing = select.get(...s.selectValues.map(sqliteValue)) as Record<string, unknown> | undefined;
+    if (existing !== undefined) return { inserted: false, row: existingRow<Row>(request, existing) };
   }
   throw new IdempotencyError(
     ErrorCode.invalidArguments,

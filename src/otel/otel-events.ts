@@ -26,6 +26,8 @@ export const instrumentationName = "idempotool";
 
 /** Attribute names on spans and metrics. */
 export const OtelAttribute = {
+  /** Spans only: the call's id, the `callId` of every event of that call. */
+  callId: "idempotool.call_id",
   tool: "idempotool.tool",
   effect: "idempotool.effect",
   /** Spans only, unless `scope: false`. */
@@ -34,7 +36,10 @@ export const OtelAttribute = {
   keyHash: "idempotool.key_hash",
   /** Spans only, with `key: "raw"`. */
   key: "idempotool.key",
-  /** How the call ended: completed, failed, released, replay, conflict, outcome_unknown, lease_lost, store_error, abandoned. */
+  /**
+   * How the call ended: completed, failed, released, replay, conflict, in_flight_gave_up, outcome_unknown,
+   * lease_lost, store_error, abandoned.
+   */
   outcome: "idempotool.outcome",
   wasReplay: "idempotool.was_replay",
   attempt: "idempotool.attempt",
@@ -54,6 +59,7 @@ export const OtelMetric = {
   replays: "idempotool.replays",
   conflicts: "idempotool.conflicts",
   inFlightWaits: "idempotool.in_flight_waits",
+  inFlightGiveUps: "idempotool.in_flight_give_ups",
   unknownOutcomes: "idempotool.unknown_outcomes",
   storeErrors: "idempotool.store_errors",
   takeovers: "idempotool.takeovers",
@@ -79,8 +85,8 @@ export interface OtelEventsOptions {
   readonly onEvent?: (event: IdempotencyEvent) => void;
   /**
    * A call with no event for this long (ms, by the events' clock) has its span ended as `abandoned`:
-   * the core emits nothing when a waiter gives up or a release fails. Whole ms from 1 to ten years;
-   * default 10 minutes.
+   * a call can stop with no last event of its own (when the store refuses a release). Whole ms from 1
+   * to ten years; default 10 minutes.
    */
   readonly abandonAfterMs?: number;
   /**
@@ -109,15 +115,17 @@ const errorOutcomes = new Set<string>([
   "failed",
   "released",
   "conflict",
+  "in_flight_gave_up",
   "outcome_unknown",
   "lease_lost",
   "store_error",
 ]);
 
 /**
- * OpenTelemetry for idempotent tools: a span per call (from its first event to its last), counters
- * for runs, replays, conflicts, in-flight waits, unknown outcomes, store errors, takeovers and lost
- * leases, and a histogram of call duration. Arguments and results are never recorded.
+ * OpenTelemetry for idempotent tools: a span per call (from its first event to its last, joined by the
+ * events' call id), counters for runs, replays, conflicts, in-flight waits and give-ups, unknown
+ * outcomes, store errors, takeovers and lost leases, and a histogram of call duration. Arguments and
+ * results are never recorded.
  * @example
  * import { idempotent, memoryStore } from "idempotool";
  * import { otelEvents } from "idempotool/otel";
@@ -140,6 +148,10 @@ export function otelEvents(options: OtelEventsOptions = {}): OtelEventHook {
     replay: counter(OtelMetric.replays, "Repeats that got the recorded outcome instead of running the tool"),
     conflict: counter(OtelMetric.conflicts, "Calls reusing a key with different arguments"),
     in_flight_wait: counter(OtelMetric.inFlightWaits, "Calls that waited for another call holding the key"),
+    in_flight_gave_up: counter(
+      OtelMetric.inFlightGiveUps,
+      "Calls that stopped waiting for another call holding the key (wait over or aborted)",
+    ),
     outcome_unknown: counter(OtelMetric.unknownOutcomes, "Calls that failed closed on an unknown outcome"),
     store_error: counter(OtelMetric.storeErrors, "Store operations that failed"),
     takeover: counter(OtelMetric.takeovers, "Stale or unknown records taken over"),
@@ -189,7 +201,7 @@ export function otelEvents(options: OtelEventsOptions = {}): OtelEventHook {
         kind: SpanKind.INTERNAL,
         // A Date, since OpenTelemetry reads a number below the process start as performance.now() time.
         startTime: new Date(event.at - (event.durationMs ?? 0)),
-        attributes: { ...base, ...identityAttributes(event, o) },
+        attributes: { ...base, [OtelAttribute.callId]: event.callId, ...identityAttributes(event, o) },
       }),
       waited: false,
       tookOver: false,
