@@ -364,6 +364,11 @@ describe("recommending the mechanism (Steps 1–2)", () => {
     expect(closed.effect).toBe("owned-store");
   });
 
+  it("names no content write by its content unless the store is named as the owner's: upload_video", () => {
+    expect(mechanisms(audit(fn("upload_video", "Upload a video to the channel.")))).toEqual(["OP-8"]);
+    expect(mechanisms(audit(fn("upload_video", "Upload a video file to our bucket.")))).toEqual(["OP-3"]);
+  });
+
   it("does not take a table at a restaurant for a database table", () => {
     expect(mechanisms(audit(fn("book_table", "Book a table at a restaurant for four.")))).toEqual(["OP-8"]);
   });

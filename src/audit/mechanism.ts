@@ -145,7 +145,7 @@ function downstreamMechanism(
   // Question 2: do you own the store it writes to? Only what the definition says counts: an unnamed store
   // may be a third party's (merge_pull_request), and a model that needs it owned would not hold there.
   const contentNamed = named(MentionKind.content);
-  if (!outside && (contentNamed.length > 0 || kinds.has(EffectKind.content))) {
+  if (!outside && (contentNamed.length > 0 || (c.openWorld === false && kinds.has(EffectKind.content)))) {
     const what = contentNamed.length > 0 ? list(contentNamed) : "content";
     return {
       recommendation: recommendation(
