@@ -100,6 +100,9 @@ describe("classifying a tool by its name", () => {
     expect(classOf("cart_check_out")).toBe("side-effectful");
     expect(classOf("look_up_customer")).toBe("read-only");
     expect(classOf("check_availability")).toBe("read-only");
+    expect(classOf("HassTurnOff")).toBe("side-effectful");
+    expect(classOf("turn_history")).toBe("unclear");
+    expect(classOf("turn_entity_on", "Turn on a light or a switch.")).toBe("side-effectful");
   });
 
   it("sees the write after and or then: fetch_and_archive, search_then_replace", () => {

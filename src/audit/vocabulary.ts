@@ -190,6 +190,10 @@ export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, 
   ["set up", action],
   // Devices and things in the world.
   ["turn", action],
+  ["turn on", action],
+  ["turn off", action],
+  ["switch on", action],
+  ["switch off", action],
   ["toggle", action],
   ["switch", action],
   ["enable", action],
@@ -334,6 +338,7 @@ export const nounLikeVerbs: ReadonlySet<string> = new Set([
   "stage",
   "duplicate",
   "resume",
+  "turn",
   "scale",
   "complete",
 ]);
