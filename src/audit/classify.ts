@@ -55,7 +55,7 @@ export interface Classification {
    * MCP `openWorldHint`: `true` when the tool reaches things outside its own domain (a third party's API,
    * the web, a device), `false` when its world is closed (a store its owner runs); undefined when not given.
    */
-  readonly openWorld: boolean | undefined;
+  readonly openWorld?: boolean | undefined;
   /** The name split into lowercase words (`sendEmail` → `send`, `email`). */
   readonly words: readonly string[];
 }
