@@ -95,6 +95,39 @@ describe("classifying a tool by its name", () => {
     expect(classOf("get_or_create_user")).toBe("side-effectful");
   });
 
+  it("reads a two-word verb as one: check_out buys, look_up only reads", () => {
+    expect(classOf("check_out")).toBe("side-effectful");
+    expect(classOf("cart_check_out")).toBe("side-effectful");
+    expect(classOf("look_up_customer")).toBe("read-only");
+    expect(classOf("check_availability")).toBe("read-only");
+    expect(classOf("HassTurnOff")).toBe("side-effectful");
+    expect(classOf("turn_history")).toBe("unclear");
+    expect(classOf("turn_entity_on", "Turn on a light or a switch.")).toBe("side-effectful");
+  });
+
+  it("sees the write after and or then: fetch_and_archive, search_then_replace", () => {
+    expect(classOf("fetch_and_archive")).toBe("side-effectful");
+    expect(classOf("searchThenReplace")).toBe("side-effectful");
+    expect(classOf("get_name_and_email")).toBe("read-only");
+  });
+
+  it("reads a verb done again as the verb: redeploy, resend (but review is no view)", () => {
+    expect(classOf("redeploy")).toBe("side-effectful");
+    expect(classOf("resend_invite")).toBe("side-effectful");
+    expect(classOf("review_summary")).toBe("unclear");
+  });
+
+  it.each([
+    "unlock_door",
+    "toggle_switch",
+    "activate_scene",
+    "HassTurnOn",
+    "fork_repository",
+    "finalize_invoice",
+  ])("knows the verbs of devices and services: %s", (name) => {
+    expect(classOf(name)).toBe("side-effectful");
+  });
+
   it("calls a tool with no verb, description or annotations unclear", () => {
     expect(classOf("frobnicate")).toBe("unclear");
   });
@@ -145,6 +178,23 @@ describe("classifying a tool by its description", () => {
     expect(classOf("frobnicate", "Use this tool to send a reminder.")).toBe("side-effectful");
     expect(classOf("frobnicate", "Retrieves the current exchange rate.")).toBe("read-only");
     expect(classOf("frobnicate", "Publishes the draft.")).toBe("side-effectful");
+  });
+
+  it("reads an opening verb that may be a noun as the verb when an article follows it", () => {
+    expect(classOf("order_pizza", "Orders a pizza for delivery.")).toBe("side-effectful");
+    expect(classOf("set_thermostat", "Set the target temperature of a room.")).toBe("side-effectful");
+    expect(classOf("place_order", "Place an order for the basket.")).toBe("side-effectful");
+    expect(classOf("git_checkout", "Switches the working tree to a branch.")).toBe("side-effectful");
+    expect(classOf("order_status", "Order status of a shipment.")).toBe("unclear");
+    expect(classOf("open_nodes", "Open specific nodes by name.")).toBe("unclear");
+  });
+
+  it("reads a two-word opening verb as one: Checks out the cart", () => {
+    expect(classOf("cart", "Checks out the cart and charges the card on file.")).toBe("side-effectful");
+  });
+
+  it("does not take a service that reads and writes alike, named in the description, as a side effect", () => {
+    expect(classOf("repository_overview", "Overview of a GitHub repository.")).toBe("unclear");
   });
 
   it("believes a description that says it is read-only", () => {
@@ -281,6 +331,49 @@ describe("recommending the mechanism (Steps 1–2)", () => {
     const wire = audit(fn("transfer_funds", "Move money between accounts by bank transfer."));
     expect(mechanisms(wire)).toEqual(["OP-5"]);
     expect(wire.effect).toBe("compensatable");
+  });
+
+  it("never asks a third party's store to hold the dedup row or the constraint: merge_pull_request", () => {
+    for (const description of ["Merge a pull request in a GitHub repository.", "Merge a pull request."]) {
+      const tool = audit(fn("merge_pull_request", description));
+      expect(mechanisms(tool), description).toEqual(["OP-8"]);
+      expect(tool.effect).toBe("irreversible");
+      expect(mechanisms(audit(mcpTool("merge_pull_request", description))), description).toEqual(["OP-7"]);
+    }
+  });
+
+  it("takes a third party named in the tool's name as whose store it is: spotify_add_to_queue", () => {
+    const tool = audit(fn("spotify_add_to_queue", "Queue a track to play next."));
+    expect(mechanisms(tool)).toEqual(["OP-8"]);
+    expect(tool.mentions).toContain("Spotify");
+  });
+
+  it("reads openWorldHint: true as someone else's store, even when a database is named", () => {
+    const open = audit(
+      mcpTool("add_row", "Insert a row into the partner's database.", {
+        readOnlyHint: false,
+        openWorldHint: true,
+      }),
+    );
+    expect(mechanisms(open)).toEqual(["OP-7"]);
+    expect(open.effect).toBe("irreversible");
+  });
+
+  it("reads openWorldHint: false as the owner's store, where a write may share a transaction", () => {
+    const closed = audit(
+      mcpTool("update_settings", "Change the settings.", { readOnlyHint: false, openWorldHint: false }),
+    );
+    expect(mechanisms(closed)).toEqual(["OP-7", "OP-2"]);
+    expect(closed.effect).toBe("owned-store");
+  });
+
+  it("names no content write by its content unless the store is named as the owner's: upload_video", () => {
+    expect(mechanisms(audit(fn("upload_video", "Upload a video to the channel.")))).toEqual(["OP-8"]);
+    expect(mechanisms(audit(fn("upload_video", "Upload a video file to our bucket.")))).toEqual(["OP-3"]);
+  });
+
+  it("does not take a table at a restaurant for a database table", () => {
+    expect(mechanisms(audit(fn("book_table", "Book a table at a restaurant for four.")))).toEqual(["OP-8"]);
   });
 
   it("falls back to a pre-call checkpoint when nothing downstream dedupes: OP-8, irreversible", () => {

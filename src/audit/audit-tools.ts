@@ -41,7 +41,7 @@ export interface ToolAudit {
   readonly class: ToolClass;
   /** The evidence, the deciding signal first. */
   readonly signals: readonly Signal[];
-  /** Third parties and stores its description names. */
+  /** Third parties and stores its description names, and third parties its name names. */
   readonly mentions: readonly string[];
   /** The idempotency key its input schema exposes, or null. */
   readonly key: KeyField | null;

@@ -6,10 +6,12 @@
 import type { ToolDefinition } from "./tool-definition.js";
 import {
   descriptionFiller,
+  determiners,
   type EffectKind,
-  type MentionKind,
+  MentionKind,
   mentionPatterns,
   nounLikeVerbs,
+  phrasalVerbs,
   readOnlyPhrases,
   readVerbs,
   seedPrefixes,
@@ -49,6 +51,11 @@ export interface Classification {
   readonly mentions: readonly Mention[];
   /** MCP `idempotentHint: true`: the tool says a repeat has no further effect. A claim, not a proof. */
   readonly declaredIdempotent: boolean;
+  /**
+   * MCP `openWorldHint`: `true` when the tool reaches things outside its own domain (a third party's API,
+   * the web, a device), `false` when its world is closed (a store its owner runs); undefined when not given.
+   */
+  readonly openWorld?: boolean | undefined;
   /** The name split into lowercase words (`sendEmail` → `send`, `email`). */
   readonly words: readonly string[];
 }
@@ -61,10 +68,15 @@ export interface Classification {
  */
 export function classifyTool(tool: ToolDefinition): Classification {
   const words = splitName(tool.name);
-  const mentions = findMentions(tool.description);
+  const described = findMentions(tool.description);
+  // `slack_post_message`, `spotify_add_to_queue`: a third party in the name says whose store it is too.
+  const inName = findMentions(words.join(" ")).filter(
+    (m) => m.thirdParty && !described.some((d) => d.label === m.label),
+  );
+  const mentions = [...described, ...inName];
   const byAnnotations = annotationSignals(tool);
   const byName = nameSignal(words);
-  const byDescription = descriptionSignal(tool.description, mentions);
+  const byDescription = descriptionSignal(tool.description, described);
   // A name whose only verb is also a noun (`order_status`) weighs less than what the description says.
   const [strongName, weakName] = byName?.weak ? [undefined, byName] : [byName, undefined];
   const signals = [
@@ -84,6 +96,7 @@ export function classifyTool(tool: ToolDefinition): Classification {
     effectKinds: [...effectKinds],
     mentions,
     declaredIdempotent: tool.annotations?.idempotentHint === true,
+    openWorld: tool.annotations?.openWorldHint,
     words,
   };
 }
@@ -129,7 +142,8 @@ interface NameSignal {
   readonly weak: boolean;
 }
 
-function nameSignal(words: readonly string[]): NameSignal | undefined {
+function nameSignal(split: readonly string[]): NameSignal | undefined {
+  const words = joinPhrasalVerbs(split).map(withoutRedo);
   const kinds = words.flatMap((word) => {
     const kind = sideEffectVerbs.get(word);
     return kind ? [kind] : [];
@@ -155,6 +169,13 @@ function nameSignal(words: readonly string[]): NameSignal | undefined {
   if (or > 0) {
     const after = words.slice(or + 1).find((word) => sideEffectVerbs.has(word));
     if (after) return sideEffect(`its name may "${after}"`);
+  }
+  // `fetch_and_archive`, `search_then_replace`: the second verb writes, whatever the first one does. A
+  // verb that may be a noun (`get_name_and_email`) is read as the noun here.
+  const and = words.findIndex((word, index) => index > 0 && (word === "and" || word === "then"));
+  if (and > 0) {
+    const after = words.slice(and + 1).find((word) => sideEffectVerbs.has(word) && !nounLikeVerbs.has(word));
+    if (after) return sideEffect(`its name also does "${after}"`);
   }
   const verbs = words
     .map((word, index) => ({ word, index }))
@@ -187,14 +208,20 @@ function descriptionSignal(
       kinds: [],
     };
   }
-  const firstWord = text.replace(descriptionFiller, "").match(/^[A-Za-z]+/)?.[0];
-  const verb = firstWord ? baseForm(firstWord.toLowerCase()) : undefined;
-  if (verb && sideEffectVerbs.has(verb) && !nounLikeVerbs.has(verb)) {
+  const opening = text.replace(descriptionFiller, "").match(/^([A-Za-z]+)(?:[ \t]+([A-Za-z]+))?/);
+  const firstWord = opening?.[1];
+  const next = opening?.[2]?.toLowerCase();
+  const verb = firstWord ? baseForm(firstWord.toLowerCase(), next) : undefined;
+  // A verb that may be a noun is the verb when an article or the like follows: "Orders a pizza".
+  const asVerb =
+    verb !== undefined && (!nounLikeVerbs.has(verb) || (next !== undefined && determiners.has(next)));
+  if (verb && sideEffectVerbs.has(verb) && asVerb) {
+    const words = verb.includes(" ") || nounLikeVerbs.has(verb) ? `${firstWord} ${opening?.[2]}` : firstWord;
     return {
       signal: {
         from: "description",
         says: "side-effectful",
-        detail: `its description opens with "${firstWord}"`,
+        detail: `its description opens with "${words}"`,
       },
       kinds: [sideEffectVerbs.get(verb)!],
     };
@@ -205,7 +232,8 @@ function descriptionSignal(
       kinds: [],
     };
   }
-  const outside = mentions.filter((m) => m.thirdParty);
+  // Naming GitHub or a calendar says whose store it is, not that the tool changes it.
+  const outside = mentions.filter((m) => m.thirdParty && m.kind !== MentionKind.service);
   if (outside.length > 0) {
     return {
       signal: {
@@ -219,17 +247,41 @@ function descriptionSignal(
   return undefined;
 }
 
-/** `Sends` → `send`, `Notifies` → `notify`, `Publishes` → `publish`, `Lists` → `list`. */
-function baseForm(word: string): string {
-  for (const candidate of [
-    word,
-    word.replace(/ies$/, "y"),
-    word.replace(/es$/, ""),
-    word.replace(/s$/, ""),
-  ]) {
+/**
+ * `Sends` → `send`, `Notifies` → `notify`, `Publishes` → `publish`, `Lists` → `list`; with the word
+ * after it, `Checks out` → `check out`.
+ */
+function baseForm(word: string, next?: string): string {
+  const candidates = [word, word.replace(/ies$/, "y"), word.replace(/es$/, ""), word.replace(/s$/, "")];
+  if (next !== undefined) {
+    const phrasal = candidates.find((candidate) => phrasalVerbs.has(`${candidate} ${next}`));
+    if (phrasal) return `${phrasal} ${next}`;
+  }
+  for (const candidate of candidates) {
     if (sideEffectVerbs.has(candidate) || readVerbs.has(candidate)) return candidate;
   }
   return word;
+}
+
+/** `redeploy` → `deploy`, `resend` → `send`: doing it again is doing it (but `review` is no `view`). */
+function withoutRedo(word: string): string {
+  if (sideEffectVerbs.has(word) || readVerbs.has(word) || !word.startsWith("re")) return word;
+  return sideEffectVerbs.has(word.slice(2)) ? word.slice(2) : word;
+}
+
+/** `check`, `out` → `check out`: a two-word verb becomes one word. */
+function joinPhrasalVerbs(words: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < words.length; i++) {
+    const pair = `${words[i]} ${words[i + 1]}`;
+    if (i + 1 < words.length && phrasalVerbs.has(pair)) {
+      joined.push(pair);
+      i++;
+    } else {
+      joined.push(words[i]!);
+    }
+  }
+  return joined;
 }
 
 function findMentions(description: string): Mention[] {

@@ -135,11 +135,17 @@ function downstreamMechanism(
   }
   const messaging = named(MentionKind.messaging);
   const payment = named(MentionKind.payment);
-  const outside = messaging.length > 0 || payment.length > 0;
+  // Someone else's store: a dedup row cannot share its transaction, nor a constraint or a name guard it.
+  const outside =
+    messaging.length > 0 ||
+    payment.length > 0 ||
+    named(MentionKind.service).length > 0 ||
+    c.openWorld === true;
 
-  // Question 2: do you own the store it writes to?
+  // Question 2: do you own the store it writes to? Only what the definition says counts: an unnamed store
+  // may be a third party's (merge_pull_request), and a model that needs it owned would not hold there.
   const contentNamed = named(MentionKind.content);
-  if (!outside && (contentNamed.length > 0 || kinds.has(EffectKind.content))) {
+  if (!outside && (contentNamed.length > 0 || (c.openWorld === false && kinds.has(EffectKind.content)))) {
     const what = contentNamed.length > 0 ? list(contentNamed) : "content";
     return {
       recommendation: recommendation(
@@ -152,8 +158,10 @@ function downstreamMechanism(
   }
   const store = named(MentionKind.ownStore);
   const writes = kinds.has(EffectKind.write) || kinds.has(EffectKind.delete);
-  if (!outside && (store.length > 0 || writes)) {
-    const where = store.length > 0 ? list(store) : "a store the description does not name (if you own it)";
+  const closedWorld = c.openWorld === false;
+  if (!outside && (store.length > 0 || (closedWorld && writes))) {
+    const where =
+      store.length > 0 ? list(store) : "the closed world its annotations declare (openWorldHint: false)";
     const multi =
       kinds.has(EffectKind.delete) ||
       c.words.some((w) =>

@@ -49,6 +49,11 @@ export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, 
   ["void", payment],
   ["order", payment],
   ["mint", payment],
+  ["place", payment],
+  ["finalize", payment],
+  ["finalise", payment],
+  ["check out", payment],
+  ["top up", payment],
   // Messages.
   ["email", message],
   ["sms", message],
@@ -65,6 +70,9 @@ export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, 
   ["share", message],
   ["enqueue", message],
   ["emit", message],
+  ["respond", message],
+  ["rsvp", message],
+  ["request", message],
   // Writes.
   ["add", write],
   ["insert", write],
@@ -106,6 +114,32 @@ export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, 
   ["react", write],
   ["tag", write],
   ["label", write],
+  ["fork", write],
+  ["clone", write],
+  ["duplicate", write],
+  ["star", write],
+  ["unstar", write],
+  ["pin", write],
+  ["unpin", write],
+  ["dismiss", write],
+  ["resolve", write],
+  ["reopen", write],
+  ["restore", write],
+  ["revert", write],
+  ["rollback", write],
+  ["roll back", write],
+  ["back up", write],
+  ["undo", write],
+  ["attach", write],
+  ["detach", write],
+  ["vote", write],
+  ["unfollow", write],
+  ["stage", write],
+  ["unstage", write],
+  ["snooze", write],
+  ["mute", write],
+  ["unmute", write],
+  ["sign up", write],
   // Deletes.
   ["remove", remove],
   ["destroy", remove],
@@ -152,6 +186,34 @@ export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, 
   ["block", action],
   ["unblock", action],
   ["invoke", action],
+  ["check in", action],
+  ["set up", action],
+  // Devices and things in the world.
+  ["turn", action],
+  ["turn on", action],
+  ["turn off", action],
+  ["switch on", action],
+  ["switch off", action],
+  ["toggle", action],
+  ["switch", action],
+  ["enable", action],
+  ["disable", action],
+  ["activate", action],
+  ["deactivate", action],
+  ["arm", action],
+  ["disarm", action],
+  ["lock", action],
+  ["unlock", action],
+  ["open", action],
+  ["dim", action],
+  ["adjust", action],
+  ["increase", action],
+  ["decrease", action],
+  ["pause", action],
+  ["resume", action],
+  ["transition", action],
+  ["scale", action],
+  ["complete", action],
 ]);
 
 /** The seed's activation prefixes: a name starting with one (`send_`, `sendEmail`) is side-effectful. */
@@ -171,6 +233,7 @@ export const seedPrefixes: ReadonlySet<string> = new Set([
 /** Verbs of tools that only read. */
 export const readVerbs: ReadonlySet<string> = new Set([
   "get",
+  "look up",
   "list",
   "search",
   "read",
@@ -232,8 +295,8 @@ export const readVerbs: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Verbs that are also common nouns (`email_lookup`, `order_status`): when a read verb follows them in a
- * name, they are read as the noun.
+ * Verbs that are also common nouns or adjectives (`email_lookup`, `order_status`, `open_nodes`): when a
+ * read verb follows them in a name, they are read as the noun, and alone they decide nothing.
  */
 export const nounLikeVerbs: ReadonlySet<string> = new Set([
   "email",
@@ -265,6 +328,57 @@ export const nounLikeVerbs: ReadonlySet<string> = new Set([
   "void",
   "set",
   "block",
+  "place",
+  "open",
+  "lock",
+  "switch",
+  "request",
+  "star",
+  "pin",
+  "stage",
+  "duplicate",
+  "resume",
+  "turn",
+  "scale",
+  "complete",
+]);
+
+/**
+ * Two-word verbs (`check_out`, `turn_on`), looked up as one: `check out` is a purchase, not a check.
+ * Every one is also a key of {@link sideEffectVerbs} or {@link readVerbs}.
+ */
+export const phrasalVerbs: ReadonlySet<string> = new Set(
+  [...sideEffectVerbs.keys(), ...readVerbs].filter((verb) => verb.includes(" ")),
+);
+
+/**
+ * Words that, after a verb that may be a noun, show it is the verb: "Orders a pizza", "Sets the
+ * temperature", "Opens a cover" (against "Order status of …").
+ */
+export const determiners: ReadonlySet<string> = new Set([
+  "a",
+  "an",
+  "the",
+  "one",
+  "this",
+  "that",
+  "these",
+  "those",
+  "some",
+  "all",
+  "every",
+  "each",
+  "any",
+  "its",
+  "their",
+  "your",
+  "his",
+  "her",
+  "our",
+  "my",
+  "new",
+  "multiple",
+  "several",
 ]);
 
 /** What a description may name, and what it tells about the effect. */
@@ -283,6 +397,11 @@ export const MentionKind = {
   compensatable: "compensatable",
   /** A LangGraph node. */
   langgraph: "langgraph",
+  /**
+   * Someone else's service whose API reads and writes alike (GitHub, Notion, a calendar): naming it says
+   * whose store the tool changes, not whether it changes one.
+   */
+  service: "service",
 } as const;
 export type MentionKind = (typeof MentionKind)[keyof typeof MentionKind];
 
@@ -290,7 +409,10 @@ export interface MentionPattern {
   readonly label: string;
   readonly kind: MentionKind;
   readonly pattern: RegExp;
-  /** Naming it means the tool calls an outside API with effects (an activation rule of the seed). */
+  /**
+   * Naming it means the tool calls an API whose store its owner does not run; for every kind but
+   * `service`, it also means the call has effects.
+   */
   readonly thirdParty: boolean;
 }
 
@@ -346,7 +468,8 @@ export const mentionPatterns: readonly MentionPattern[] = [
   mention("DynamoDB", "own-store", /\bdynamo(db)?\b/i, false),
   mention("Kafka", "own-store", /\bkafka\b/i, false),
   mention("a queue", "own-store", /\bqueues?\b/i, false),
-  mention("a table", "own-store", /\btables?\b|\brows?\b/i, false),
+  // Not "a table at a restaurant" or "a table for two".
+  mention("a table", "own-store", /\btables?\b(?! (at|for)\b)|\brows?\b/i, false),
   mention("records", "own-store", /\brecords?\b/i, false),
   mention("a knowledge graph", "own-store", /\bknowledge graph\b/i, false),
   mention("an internal API", "own-store", /\binternal (api|service)\b/i, false),
@@ -360,6 +483,41 @@ export const mentionPatterns: readonly MentionPattern[] = [
   ),
   mention("cancellation", "compensatable", /\bcancel(s|led|lation)?\b/i, false),
   mention("LangGraph", "langgraph", /\blanggraph\b|\binterrupt\(\)/i, false),
+  ...(
+    [
+      ["GitHub", /\bgithub\b/i],
+      ["GitLab", /\bgitlab\b/i],
+      ["Bitbucket", /\bbitbucket\b/i],
+      ["Jira", /\bjira\b/i],
+      ["Confluence", /\bconfluence\b/i],
+      ["Asana", /\basana\b/i],
+      ["Trello", /\btrello\b/i],
+      ["Notion", /\bnotion\b/i],
+      ["Airtable", /\bairtable\b/i],
+      ["Google Workspace", /\bgoogle (calendar|drive|docs|sheets|slides|workspace|meet|tasks|contacts)\b/i],
+      ["Gmail", /\bgmail\b/i],
+      ["Microsoft 365", /\boutlook\b|\bonedrive\b|\bsharepoint\b|\bmicrosoft (365|graph)\b/i],
+      ["Dropbox", /\bdropbox\b/i],
+      ["Salesforce", /\bsalesforce\b/i],
+      ["HubSpot", /\bhubspot\b/i],
+      ["Zendesk", /\bzendesk\b/i],
+      ["Intercom", /\bintercom\b/i],
+      ["Shopify", /\bshopify\b/i],
+      ["WooCommerce", /\bwoocommerce\b/i],
+      ["Home Assistant", /\bhome assistant\b/i],
+      ["SmartThings", /\bsmartthings\b/i],
+      ["Spotify", /\bspotify\b/i],
+      ["Figma", /\bfigma\b/i],
+      ["Vercel", /\bvercel\b/i],
+      ["Netlify", /\bnetlify\b/i],
+      ["Cloudflare", /\bcloudflare\b/i],
+      ["Sentry", /\bsentry\b/i],
+      ["PagerDuty", /\bpagerduty\b/i],
+      ["Zoom", /\bzoom (meeting|call|webinar)s?\b/i],
+      ["Calendly", /\bcalendly\b/i],
+      ["a third-party API", /\b(third[- ]party|external|partner|remote) (api|service|system)s?\b/i],
+    ] as const
+  ).map(([label, pattern]) => mention(label, "service", pattern, true)),
 ];
 
 /** Phrases that say outright that a tool changes nothing. */
