@@ -44,6 +44,7 @@ const titles: Partial<Record<ErrorCode, string>> = {
   store_unavailable: "The idempotency store is unavailable",
   store_full: "The idempotency store is full",
   result_too_large: "The original response was too large to keep",
+  invalid_options: "The server could not tell whose request this is",
   result_unserializable: "The original response could not be kept",
 };
 
