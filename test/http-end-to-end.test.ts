@@ -51,7 +51,11 @@ beforeEach(async () => {
     c.set("principal", auth.slice("Bearer ".length));
     await next();
   });
-  app.use("/payments", honoIdempotency<Env>({ store, scope: (c) => c.get("principal") }));
+  // Payments are rows in the server's own database, written in one transaction: a 503 left nothing behind.
+  app.use(
+    "/payments",
+    honoIdempotency<Env>({ store, scope: (c) => c.get("principal"), effect: "owned-store" }),
+  );
   app.post("/payments", async (c) => {
     const { amount } = await c.req.json<{ amount: number }>();
     await gate;

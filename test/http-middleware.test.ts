@@ -10,7 +10,12 @@ import {
   type NextHandler,
   recordsByDefault,
 } from "../src/http/index.js";
-import { type IdempotencyStore, isIdempotencyError, memoryStore } from "../src/index.js";
+import {
+  type IdempotencyEvent,
+  type IdempotencyStore,
+  isIdempotencyError,
+  memoryStore,
+} from "../src/index.js";
 import { fakeClock } from "../src/testing/index.js";
 
 const scope = () => "tenant-1";
@@ -198,36 +203,127 @@ describe("idempotencyMiddleware answers", () => {
     expect(runs).toHaveLength(0);
   });
 
-  it("treats a scope() that names no principal as a server bug: it throws and the handler does not run", async () => {
-    const guard = middleware({ scope: () => "" });
-    const { runs, next } = counting(() => new Response("ok"));
+  it.each([
+    ["undefined", undefined],
+    ["null", null],
+    ["an empty string", ""],
+    ["blanks", "   "],
+    ["a number", 42],
+    ["an object", { id: "alice" }],
+    ['"undefined" (String(undefined))', "undefined"],
+    ['"null"', "null"],
+    ['"[object Object]"', "[object Object]"],
+    ["256 characters", "u".repeat(256)],
+  ])(
+    "refuses a request whose scope() gives %s with 500 problem+json: the handler does not run, nothing is stored",
+    async (_what, value) => {
+      const store = memoryStore();
+      const guard = middleware({ store, scope: () => value as string });
+      const { runs, next } = counting(() => new Response("ok"));
+      const reply = await guard(post("/payments", "k-scope", "{}"), next);
 
-    await expect(guard(post("/payments", "k-scope", "{}"), next)).rejects.toMatchObject({
-      code: "invalid_options",
-    });
-    expect(runs).toHaveLength(0);
-  });
+      expect(reply.status).toBe(500);
+      expect(reply.headers.get("content-type")).toBe("application/problem+json");
+      const problem = (await reply.json()) as { code: string; detail: string };
+      expect(problem.code).toBe("invalid_options");
+      expect(problem.detail).toMatch(/scope\(\).*authenticat/s);
+      expect(runs).toHaveLength(0);
+      expect((await store.list({})).records).toEqual([]);
+    },
+  );
 
-  it("runs a request again whose first worker died mid-flight (owned-store: its lease passed, so it is taken over)", async () => {
+  it("runs a request again whose first worker died mid-flight under owned-store (its lease passed, so it is taken over)", async () => {
     const store = memoryStore();
     const start = Date.parse("2026-01-01T00:00:00Z");
+    const at = (ms: number) =>
+      idempotencyMiddleware({
+        store,
+        scope,
+        clock: fakeClock(start + ms),
+        leaseMs: 5_000,
+        effect: "owned-store",
+      });
     // The first worker claims the key and hangs; its clock never moves, so it never renews: as good as dead.
-    const dead = idempotencyMiddleware({ store, scope, clock: fakeClock(start), leaseMs: 5_000 });
-    void dead(post("/payments", "k-crash", "{}"), () => new Promise<Response>(() => {}));
+    void at(0)(post("/payments", "k-crash", "{}"), () => new Promise<Response>(() => {}));
     await new Promise((resolve) => setImmediate(resolve));
 
-    const early = idempotencyMiddleware({ store, scope, clock: fakeClock(start + 1_000), leaseMs: 5_000 });
     expect(
-      (await early(post("/payments", "k-crash", "{}"), counting(() => new Response()).next)).status,
+      (await at(1_000)(post("/payments", "k-crash", "{}"), counting(() => new Response()).next)).status,
     ).toBe(409);
-
-    const late = idempotencyMiddleware({ store, scope, clock: fakeClock(start + 10_000), leaseMs: 5_000 });
     const { runs, next } = counting(() => Response.json({ id: "pay_1" }, { status: 201 }));
-    const retried = await late(post("/payments", "k-crash", "{}"), next);
+    const retried = await at(10_000)(post("/payments", "k-crash", "{}"), next);
 
     expect(retried.status).toBe(201);
     expect(runs).toHaveLength(1);
     expect((await store.list({})).records[0]).toMatchObject({ status: "completed", attempts: 2 });
+  });
+
+  it("by default never runs again a request whose first worker died mid-flight: 409 outcome_unknown after the lease", async () => {
+    const store = memoryStore();
+    const start = Date.parse("2026-01-01T00:00:00Z");
+    const at = (ms: number) =>
+      idempotencyMiddleware({ store, scope, clock: fakeClock(start + ms), leaseMs: 5_000 });
+    void at(0)(post("/emails", "k-crash", "{}"), () => new Promise<Response>(() => {}));
+    await new Promise((resolve) => setImmediate(resolve));
+
+    const { runs, next } = counting(() => Response.json({ sent: true }, { status: 201 }));
+    const retried = await at(10_000)(post("/emails", "k-crash", "{}"), next);
+    const again = await at(20_000)(post("/emails", "k-crash", "{}"), next);
+
+    for (const reply of [retried, again]) {
+      expect(reply.status).toBe(409);
+      expect(reply.headers.get("content-type")).toBe("application/problem+json");
+      expect(await reply.json()).toMatchObject({ status: 409, code: "outcome_unknown" });
+    }
+    expect(runs).toHaveLength(0);
+  });
+
+  it("by default, a handler that throws leaves the outcome unknown: 409 outcome_unknown, first and on every repeat", async () => {
+    const store = memoryStore();
+    const guard = middleware({ store });
+    let runs = 0;
+    const next: NextHandler = () => {
+      runs++;
+      return Promise.reject(new Error("SMTP connection to 10.0.0.7 reset after DATA"));
+    };
+    const first = await guard(post("/emails", "k-throw", "{}"), next);
+    const again = await guard(post("/emails", "k-throw", "{}"), next);
+
+    for (const reply of [first, again]) {
+      expect(reply.status).toBe(409);
+      const problem = (await reply.json()) as { code: string; detail: string };
+      expect(problem.code).toBe("outcome_unknown");
+      expect(problem.detail).toMatch(/may have taken effect/);
+      // The handler's own error can name hosts and internals: it goes to onEvent, not to the client.
+      expect(problem.detail).not.toContain("10.0.0.7");
+    }
+    expect(runs).toBe(1);
+    expect((await store.list({})).records[0]).toMatchObject({ status: "unknown" });
+  });
+
+  it("by default, a 5xx the handler answered leaves the outcome unknown instead of releasing the key", async () => {
+    const guard = middleware();
+    const { runs, next } = counting(() =>
+      Response.json({ error: "mail provider timed out" }, { status: 502 }),
+    );
+    const first = await guard(post("/emails", "k-502", "{}"), next);
+    const again = await guard(post("/emails", "k-502", "{}"), next);
+
+    for (const reply of [first, again]) {
+      expect(reply.status).toBe(409);
+      expect(await reply.json()).toMatchObject({ code: "outcome_unknown" });
+    }
+    expect(runs).toHaveLength(1);
+  });
+
+  it("still releases the key after a 4xx refusal under the default: the corrected retry runs", async () => {
+    const guard = middleware();
+    const { runs, next } = counting((_request, run) =>
+      run === 1 ? Response.json({ error: "to is required" }, { status: 400 }) : Response.json({ sent: true }),
+    );
+    expect((await guard(post("/emails", "k-400", "{}"), next)).status).toBe(400);
+    expect((await guard(post("/emails", "k-400", "{}"), next)).status).toBe(200);
+    expect(runs).toHaveLength(2);
   });
 
   it("under the irreversible effect, a handler that throws leaves the outcome unknown: 409 outcome_unknown", async () => {
@@ -244,23 +340,41 @@ describe("idempotencyMiddleware answers", () => {
 
   it("passes a handler's throw on under owned-store, with the key released for the retry", async () => {
     const store = memoryStore();
-    const guard = middleware({ store });
+    const guard = middleware({ store, effect: "owned-store" });
     await expect(
       guard(post("/orders", "k-throw", "{}"), () => Promise.reject(new Error("boom"))),
     ).rejects.toThrow("boom");
     expect((await store.list({})).records).toEqual([]);
   });
 
-  it("answers 500 result_too_large to a repeat whose original response was too large to keep", async () => {
+  it("sends the first caller its response when it is over maxResponseBytes, and answers a repeat 413 result_too_large naming the option", async () => {
     const guard = middleware({ maxResponseBytes: 16 });
     const { runs, next } = counting(() => Response.json({ report: "x".repeat(100) }));
     const first = await guard(post("/reports", "k-big", "{}"), next);
     const again = await guard(post("/reports", "k-big", "{}"), next);
 
     expect(first.status).toBe(200);
-    expect(again.status).toBe(500);
-    expect(await again.json()).toMatchObject({ code: "result_too_large" });
+    expect(await first.json()).toEqual({ report: "x".repeat(100) });
+    expect(again.status).toBe(413);
+    expect(again.headers.get("content-type")).toBe("application/problem+json");
+    const problem = (await again.json()) as { status: number; code: string; detail: string };
+    expect(problem).toMatchObject({ status: 413, code: "result_too_large" });
+    expect(problem.detail).toContain("maxResponseBytes");
+    expect(problem.detail).not.toContain("maxResultBytes");
     expect(runs).toHaveLength(1);
+  });
+
+  it("names maxResponseBytes in the event that tells the operator the first response was not kept", async () => {
+    const events: IdempotencyEvent[] = [];
+    const guard = middleware({ maxResponseBytes: 16, onEvent: (event) => events.push(event) });
+    await guard(
+      post("/reports", "k-big", "{}"),
+      counting(() => Response.json({ report: "x".repeat(100) })).next,
+    );
+
+    const completed = events.find((event) => event.type === "completed");
+    expect(isIdempotencyError(completed?.error, "result_too_large")).toBe(true);
+    expect(completed?.error).toMatchObject({ message: expect.stringContaining("maxResponseBytes") });
   });
 });
 

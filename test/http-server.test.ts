@@ -35,6 +35,9 @@ class PaymentsApp {
     const n = this.runs.length;
     const json = { "content-type": "application/json" };
     switch (path) {
+      case "/payments/throw":
+        // What a handler that sent the email and then failed looks like: the framework answers 500.
+        throw new Error("SMTP connection reset after DATA");
       case "/payments/fail":
         return { status: 500, headers: json, body: JSON.stringify({ error: "database down" }) };
       case "/payments/invalid":
@@ -92,13 +95,21 @@ function principalOf(authorization: string | undefined | null): string {
   return authorization?.replace(/^Bearer\s+/i, "") ?? "anonymous";
 }
 
-const routes = ["/payments", "/payments/fail", "/payments/invalid", "/payments/declined", "/payments/slow"];
+const routes = [
+  "/payments",
+  "/payments/throw",
+  "/payments/fail",
+  "/payments/invalid",
+  "/payments/declined",
+  "/payments/slow",
+];
 
 const drivers: Driver[] = [
   {
     name: "Hono (app.request)",
     async start(options, app) {
       const hono = new Hono();
+      hono.onError((_error, c) => c.json({ error: "internal" }, 500));
       hono.use(
         "*",
         honoIdempotency({ ...options, scope: (c) => principalOf(c.req.header("authorization")) }),
@@ -343,8 +354,43 @@ describe.each(drivers)("idempotency middleware behind $name", (driver) => {
     expect(app.runs).toHaveLength(1);
   });
 
-  it("does not record a 5xx: the key is released and a retry runs the handler again", async () => {
+  it("by default, a handler that throws gets 409 outcome_unknown, and a retry does not run it again", async () => {
     const s = await start();
+    const first = await post(s, "k-throw", { path: "/payments/throw" });
+    const retry = await post(s, "k-throw", { path: "/payments/throw" });
+
+    for (const reply of [first, retry]) {
+      expect(reply.status).toBe(409);
+      expect(reply.headers.get("content-type")).toBe("application/problem+json");
+      expect(JSON.parse(reply.text)).toMatchObject({ status: 409, code: "outcome_unknown" });
+      expect(reply.text).not.toContain("SMTP");
+    }
+    expect(app.runs).toHaveLength(1);
+    expect((await store.list({})).records).toMatchObject([{ status: "unknown" }]);
+  });
+
+  it("by default, a 5xx leaves the outcome unknown: 409 outcome_unknown, and a retry does not run the handler", async () => {
+    const s = await start();
+    const first = await post(s, "k-500d", { path: "/payments/fail" });
+    const retry = await post(s, "k-500d", { path: "/payments/fail" });
+
+    expect([first.status, retry.status]).toEqual([409, 409]);
+    expect(JSON.parse(retry.text)).toMatchObject({ code: "outcome_unknown" });
+    expect(app.runs).toHaveLength(1);
+  });
+
+  it("under owned-store, a handler that throws releases the key: the framework's 500, and a retry runs again", async () => {
+    const s = await start({ effect: "owned-store" });
+    const first = await post(s, "k-throw-owned", { path: "/payments/throw" });
+    const retry = await post(s, "k-throw-owned", { path: "/payments/throw" });
+
+    expect([first.status, retry.status]).toEqual([500, 500]);
+    expect(app.runs).toHaveLength(2);
+    expect(await store.list({})).toEqual({ records: [] });
+  });
+
+  it("under owned-store, does not record a 5xx: the key is released and a retry runs the handler again", async () => {
+    const s = await start({ effect: "owned-store" });
     const first = await post(s, "k-500", { path: "/payments/fail" });
     const retry = await post(s, "k-500", { path: "/payments/fail" });
 

@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createIdempotencyHandler } from "./idempotency-middleware.js";
-import type { SharedMiddlewareOptions } from "./middleware-options.js";
+import { type SharedMiddlewareOptions, scopeOption } from "./middleware-options.js";
 import { bytesOf, nodeHeadersOf, webHeadersOf, webRequestOf } from "./node-request.js";
 import { isNullBodyStatus } from "./stored-response.js";
 
@@ -21,8 +21,11 @@ export type ExpressLikeNext = (error?: unknown) => void;
 
 /** Options of {@link expressIdempotency}: the shared ones, with `scope` reading the Express request. */
 export interface ExpressIdempotencyOptions<Req extends ExpressLikeRequest> extends SharedMiddlewareOptions {
-  /** The authenticated principal (`req.user.id`, …); mount authentication first. */
-  readonly scope: (req: Req) => string | Promise<string>;
+  /**
+   * The authenticated principal (`req.user?.id`, as your authentication left it); mount authentication
+   * first. A request for which it gives none is refused with 500 before the handler runs.
+   */
+  readonly scope: (req: Req) => string | undefined | Promise<string | undefined>;
 }
 
 /**
@@ -37,16 +40,23 @@ export interface ExpressIdempotencyOptions<Req extends ExpressLikeRequest> exten
  * import { memoryStore } from "idempotool";
  * import { expressIdempotency } from "idempotool/http/express";
  *
+ * // What your authentication (passport, express-jwt, …) verified and left on the request.
+ * type AuthenticatedRequest = express.Request & { user?: { id: string } };
+ * declare const authenticate: express.RequestHandler; // sets req.user, or answers 401
+ *
  * const app = express();
  * app.use(express.json());
- * app.use(expressIdempotency({ store: memoryStore(), routes: ["/payments"], scope: (req) => String(req.headers["x-user"]) }));
+ * app.use(authenticate);
+ * app.use(
+ *   expressIdempotency<AuthenticatedRequest>({ store: memoryStore(), routes: ["/payments"], scope: (req) => req.user?.id }),
+ * );
  * app.post("/payments", (req, res) => { res.status(201).json({ id: "pay_1" }); });
  */
 export function expressIdempotency<Req extends ExpressLikeRequest = ExpressLikeRequest>(
   options: ExpressIdempotencyOptions<Req>,
 ): (req: Req, res: ServerResponse, next: ExpressLikeNext) => void {
+  const scopeOf = scopeOption(options?.scope);
   const handle = createIdempotencyHandler(options);
-  const scopeOf = options.scope;
   return (req, res, next) => {
     const request = webRequestOf(req.method ?? "GET", req.originalUrl ?? req.url ?? "/", req.headers);
     if (!handle.guards(request)) {

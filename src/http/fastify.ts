@@ -8,14 +8,17 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { createIdempotencyHandler } from "./idempotency-middleware.js";
-import type { SharedMiddlewareOptions } from "./middleware-options.js";
+import { type SharedMiddlewareOptions, scopeOption } from "./middleware-options.js";
 import { bytesOf, nodeHeadersOf, webHeadersOf, webRequestOf } from "./node-request.js";
 import { isNullBodyStatus } from "./stored-response.js";
 
 /** Options of {@link fastifyIdempotency}: the shared ones, with `scope` reading the Fastify request. */
 export interface FastifyIdempotencyOptions extends SharedMiddlewareOptions {
-  /** The authenticated principal (`request.user.sub`, …); authenticate in an earlier hook. */
-  readonly scope: (request: FastifyRequest) => string | Promise<string>;
+  /**
+   * The authenticated principal (`request.user?.id`, as your authentication left it); authenticate in an
+   * earlier hook. A request for which it gives none is refused with 500 before the handler runs.
+   */
+  readonly scope: (request: FastifyRequest) => string | undefined | Promise<string | undefined>;
 }
 
 /** A request whose handler runs under the core: the core waits for its reply. */
@@ -34,13 +37,25 @@ interface Running {
  * import { memoryStore } from "idempotool";
  * import { fastifyIdempotency } from "idempotool/http/fastify";
  *
+ * // What your authentication (@fastify/jwt, @fastify/auth, …) verified and left on the request.
+ * declare module "fastify" {
+ *   interface FastifyRequest { user?: { id: string } }
+ * }
+ * declare function userOf(authorization: string | undefined): Promise<{ id: string } | undefined>;
+ *
  * const app = Fastify();
- * await app.register(fastifyIdempotency({ store: memoryStore(), scope: (request) => String(request.headers["x-user"]) }));
+ * app.decorateRequest("user", undefined);
+ * app.addHook("onRequest", async (request, reply) => {
+ *   const user = await userOf(request.headers.authorization);
+ *   if (user === undefined) return reply.code(401).send({ error: "unauthorized" });
+ *   request.user = user;
+ * });
+ * await app.register(fastifyIdempotency({ store: memoryStore(), scope: (request) => request.user?.id }));
  * app.post("/payments", async (_request, reply) => reply.code(201).send({ id: "pay_1" }));
  */
 export function fastifyIdempotency(options: FastifyIdempotencyOptions): FastifyPluginAsync {
+  const scopeOf = scopeOption(options?.scope);
   const handle = createIdempotencyHandler(options);
-  const scopeOf = options.scope;
   const running = new WeakMap<FastifyRequest, Running>();
 
   const plugin: FastifyPluginAsync = async (app) => {

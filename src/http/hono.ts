@@ -5,12 +5,15 @@
  */
 import type { Context, Env, MiddlewareHandler } from "hono";
 import { createIdempotencyHandler } from "./idempotency-middleware.js";
-import type { SharedMiddlewareOptions } from "./middleware-options.js";
+import { type SharedMiddlewareOptions, scopeOption } from "./middleware-options.js";
 
 /** Options of {@link honoIdempotency}: the shared ones, with `scope` reading Hono's context. */
 export interface HonoIdempotencyOptions<E extends Env> extends SharedMiddlewareOptions {
-  /** The authenticated principal (`c.get("jwtPayload").sub`, …); put the auth middleware first. */
-  readonly scope: (c: Context<E>) => string | Promise<string>;
+  /**
+   * The authenticated principal (`c.get("user")?.id`, `c.get("jwtPayload")?.sub`, …); put the auth
+   * middleware first. A request for which it gives none is refused with 500 before the handler runs.
+   */
+  readonly scope: (c: Context<E>) => string | undefined | Promise<string | undefined>;
 }
 
 /**
@@ -21,18 +24,25 @@ export interface HonoIdempotencyOptions<E extends Env> extends SharedMiddlewareO
  * import { memoryStore } from "idempotool";
  * import { honoIdempotency } from "idempotool/http/hono";
  *
- * type AppEnv = { Variables: { user: string } };
+ * type AppEnv = { Variables: { user: { id: string } } };
+ * declare function userOf(authorization: string | undefined): Promise<{ id: string } | undefined>; // your token check
+ *
  * const app = new Hono<AppEnv>();
- * app.use("*", async (c, next) => { c.set("user", c.req.header("x-user") ?? "anonymous"); await next(); });
+ * app.use("*", async (c, next) => {
+ *   const user = await userOf(c.req.header("authorization"));
+ *   if (user === undefined) return c.json({ error: "unauthorized" }, 401);
+ *   c.set("user", user);
+ *   await next();
+ * });
  * // The type argument lets `scope` read what the auth middleware set.
- * app.use("/payments/*", honoIdempotency<AppEnv>({ store: memoryStore(), scope: (c) => c.get("user") }));
+ * app.use("/payments/*", honoIdempotency<AppEnv>({ store: memoryStore(), scope: (c) => c.get("user")?.id }));
  * app.post("/payments", (c) => c.json({ id: "pay_1" }, 201));
  */
 export function honoIdempotency<E extends Env = Env>(
   options: HonoIdempotencyOptions<E>,
 ): MiddlewareHandler<E> {
+  const scopeOf = scopeOption(options?.scope);
   const handle = createIdempotencyHandler(options);
-  const scopeOf = options.scope;
   return async (c, next) => {
     if (!handle.guards(c.req.raw)) {
       await next();

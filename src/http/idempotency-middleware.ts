@@ -3,7 +3,8 @@
  * first request with a key runs, its response is recorded, and every repeat gets that response again.
  * The framework adapters (Hono, Express, Fastify) are thin shells around {@link createIdempotencyHandler}.
  */
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { ErrorCode, IdempotencyError, ResultTooLargeError } from "../core/errors.js";
+import type { IdempotencyEvent } from "../core/events.js";
 import { type IdempotentTool, idempotent } from "../core/idempotent.js";
 import { Effect } from "../core/options.js";
 import { notExecuted } from "../core/outcomes.js";
@@ -13,8 +14,9 @@ import {
   type ResolvedMiddlewareOptions,
   resolveMiddlewareOptions,
   type SharedMiddlewareOptions,
+  scopeOption,
 } from "./middleware-options.js";
-import { problemResponse } from "./problem-details.js";
+import { problemResponse, responseTooLarge } from "./problem-details.js";
 import { type RequestPrint, requestPrint } from "./request-fingerprint.js";
 import { rebuildResponse, replayResponse, type StoredResponse, storeResponse } from "./stored-response.js";
 
@@ -26,8 +28,11 @@ export type IdempotencyMiddleware = (request: Request, next: NextHandler) => Pro
 
 /** What an adapter knows of one request that the web-standard Request does not carry. */
 export interface RequestContext {
-  /** The request's principal, read from the framework's request (where authentication left it). */
-  readonly scope: () => string | Promise<string>;
+  /**
+   * The request's principal, read from the framework's request (where authentication left it); anything
+   * but 1–255 characters (undefined, empty, `"undefined"`) refuses the request before the handler runs.
+   */
+  readonly scope: () => string | undefined | Promise<string | undefined>;
   /** The body a framework already parsed (see {@link requestPrint}); omit to read the Request's own body. */
   readonly body?: () => unknown;
 }
@@ -51,13 +56,19 @@ interface HttpCall {
   live: Response | undefined;
 }
 
-/** Thrown through the core to release the key: the response is the caller's, but not recorded. */
+/**
+ * Thrown through the core when a response is not recorded: as "not executed" it releases the key (the
+ * response is the caller's); as a plain throw, the effect class decides, as for a handler that threw.
+ */
 class UnrecordedResponse extends Error {
   override name = "UnrecordedResponse";
   constructor(readonly response: Response) {
-    super(`response ${response.status} is not recorded`);
+    super(`the handler answered ${response.status}, which is not recorded`);
   }
 }
+
+/** The effect classes under which a failed handler certainly did nothing, so a retry may run it. */
+const retryableEffects: ReadonlySet<Effect> = new Set([Effect.nativeKey, Effect.ownedStore]);
 
 /**
  * The Idempotency-Key middleware on web-standard Request/Response (Deno, Bun, Cloudflare Workers, or any
@@ -70,7 +81,12 @@ class UnrecordedResponse extends Error {
  * - the same key with another method, path or body gets 422; a repeat while the first still runs gets
  *   409 with `Retry-After`;
  * - errors are RFC 9457 problem+json with idempotool's `code`;
- * - 5xx and 4xx refusals are not recorded by default (`record`): the key is released and a retry runs.
+ * - a handler that throws, answers 5xx or dies while it runs may have acted: by default (the
+ *   `irreversible` effect) that request and its repeats get 409 `outcome_unknown`, and it never runs again
+ *   under that key. Declare `effect: "owned-store"` (or `"native-key"`) for handlers whose failure
+ *   certainly left nothing behind: then the key is released and a retry runs (see docs/http.md);
+ * - 4xx refusals (400, 401, 422, …) are not recorded by default (`record`): the key is released and the
+ *   corrected retry runs.
  *
  * Request headers are never stored, nor `Set-Cookie`. The request body is read from a clone to fingerprint
  * it, so put your body-size limit in front of the middleware.
@@ -79,23 +95,20 @@ class UnrecordedResponse extends Error {
  * import { memoryStore } from "idempotool";
  * import { idempotencyMiddleware } from "idempotool/http";
  *
+ * // Your authentication: the API key's id, verified, or undefined (never a header the client picks).
+ * declare function apiKeyIdOf(request: Request): Promise<string | undefined>;
+ *
  * const guard = idempotencyMiddleware({
  *   store: memoryStore(),
  *   routes: ["/payments"],
- *   scope: (request) => request.headers.get("x-api-key-id") ?? "anonymous",
+ *   scope: (request) => apiKeyIdOf(request),
  * });
  * const handler = (request: Request) =>
  *   guard(request, async () => Response.json({ id: "pay_1" }, { status: 201 }));
  */
 export function idempotencyMiddleware(options: IdempotencyMiddlewareOptions): IdempotencyMiddleware {
-  if (typeof options?.scope !== "function") {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      "idempotencyMiddleware(): option `scope` must be a function returning the request's principal, so one client can never replay another's response.",
-    );
-  }
+  const scopeOf = scopeOption(options?.scope);
   const handle = createIdempotencyHandler(options);
-  const scopeOf = options.scope;
   return (request, next) => handle(request, next, { scope: () => scopeOf(request) });
 }
 
@@ -116,18 +129,25 @@ export function idempotencyMiddleware(options: IdempotencyMiddlewareOptions): Id
  */
 export function createIdempotencyHandler(options: SharedMiddlewareOptions): IdempotencyHandler {
   const o = resolveMiddlewareOptions(options);
+  const effect = options.effect ?? Effect.irreversible;
+  const onEvent = options.onEvent;
   const tool = idempotent<HttpCall, StoredResponse>(
     async (call) => {
       const response = await call.next(call.request);
       const body = new Uint8Array(await response.arrayBuffer());
       call.live = rebuildResponse(response, body);
-      if (!o.record(response.status, call.request)) throw notExecuted(new UnrecordedResponse(call.live));
+      if (!o.record(response.status, call.request)) {
+        const unrecorded = new UnrecordedResponse(call.live);
+        // A 5xx is how frameworks answer a handler that threw: it says nothing of what the handler did.
+        if (response.status >= 500 && !retryableEffects.has(effect)) throw unrecorded;
+        throw notExecuted(unrecorded);
+      }
       return storeResponse(response, body, o.replayHeaders, o.redact);
     },
     {
       name: options.name ?? "http",
       store: options.store,
-      effect: options.effect ?? Effect.ownedStore,
+      effect,
       significant: (call) => call.print,
       waitMs: options.waitMs ?? 0,
       ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
@@ -136,7 +156,7 @@ export function createIdempotencyHandler(options: SharedMiddlewareOptions): Idem
       ...(options.encryption === undefined ? {} : { encryption: options.encryption }),
       ...(options.fingerprintKeys === undefined ? {} : { fingerprintKeys: options.fingerprintKeys }),
       ...(options.clock === undefined ? {} : { clock: options.clock }),
-      ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+      ...(onEvent === undefined ? {} : { onEvent: (event) => onEvent(inHttpTerms(event)) }),
     },
   );
   const guards = (request: Request) =>
@@ -169,14 +189,9 @@ async function guard(
   const parsed = parseIdempotencyKey(header);
   if (!parsed.ok) return problemResponse(new IdempotencyError(ErrorCode.keyInvalid, parsed.problem), o);
 
-  const scope = await context.scope();
-  if (typeof scope !== "string" || scope.length === 0 || scope.length > 255) {
-    // A server bug, not the client's: no response a client could act on, and the handler does not run.
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `idempotencyMiddleware(): scope() must return the request's principal as 1–255 characters, got ${typeof scope === "string" ? `${scope.length} characters` : typeof scope}.`,
-    );
-  }
+  const scope = principalOf(await context.scope());
+  // A server bug, not the client's: the request is refused before the handler runs, and nothing is stored.
+  if (scope instanceof IdempotencyError) return problemResponse(scope, o);
   try {
     const print = await requestPrint(request, context.body);
     const call: HttpCall = { print, request, next, live: undefined };
@@ -185,9 +200,39 @@ async function guard(
     return replayResponse(envelope.result);
   } catch (error) {
     if (error instanceof UnrecordedResponse) return error.response;
+    if (error instanceof ResultTooLargeError) return problemResponse(responseTooLarge(error), o);
     if (error instanceof IdempotencyError && error.code !== ErrorCode.invalidOptions) {
       return problemResponse(error, o);
     }
     throw error;
   }
+}
+
+/** Strings that are what `String()` or a template makes of a missing value, never a real principal. */
+const placeholderScopes: ReadonlySet<string> = new Set(["undefined", "null", "[object Object]"]);
+
+/**
+ * The principal `scope()` gave, or the error that refuses the request when it gave none. Without this
+ * check, requests without a user would share one scope, and each could replay another's responses.
+ */
+function principalOf(scope: unknown): string | IdempotencyError {
+  let unusable: string | undefined;
+  if (typeof scope !== "string") unusable = scope === null ? "null" : typeof scope;
+  else if (scope.trim() === "") unusable = "an empty string";
+  else if (scope.length > 255) unusable = `${scope.length} characters`;
+  else if (placeholderScopes.has(scope)) unusable = `"${scope}"`;
+  else return scope;
+  return new IdempotencyError(
+    ErrorCode.invalidOptions,
+    `The server could not tell whose request this is: the Idempotency-Key middleware's scope() gave ${unusable}, ` +
+      "not the authenticated principal (1–255 characters), so the request was not processed. This is a server " +
+      "configuration error: run authentication before the middleware and take the scope from the authenticated user.",
+  );
+}
+
+/** The core's events with its size error told in the middleware's terms (`maxResponseBytes`). */
+function inHttpTerms(event: IdempotencyEvent): IdempotencyEvent {
+  return event.error instanceof ResultTooLargeError
+    ? { ...event, error: responseTooLarge(event.error) }
+    : event;
 }

@@ -26,9 +26,10 @@ export interface SharedMiddlewareOptions {
    */
   readonly required?: boolean;
   /**
-   * Whether a response is recorded (and replayed to every repeat) or the key released (a repeat runs the
-   * handler again). Default {@link recordsByDefault}: everything but 5xx and the 4xx that mean the request
-   * was refused before it did anything.
+   * Whether a response is recorded (and replayed to every repeat). Default {@link recordsByDefault}:
+   * everything but 5xx and the 4xx that mean the request was refused before it did anything. An unrecorded
+   * 4xx releases the key (a repeat runs the handler again); an unrecorded 5xx is a failure, which `effect`
+   * judges: released under `owned-store` and `native-key`, an unknown outcome otherwise.
    */
   readonly record?: (status: number, request: Request) => boolean;
   /**
@@ -37,8 +38,11 @@ export interface SharedMiddlewareOptions {
    */
   readonly replayHeaders?: readonly string[];
   /**
-   * What a crash or a throw of the handler means (DESIGN §5). Default `"owned-store"`: the handler writes
-   * to your own database in one transaction, so a request whose worker died is run again.
+   * What it means when the handler throws, answers 5xx or its worker dies before it answers. Default
+   * `"irreversible"`, as for `idempotent()`: the handler may have acted (sent the email), so that request
+   * and every repeat get 409 `outcome_unknown` and it never runs again under its key. `"owned-store"`
+   * (its writes are one transaction in your database) and `"native-key"` (it passes the key to an API
+   * that dedupes) release the key instead, and a retry runs the handler again. See docs/http.md.
    */
   readonly effect?: Effect;
   /** How long a recorded response is replayed. Whole ms from 1 to ten years; default 24 h. */
@@ -83,9 +87,11 @@ export interface SharedMiddlewareOptions {
 export interface IdempotencyMiddlewareOptions extends SharedMiddlewareOptions {
   /**
    * The authenticated principal of the request (user, API key id, tenant): the namespace its keys live in,
-   * so one client can never replay another's response. Required; run authentication before the middleware.
+   * so one client can never replay another's response. Required; run authentication before the middleware,
+   * and read what it verified, never a header the client chooses. A request for which it gives no
+   * principal (undefined, an empty string, `"undefined"`) is refused with 500 before the handler runs.
    */
-  readonly scope: (request: Request) => string | Promise<string>;
+  readonly scope: (request: Request) => string | undefined | Promise<string | undefined>;
 }
 
 export interface ResolvedMiddlewareOptions {
@@ -176,6 +182,17 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
     problemTypeBase: options.problemTypeBase,
     redact: redactionPaths(options.redact, invalid),
   };
+}
+
+/** The `scope` option of every flavour, checked when the middleware is made: it has no default. */
+export function scopeOption<F extends (...args: never[]) => unknown>(scope: F): F {
+  if (typeof scope !== "function") {
+    invalid(
+      "scope",
+      "must be a function returning the request's authenticated principal, so one client can never replay another's response",
+    );
+  }
+  return scope;
 }
 
 export function invalid(option: string, problem: string): never {

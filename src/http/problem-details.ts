@@ -2,7 +2,12 @@
  * RFC 9457 problem details: how the middleware answers an idempotency error, and how the client reads
  * one (or a Stripe-style `{ error: { code, message } }` body) back.
  */
-import { ErrorCode, type IdempotencyError } from "../core/errors.js";
+import {
+  ErrorCode,
+  type IdempotencyError,
+  OutcomeUnknownError,
+  ResultTooLargeError,
+} from "../core/errors.js";
 import { HttpHeader } from "./idempotency-key-header.js";
 
 /** An RFC 9457 problem, with idempotool's stable `code` as an extension member. */
@@ -22,6 +27,7 @@ export const problemContentType = "application/problem+json";
 const statusPhrases: Record<number, string> = {
   400: "Bad Request",
   409: "Conflict",
+  413: "Content Too Large",
   422: "Unprocessable Content",
   500: "Internal Server Error",
   503: "Service Unavailable",
@@ -38,15 +44,22 @@ const titles: Partial<Record<ErrorCode, string>> = {
   store_unavailable: "The idempotency store is unavailable",
   store_full: "The idempotency store is full",
   result_too_large: "The original response was too large to keep",
+  invalid_options: "The server could not tell whose request this is",
   result_unserializable: "The original response could not be kept",
 };
 
 /**
- * The HTTP status a middleware answers an error with. The core's own statuses, except that a response too
- * large to keep is the server's failure (500), not the client's request being too large (413).
+ * The core's size error told in the middleware's terms: the limit is `maxResponseBytes`, and what was not
+ * kept is a response.
  */
-export function problemStatus(error: IdempotencyError): number {
-  return error.code === ErrorCode.resultTooLarge ? 500 : error.httpStatus;
+export function responseTooLarge(error: ResultTooLargeError): ResultTooLargeError {
+  const told = new ResultTooLargeError(error.sizeBytes, error.maxBytes, error.record);
+  told.message =
+    `The response was ${error.sizeBytes} bytes, over the ${error.maxBytes}-byte limit (maxResponseBytes), so it was not kept for replay.` +
+    (error.record
+      ? ` The request with this Idempotency-Key already completed at ${new Date(error.record.updatedAt).toISOString()}: it will not run again.`
+      : "");
+  return told;
 }
 
 export interface ProblemOptions {
@@ -58,7 +71,8 @@ export interface ProblemOptions {
 
 /** The problem+json response for an idempotency error. */
 export function problemResponse(error: IdempotencyError, options: ProblemOptions): Response {
-  const status = problemStatus(error);
+  // The core's own status, so an HTTP client and a caller of idempotent() read the same code the same way.
+  const status = error.httpStatus;
   const typed = options.problemTypeBase !== undefined;
   const problem: ProblemDetails = {
     type: typed ? `${options.problemTypeBase}${error.code}` : "about:blank",
@@ -74,10 +88,20 @@ export function problemResponse(error: IdempotencyError, options: ProblemOptions
   return new Response(JSON.stringify(problem), { status, headers });
 }
 
-/** What a client may read: a store failure's own message can name hosts and drivers, so it stays inside. */
+/**
+ * What a client may read: a store failure's own message can name hosts and drivers, and an unknown
+ * outcome's the handler's own error, so they stay inside (the `onEvent` events carry them).
+ */
 function publicDetail(error: IdempotencyError): string {
   if (error.code === ErrorCode.storeUnavailable || error.code === ErrorCode.storeFull) {
     return "The request was not processed: the idempotency store cannot take it now. Retry later with the same Idempotency-Key.";
+  }
+  if (error instanceof OutcomeUnknownError) {
+    return (
+      `The first request with this Idempotency-Key (received at ${new Date(error.record.createdAt).toISOString()}) ` +
+      "failed or was cut off before it answered, and may have taken effect. It will not run again under this key " +
+      "until the server's operator resolves it: check whether it took effect before you send it again under a new key."
+    );
   }
   return error.message;
 }
