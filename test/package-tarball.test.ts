@@ -100,6 +100,21 @@ describe("the packed tarball", () => {
     expect(broken).toEqual([]);
   });
 
+  it("links, in the README and docs it ships, only to files it ships", () => {
+    const shipped = filesUnder(unpacked).filter((path) => path.endsWith(".md"));
+    const broken: string[] = [];
+    for (const path of shipped) {
+      const prose = readFileSync(path, "utf8").replace(/^```[\s\S]*?^```/gm, "");
+      for (const [, target] of prose.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target!) || target!.startsWith("#")) continue;
+        if (!existsSync(resolve(dirname(path), target!.split("#")[0]!))) {
+          broken.push(`${path.slice(unpacked.length + 1)} → ${target}`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
   it("installs into an empty project whose import of idempotool runs a tool once and replays it", async () => {
     const result = await runInApp(`
       import { idempotent, memoryStore } from "idempotool";

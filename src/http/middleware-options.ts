@@ -37,7 +37,7 @@ export interface SharedMiddlewareOptions {
    */
   readonly replayHeaders?: readonly string[];
   /**
-   * What a crash or a throw of the handler means (DESIGN §5). Default `"owned-store"`: the handler writes
+   * What a crash or a throw means (see docs/concepts.md). Default `"owned-store"`: the handler writes
    * to your own database in one transaction, so a request whose worker died is run again.
    */
   readonly effect?: Effect;
