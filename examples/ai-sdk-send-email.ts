@@ -1,8 +1,8 @@
 /**
  * Vercel AI SDK: a model emits `send_email` twice in one step (two tool-call ids, executed concurrently)
  * and again in the next step. With idempotentTools the email goes out once per intent, every repeat
- * reads `was_replay: true`, and a new user message asking again sends again (seed Case 2), with a hint
- * that a similar email just went out.
+ * reads `was_replay: true`, and a new user message asking again sends again (Case 2 in
+ * docs/operation-models.md), with a hint that a similar email just went out.
  *
  * The model is the AI SDK's MockLanguageModelV3 playing a script, so this runs offline.
  * Run: node --import tsx examples/ai-sdk-send-email.ts   (checks itself; exits non-zero on failure)
@@ -13,9 +13,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateText, type ModelMessage, stepCountIs, tool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
+import { idempotentTools } from "idempotool/ai-sdk";
+import { sqliteStore } from "idempotool/sqlite";
 import { z } from "zod";
-import { idempotentTools } from "../src/ai-sdk/index.js";
-import { sqliteStore } from "../src/sqlite/index.js";
 
 /** Stands in for an email provider without idempotency keys: every call sends. */
 const outbox: { to: string; subject: string }[] = [];

@@ -14,8 +14,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import type { MessageParam, Tool } from "@anthropic-ai/sdk/resources/messages";
-import { type LoopTool, loopTool, runAnthropicToolUses } from "../src/loops/index.js";
-import { type SqliteStore, sqliteStore } from "../src/sqlite/index.js";
+import { type LoopTool, loopTool, runAnthropicToolUses } from "idempotool/loops";
+import { type SqliteStore, sqliteStore } from "idempotool/sqlite";
 
 interface Email {
   to: string;

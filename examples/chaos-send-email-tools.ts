@@ -4,8 +4,8 @@
  * short lease, in this process and again in the child process it SIGKILLs.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { idempotent } from "../src/index.js";
-import type { ChaosContext } from "../src/testing/index.js";
+import { idempotent } from "idempotool";
+import type { ChaosContext } from "idempotool/testing";
 
 export interface Email {
   readonly to: string;

@@ -16,10 +16,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
-import { honoIdempotency } from "../src/http/hono.js";
-import { type FetchFunction, idempotentFetch, isIdempotentFetchError } from "../src/http/index.js";
-import { keys } from "../src/index.js";
-import { sqliteStore } from "../src/sqlite/index.js";
+import { keys } from "idempotool";
+import { type FetchFunction, idempotentFetch, isIdempotentFetchError } from "idempotool/http";
+import { honoIdempotency } from "idempotool/http/hono";
+import { sqliteStore } from "idempotool/sqlite";
 
 const failures: string[] = [];
 function check(what: string, ok: boolean): void {

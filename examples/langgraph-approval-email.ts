@@ -1,7 +1,8 @@
 /**
- * Seed Case 1: a support agent drafts a reply, a human approves it at `interrupt()`, and the email goes
- * out. LangGraph re-runs a node from the top on resume and after a crash, so the customer could get the
- * reply twice. The fix has two layers, and this example shows that either alone leaks:
+ * Case 1 of docs/operation-models.md: a support agent drafts a reply, a human approves it at
+ * `interrupt()`, and the email goes out. LangGraph re-runs a node from the top on resume and after a
+ * crash, so the customer could get the reply twice. The fix has two layers, and this example shows that
+ * either alone leaks:
  *
  * 1. topology: the key is minted in the node that drafts (checkpointed before anyone is asked), and the
  *    send lives in its own node after the review;
@@ -24,7 +25,7 @@ import {
   START,
   StateGraph,
 } from "@langchain/langgraph";
-import { type IdempotencyStore, idempotent, keys } from "../src/index.js";
+import { type IdempotencyStore, idempotent, keys } from "idempotool";
 import {
   type ApprovalDecision,
   ApprovalMismatchError,
@@ -35,8 +36,8 @@ import {
   mintKey,
   requestApproval,
   runApproved,
-} from "../src/langgraph/index.js";
-import { sqliteStore } from "../src/sqlite/index.js";
+} from "idempotool/langgraph";
+import { sqliteStore } from "idempotool/sqlite";
 
 interface Email {
   readonly to: string;

@@ -1,8 +1,8 @@
 /**
- * Seed Case 4: an MCP server exposes `send_slack_message`; the client's transport retries on timeout,
- * and Slack's `chat.postMessage` does not dedupe. With registerIdempotentTool the tool requires an
- * `idempotency_key`, the server dedupes on it (SQLite, so it survives restarts), and every repeat of one
- * intent posts once.
+ * Case 4 of docs/operation-models.md: an MCP server exposes `send_slack_message`; the client's transport
+ * retries on timeout, and Slack's `chat.postMessage` does not dedupe. With registerIdempotentTool the
+ * tool requires an `idempotency_key`, the server dedupes on it (SQLite, so it survives restarts), and
+ * every repeat of one intent posts once.
  *
  * Run: node --import tsx examples/mcp-send-slack-message.ts   (checks itself; exits non-zero on failure)
  */
@@ -14,9 +14,9 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { type IdempotencyInfo, registerIdempotentTool } from "idempotool/mcp";
+import { sqliteStore } from "idempotool/sqlite";
 import { z } from "zod";
-import { type IdempotencyInfo, registerIdempotentTool } from "../src/mcp/index.js";
-import { sqliteStore } from "../src/sqlite/index.js";
 
 /** Stands in for Slack's Web API: like `chat.postMessage`, it posts every time it is called. */
 class FakeSlack {

@@ -12,8 +12,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { isIdempotencyError } from "../src/core/errors.js";
-import { sqliteDedupTableSql, sqliteTransactionalOnce } from "../src/ops/index.js";
+import { isIdempotencyError } from "idempotool";
+import { sqliteDedupTableSql, sqliteTransactionalOnce } from "idempotool/ops";
 
 const dir = mkdtempSync(join(tmpdir(), "idempotool-op2-example-"));
 const db = new Database(join(dir, "shop.db"));

@@ -11,7 +11,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileSystemTarget, writeContentOnce } from "../src/ops/index.js";
+import { fileSystemTarget, writeContentOnce } from "idempotool/ops";
 
 const dir = mkdtempSync(join(tmpdir(), "idempotool-op3-example-"));
 let failures = 0;

@@ -11,11 +11,11 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { loopTool, runOpenAIResponsesCalls, runOpenAIToolCalls } from "idempotool/loops";
+import { sqliteStore } from "idempotool/sqlite";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { ResponseInputItem } from "openai/resources/responses/responses";
-import { loopTool, runOpenAIResponsesCalls, runOpenAIToolCalls } from "../src/loops/index.js";
-import { sqliteStore } from "../src/sqlite/index.js";
 
 // --- The tool: creating a ticket is an effect; a second call makes a second ticket. --------------------
 interface TicketArgs {

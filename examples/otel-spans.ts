@@ -18,8 +18,8 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
-import { idempotent, memoryStore } from "../src/index.js";
-import { otelEvents } from "../src/otel/index.js";
+import { idempotent, memoryStore } from "idempotool";
+import { otelEvents } from "idempotool/otel";
 
 const spans = new InMemorySpanExporter();
 const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });

@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fingerprint } from "../src/index.js";
-import { reconcileOnce } from "../src/reconcile/index.js";
-import { saga } from "../src/saga/index.js";
-import { sqliteStore } from "../src/sqlite/index.js";
+import { fingerprint } from "idempotool";
+import { reconcileOnce } from "idempotool/reconcile";
+import { saga } from "idempotool/saga";
+import { sqliteStore } from "idempotool/sqlite";
 
 const dir = mkdtempSync(join(tmpdir(), "saga-refund-"));
 const store = sqliteStore({ path: join(dir, "records.db") });

@@ -116,7 +116,7 @@ describe("idempotool audit <file>", () => {
     expect(stdout).toMatch(/send_email\s+side-effect\s+none\s+FAIL\s+OP-8/);
     expect(stdout).toMatch(/get_weather\s+read-only\s+-\s+ok\s+-/);
     expect(stdout).toContain("send_email: side-effectful with no idempotency key");
-    expect(stdout).toContain('its name starts with "send", a seed activation prefix');
+    expect(stdout).toContain('its name starts with "send", a prefix that always marks a side effect');
     expect(stdout).toContain("1 side-effectful tool takes no idempotency key: send_email.");
   });
 

@@ -79,7 +79,7 @@ export function toolContextOf(options: ToolExecutionOptions): ToolContext | unde
  * `toolCallId`), or again in a later step of the same turn. The key is the intent, not the call id:
  * `intentKey(turnId, name, intent fields)`, with the turn id read from the conversation. The first call
  * runs; the repeats wait for it and get its outcome as a replay. A new user message is a new turn, a new
- * key, and runs again (seed Case 2).
+ * key, and runs again (Case 2 in docs/operation-models.md).
  *
  * `execute` returns the envelope `{ result, was_replay, original_called_at, idempotency_key, expires_at }`
  * (plus a `note` on a replay), or with `output: "merge"` the tool's own object result with `was_replay`

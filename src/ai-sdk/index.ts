@@ -5,7 +5,7 @@
  * step (executed concurrently, each with its own `toolCallId`) or again in a later step. A wrapped tool
  * keys each call by intent, `intentKey(turnId, tool, intent fields)`, with the turn read from the
  * conversation, so the repeats get the first call's outcome (`was_replay: true`) and the effect happens
- * once. A new user message is a new turn and runs again (seed Case 2).
+ * once. A new user message is a new turn and runs again (Case 2 in docs/operation-models.md).
  *
  * Only types are imported from `ai`: this entry loads no part of the AI SDK at runtime.
  * @example

@@ -1,5 +1,5 @@
 /**
- * `auditTools()`: the seed's activation rules and Steps 1–2 over a list of tool definitions. Each tool
+ * `auditTools()`: the rules of docs/cli.md ("audit") over a list of tool definitions. Each tool
  * is classified, checked for an idempotency key, and given the mechanism to use; a side-effectful tool
  * with no key fails the audit, so it can guard CI.
  */

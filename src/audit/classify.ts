@@ -1,7 +1,7 @@
 /**
- * The seed's activation rules as a classifier: a tool is side-effectful when its annotations, its name
- * (`send_`, `create_`, `charge_` … and their camelCase forms) or its description (it wraps Stripe,
- * SendGrid, a webhook …) say so. Annotations weigh most, then the name, then the description.
+ * Which tools are side-effectful (docs/cli.md, "How a tool is classified"): a tool is side-effectful when its
+ * annotations, its name (`send_`, `create_`, `charge_` … and their camelCase forms) or its description (it
+ * wraps Stripe, SendGrid, a webhook …) say so. Annotations weigh most, then the name, then the description.
  */
 import type { ToolDefinition } from "./tool-definition.js";
 import {
@@ -18,7 +18,7 @@ import {
   sideEffectVerbs,
 } from "./vocabulary.js";
 
-/** Read-only or side-effectful, the seed's first question. */
+/** Read-only or side-effectful, the first question about a tool. */
 export const ToolClass = {
   readOnly: "read-only",
   sideEffectful: "side-effectful",
@@ -159,10 +159,10 @@ function nameSignal(split: readonly string[]): NameSignal | undefined {
     weak: false,
   });
 
-  // The seed's activation prefixes decide on their own.
+  // The decisive prefixes (`send_`, `charge_` …) decide on their own.
   const [head] = words;
   if (head !== undefined && seedPrefixes.has(head) && words.length > 1) {
-    return sideEffect(`its name starts with "${head}", a seed activation prefix`);
+    return sideEffect(`its name starts with "${head}", a prefix that always marks a side effect`);
   }
   // `get_or_create`, `find_or_insert`: the second verb may write.
   const or = words.indexOf("or");

@@ -38,7 +38,7 @@ const dedupNames = new Set([
 
 /**
  * Generic identifiers that are keys only when described as one. Slack's `client_msg_id` is here on
- * purpose: Slack accepts it but does not enforce uniqueness (seed Case 4).
+ * purpose: Slack accepts it but does not enforce uniqueness.
  */
 const genericNames = new Set([
   "requestid",

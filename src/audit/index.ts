@@ -1,5 +1,5 @@
 /**
- * `idempotool/audit`: the seed's activation rules and its Steps 1–2 over tool definitions. Which tools
+ * `idempotool/audit`: the rules of docs/cli.md ("audit") over tool definitions. Which tools
  * are side-effectful, which of those take an idempotency key, and which operation model (OP-1 … OP-8)
  * each should use. `idempotool audit` is this, on the command line.
  *

@@ -1,13 +1,14 @@
 /**
- * The seed's Steps 1–2 as a recommendation: classify the side effect (does the downstream take a key?
- * do you own the store? can it be undone?), then pick the operation model, OP-1 … OP-8, with the reason.
+ * The audit's recommendation (docs/cli.md, "Mechanisms"): classify the side effect (does the downstream take
+ * a key? do you own the store? can it be undone?), then pick the operation model, OP-1 … OP-8, with the
+ * reason.
  */
 import { Effect } from "../core/options.js";
 import { type Classification, list } from "./classify.js";
 import type { KeyField } from "./idempotency-key.js";
 import { EffectKind, MentionKind } from "./vocabulary.js";
 
-/** The seed's eight operation models. */
+/** The eight operation models of docs/operation-models.md. */
 export const Mechanism = {
   nativeKey: "OP-1",
   dedupTable: "OP-2",
@@ -20,7 +21,7 @@ export const Mechanism = {
 } as const;
 export type Mechanism = (typeof Mechanism)[keyof typeof Mechanism];
 
-/** One line per operation model, as the seed names them. */
+/** One line per operation model, as docs/operation-models.md names them. */
 export const mechanismTitles: Readonly<Record<Mechanism, string>> = {
   "OP-1": "idempotency key passed downstream (the Stripe pattern)",
   "OP-2": "dedup record and the write in one transaction",
@@ -49,7 +50,7 @@ export interface Recommendation {
 export interface Plan {
   /** The mechanisms to use, the one that closes the gap first. */
   readonly recommendations: readonly Recommendation[];
-  /** The effect class to give `idempotent()` (DESIGN §5). */
+  /** The effect class to give `idempotent()` (docs/concepts.md, "Effect classes"). */
   readonly effect: Effect;
 }
 

@@ -1,6 +1,6 @@
 /**
- * The words audit reads a tool's name and description by: the seed's activation prefixes and their
- * kin, the verbs of tools that only read, and the third parties and stores a description may name.
+ * The words audit reads a tool's name and description by: the name prefixes that mark a tool side-effectful
+ * and their kin, the verbs of tools that only read, and the third parties and stores a description may name.
  */
 
 /** What kind of side effect a verb or a mention points at; picks the mechanism. */
@@ -18,7 +18,7 @@ export type EffectKind = (typeof EffectKind)[keyof typeof EffectKind];
 const { payment, message, write, content, booking, action } = EffectKind;
 const remove = EffectKind.delete;
 
-/** Verbs that change something. The seed's ten (`send_` … `notify_`) come first. */
+/** Verbs that change something. The ten commonest (`send_` … `notify_`) come first. */
 export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, EffectKind>([
   ["send", message],
   ["create", write],
@@ -216,7 +216,7 @@ export const sideEffectVerbs: ReadonlyMap<string, EffectKind> = new Map<string, 
   ["complete", action],
 ]);
 
-/** The seed's activation prefixes: a name starting with one (`send_`, `sendEmail`) is side-effectful. */
+/** The decisive prefixes: a name starting with one (`send_`, `sendEmail`) is side-effectful. */
 export const seedPrefixes: ReadonlySet<string> = new Set([
   "send",
   "create",
@@ -383,7 +383,7 @@ export const determiners: ReadonlySet<string> = new Set([
 
 /** What a description may name, and what it tells about the effect. */
 export const MentionKind = {
-  /** The downstream API takes an idempotency key (seed OP-1). */
+  /** The downstream API takes an idempotency key (OP-1 in docs/operation-models.md). */
   nativeKey: "native-key",
   /** Messages that cannot be unsent and whose provider has no key. */
   messaging: "messaging",

@@ -1,5 +1,5 @@
 /**
- * `idempotool demo`: an agent's `send_email` meets every repeat source of DESIGN §1 on a fresh
+ * `idempotool demo`: an agent's `send_email` meets every repeat source of README's "The problem" on a fresh
  * SQLite file, and a table shows calls made against emails actually sent. The MCP, LangGraph and HTTP
  * rows load their frameworks lazily (demo-integrations.ts) and are skipped when one is not installed.
  */
@@ -113,7 +113,7 @@ export async function runDemo(
     });
 
     await scenario("genuine re-request in a new turn", 2, (scope) => {
-      // Seed Case 2: a new turn is a new intent, so it sends again.
+      // A new turn is a new intent, so it sends again (Case 2 in docs/operation-models.md).
       const first = attempt(send(alice, { key: keys.intent("turn-43", { to: alice.to }), scope }));
       const again = () => attempt(send(alice, { key: keys.intent("turn-44", { to: alice.to }), scope }));
       return [first, first.then(again)];

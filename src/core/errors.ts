@@ -78,7 +78,10 @@ type DataOfCode<C extends ErrorCode> = Omit<
   keyof IdempotencyError
 >;
 
-/** The same key arrived with different arguments: a caller bug, never absorbed and never run (seed Case 3). */
+/**
+ * The same key arrived with different arguments: a caller bug, never absorbed and never run (Case 3 in
+ * docs/operation-models.md).
+ */
 export class KeyConflictError extends IdempotencyError {
   override name = "KeyConflictError";
   readonly key: string;

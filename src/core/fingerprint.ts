@@ -7,8 +7,8 @@ import * as crypto from "node:crypto";
 import { type CanonicalJsonOptions, canonicalJson } from "./canonical-json.js";
 
 /**
- * SHA-256 (lowercase hex) of the canonical JSON of `value` (DESIGN §2). Throws an `invalid_arguments`
- * `IdempotencyError` for values JSON would change silently; see {@link canonicalJson}.
+ * SHA-256 (lowercase hex) of the canonical JSON of `value` (docs/concepts.md, "Fingerprints"). Throws an
+ * `invalid_arguments` `IdempotencyError` for values JSON would change silently; see {@link canonicalJson}.
  * @example
  * import { fingerprint } from "idempotool";
  *

@@ -134,7 +134,7 @@ describe("keys.intent", () => {
     ).toBe(key);
   });
 
-  it("gives a new turn a new key: asking again is a new intent and a new send (seed Case 2)", () => {
+  it("gives a new turn a new key: asking again is a new intent and a new send", () => {
     expect(keys.intent("turn-8", fields)).not.toBe(keys.intent("turn-7", fields));
   });
 

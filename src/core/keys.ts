@@ -1,5 +1,5 @@
 /**
- * Idempotency keys: helpers that derive one key per logical operation (DESIGN §6, seed Step 3).
+ * Idempotency keys: helpers that derive one key per logical operation (docs/keys.md).
  * @module
  */
 import { randomUUID } from "node:crypto";
@@ -56,7 +56,8 @@ function fromState(
  * Meant for framework nodes whose body re-runs (LangGraph re-runs a node from the top on every resume).
  * Include the arguments: `(thread, node, run)` alone does not survive a thread resume that re-enters the
  * node under a new run, and a key that does not change with the arguments makes a corrected call a
- * conflict (seed Case 3). Never include a time (`Date.now()`): time-based keys guarantee duplicates.
+ * conflict (Case 3 in docs/operation-models.md). Never include a time (`Date.now()`): time-based keys
+ * guarantee duplicates.
  *
  * @throws IdempotencyError `invalid_arguments` for zero parts or a part that is not JSON data.
  * @example
@@ -76,8 +77,8 @@ function composite(...parts: unknown[]): string {
 }
 
 /**
- * A key per intent, not per content (seed Case 2): the same turn and intent fields (say recipient and
- * subject) give the same key (`intent_` and 64 hex characters).
+ * A key per intent, not per content (Case 2 in docs/operation-models.md): the same turn and intent fields
+ * (say recipient and subject) give the same key (`intent_` and 64 hex characters).
  *
  * A duplicate emission within one turn collides and becomes a replay; the user asking again in a new
  * turn is a new intent, a new key and a new send. Pick the fields that name *what* is intended, not the

@@ -32,14 +32,13 @@ const DEFAULT_MAX_RECORDS = 10_000;
  * every record still held, including expired ones that no purge or lookup has removed yet.
  *
  * @example
- * import { memoryStore } from "idempotool";
+ * import { idempotent, memoryStore } from "idempotool";
  *
- * const store = memoryStore({ maxRecords: 50_000 });
- * const now = Date.now();
- * const { claimed } = await store.claim({
- *   scope: "user-42", key: "order-7", tool: "send_email", fingerprint: "9f2c…", token: "t-1",
- *   leaseMs: 60_000, ttlMs: 86_400_000, now,
+ * const sendEmail = idempotent(async (args: { to: string }) => ({ sentTo: args.to }), {
+ *   name: "send_email",
+ *   store: memoryStore({ maxRecords: 50_000 }),
  * });
+ * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-email-alice" });
  */
 export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
   const maxRecords = sizeOption("memoryStore()", "maxRecords", options.maxRecords, DEFAULT_MAX_RECORDS);

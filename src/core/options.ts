@@ -7,7 +7,9 @@ import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result
 import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
-/** The class of side effect (the seed's Step 1), which picks what a throw and a crash mean (DESIGN §5). */
+/**
+ * The class of side effect, which picks what a throw and a crash mean (docs/concepts.md, "Effect classes").
+ */
 export const Effect = {
   /** The downstream takes an idempotency key (Stripe): a throw releases the key, a stale claim is taken over. */
   nativeKey: "native-key",
@@ -86,7 +88,9 @@ export interface IdempotentOptions<A, R> {
   readonly bigint?: "reject" | "string";
   /** Derives the key from the arguments when the call gives none (for integrations). */
   readonly key?: (args: A, call: CallOptions) => string | undefined;
-  /** Resolves an unknown outcome by asking the downstream system (DESIGN §5). */
+  /**
+   * Resolves an unknown outcome by asking the downstream system (docs/concepts.md, "verify and reconcile").
+   */
   readonly verify?: VerifyHook<A, R>;
   /** The same hook under the saga's name, for `compensatable` tools. Give `verify` or `reconcile`, not both. */
   readonly reconcile?: VerifyHook<A, R>;
@@ -116,10 +120,10 @@ export interface IdempotentOptions<A, R> {
    */
   readonly fingerprintKeys?: FingerprintKeyOptions | false;
   /**
-   * Opt-in near-duplicate hint (seed Case 2): when a call under a new key matches, on these fields, a call
-   * of this tool that completed in the same scope within `windowMs` (default 60 s), it still runs, and its
-   * envelope carries `recent_similar_call` so the agent can ask the user before acting twice.
-   * `windowMs` is whole ms from 1 to ten years.
+   * Opt-in near-duplicate hint (docs/concepts.md, "Near-duplicates across turns"): when a call under a new
+   * key matches, on these fields, a call of this tool that completed in the same scope within `windowMs`
+   * (default 60 s), it still runs, and its envelope carries `recent_similar_call` so the agent can ask the
+   * user before acting twice. `windowMs` is whole ms from 1 to ten years.
    */
   readonly similar?: {
     readonly fields: FieldList<A> | ((args: A) => unknown);

@@ -1,5 +1,6 @@
 /**
- * How a tool states the outcome of its own failure (DESIGN §5), and how a replayed failure looks.
+ * How a tool states the outcome of its own failure (docs/concepts.md, "Declaring outcomes"), and how a
+ * replayed failure looks.
  */
 
 /** Thrown by a tool: the call failed definitively (a card declined). It is recorded and replayed to every repeat. */

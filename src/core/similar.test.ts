@@ -32,7 +32,7 @@ function emailTool(store: IdempotencyStore = memoryStore(), similar: boolean | {
 
 const summary: Email = { to: "alice@example.com", subject: "Meeting summary", body: "Notes." };
 
-describe("the near-duplicate hint (seed Case 2)", () => {
+describe("the near-duplicate hint across turns", () => {
   it("runs a new intent that matches a recent call, and tells the agent about the earlier one", async () => {
     const { send, sent, clock } = emailTool();
     await send(summary, { key: "turn-1" });

@@ -1,6 +1,7 @@
 /**
- * The near-duplicate hint (seed Case 2): a new intent that looks like one just completed still runs,
- * but its envelope says so, so the agent can ask the user "I sent this 20 seconds ago, send again?".
+ * The near-duplicate hint (docs/concepts.md, "Near-duplicates across turns"): a new intent that looks like
+ * one just completed still runs, but its envelope says so, so the agent can ask the user "I sent this 20
+ * seconds ago, send again?".
  *
  * The hint is advisory. It lives in the same store as a marker record per (scope, tool, similar fields),
  * kept for the window; a lost or raced marker only loses a hint, never an outcome.

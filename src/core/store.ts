@@ -5,7 +5,7 @@
  * compares numbers and makes each operation atomic. All times are epoch milliseconds.
  */
 
-/** Where a record is in its life (DESIGN §3). */
+/** Where a record is in its life (docs/concepts.md, "The record's life"). */
 export const RecordStatus = {
   /** Claimed; the owner is (or was) running the tool. */
   inProgress: "in_progress",

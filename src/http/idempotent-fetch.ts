@@ -54,10 +54,11 @@ const unknownOutcomeCodes = new Set<string>([ErrorCode.outcomeUnknown, ErrorCode
 const completedCodes = new Set<string>([ErrorCode.resultTooLarge, ErrorCode.resultUnserializable]);
 
 /**
- * `fetch` for a request with a side effect, made safe to retry (seed OP-1). Every attempt carries the same
- * `Idempotency-Key` and the same body bytes. It retries network errors, attempts that time out, 5xx
- * (except 501 and 505) and 409 "request in flight", with exponential backoff and jitter, never sooner
- * than `Retry-After`, within `retry.maxAttempts` and `retry.maxElapsedMs`. Other 4xx are never retried.
+ * `fetch` for a request with a side effect, made safe to retry (OP-1 in docs/operation-models.md). Every
+ * attempt carries the same `Idempotency-Key` and the same body bytes. It retries network errors, attempts
+ * that time out, 5xx (except 501 and 505) and 409 "request in flight", with exponential backoff and jitter,
+ * never sooner than `Retry-After`, within `retry.maxAttempts` and `retry.maxElapsedMs`. Other 4xx are never
+ * retried.
  *
  * It resolves to `{ response, attempts, replayed }` for any other answer (2xx, 3xx, 4xx, a final 5xx:
  * check `response.ok` as with `fetch`), and rejects with an {@link IdempotentFetchError} when the server

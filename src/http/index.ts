@@ -1,9 +1,10 @@
 /**
  * `idempotool/http`: the Idempotency-Key protocol on both sides.
  *
- * - Client (seed OP-1): {@link idempotentFetch} sends `Idempotency-Key`, keeps the same key on every retry,
- *   and turns the server's 409/422/400 answers into typed errors; {@link withIdempotencyKey} hands the
- *   key to SDKs that send it themselves (Stripe's `idempotencyKey` request option).
+ * - Client (OP-1 in docs/operation-models.md): {@link idempotentFetch} sends `Idempotency-Key`, keeps the
+ *   same key on every retry, and turns the server's 409/422/400 answers into typed errors;
+ *   {@link withIdempotencyKey} hands the key to SDKs that send it themselves (Stripe's `idempotencyKey`
+ *   request option).
  * - Server: {@link idempotencyMiddleware} implements draft-ietf-httpapi-idempotency-key-header on
  *   web-standard Request/Response over any idempotency store. Framework adapters live in their own
  *   subpaths, so this entry loads no framework: `idempotool/http/hono`, `/express`, `/fastify`.

@@ -1,5 +1,6 @@
 /**
- * The error for a run whose arguments (or key) differ from what a human approved (DESIGN §7).
+ * The error for a run whose arguments (or key) differ from what a human approved
+ * (docs/integrations/langgraph.md, "Approvals").
  * @module
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";

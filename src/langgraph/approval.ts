@@ -1,6 +1,6 @@
 /**
- * The node's side of an approval, bound to (key, fingerprint) (DESIGN §7): an approval given at
- * `interrupt()` covers exactly the arguments it was shown, under exactly one key.
+ * The node's side of an approval, bound to (key, fingerprint) (docs/integrations/langgraph.md, "Approvals"):
+ * an approval given at `interrupt()` covers exactly the arguments it was shown, under exactly one key.
  * @module
  */
 import { type Clock, systemClock } from "../core/clock.js";

@@ -1,5 +1,6 @@
 /**
- * `idempotool/langgraph`: side effects in LangGraph nodes that survive re-runs (seed OP-6 and Case 1).
+ * `idempotool/langgraph`: side effects in LangGraph nodes that survive re-runs (OP-6 and Case 1 in
+ * docs/operation-models.md).
  *
  * LangGraph re-runs a node from the top when it resumes after `interrupt()` or after a crash, so
  * everything before the point it stopped runs again. Two layers keep an effect to one:

@@ -9,7 +9,10 @@ import { keyFromState } from "./state-key.js";
 
 /** Where a node tool finds its key. */
 export const KeySource = {
-  /** `state[`${tool}_idempotency_key`]`, minted by an upstream node with `mintKey` (seed OP-6). */
+  /**
+   * `state[`${tool}_idempotency_key`]`, minted by an upstream node with `mintKey` (OP-6 in
+   * docs/operation-models.md).
+   */
   state: "state",
   /** The node's `thread_id` and `checkpoint_ns`, with the tool's name (see `keyFromCheckpoint`). */
   checkpoint: "checkpoint",
@@ -47,7 +50,7 @@ export interface NodeTool<A, R, S extends KeySource> {
  *
  * - `{ key: "state" }`: the key an upstream node returned with `mintKey(tool.toolName)`. Survives
  *   anything the checkpoint survives, even a replay from an earlier checkpoint taken after the mint;
- *   the natural choice for the seed's OP-6.
+ *   the natural choice for OP-6 (docs/operation-models.md).
  * - `{ key: "checkpoint" }`: `thread_id` + `checkpoint_ns` of the node's config. Needs no state field;
  *   suits `Send` fan-out, where each task has its own namespace. A replay from an earlier checkpoint
  *   (time travel) gets a new key, so the effect runs again. A node that calls the tool several

@@ -1,13 +1,13 @@
 /**
- * Keys kept in checkpointed LangGraph state (seed OP-6): minted by a node that runs before the node
- * that calls `interrupt()`, read by the node that runs the tool.
+ * Keys kept in checkpointed LangGraph state (OP-6 in docs/operation-models.md): minted by a node that runs
+ * before the node that calls `interrupt()`, read by the node that runs the tool.
  * @module
  */
 import { randomUUID } from "node:crypto";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { validateKey } from "../core/idempotent.js";
 
-/** The state field that holds a tool's key, named by the seed's convention. */
+/** The state field that holds a tool's key, named `<tool>_idempotency_key`. */
 export type KeyField<T extends string> = `${T}_idempotency_key`;
 
 /**

@@ -6,7 +6,7 @@
  * A model repeats itself: the same call twice in one response, with two call ids, or again in the next
  * round of the same turn. Each call is keyed per intent (`intentKey(turnId, tool, intent fields)`), so
  * the repeats replay the first call's outcome and the tool runs once; a new user turn is a new intent and
- * runs again (seed Case 2). The loops return the provider's own tool-result shapes.
+ * runs again (Case 2 in docs/operation-models.md). The loops return the provider's own tool-result shapes.
  *
  * No provider SDK is imported: the functions read a few fields of the messages, typed as shapes the SDK
  * types fit.

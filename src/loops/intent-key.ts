@@ -1,5 +1,5 @@
 /**
- * The per-turn key policy of the agent loops (DESIGN §6, seed Case 2): one key per intent per turn.
+ * The per-turn key policy of the agent loops (docs/keys.md): one key per intent per turn.
  */
 import { IdempotencyError } from "../core/errors.js";
 import { type FieldList, fieldListOf, pickFields } from "../core/field-list.js";

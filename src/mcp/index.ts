@@ -1,8 +1,8 @@
 /**
- * `idempotool/mcp`: side-effectful MCP tools that are safe to call twice (seed OP-7). A tool registered
- * with `registerIdempotentTool` requires an `idempotency_key` whose description states the dedup window,
- * dedupes through an idempotency store, and tells the model when a result is a replay and what to do on a
- * conflict, a call in flight or an unknown outcome.
+ * `idempotool/mcp`: side-effectful MCP tools that are safe to call twice (OP-7 in docs/operation-models.md).
+ * A tool registered with `registerIdempotentTool` requires an `idempotency_key` whose description states the
+ * dedup window, dedupes through an idempotency store, and tells the model when a result is a replay and what
+ * to do on a conflict, a call in flight or an unknown outcome.
  *
  * The MCP SDK (1.x) and zod are the user's: this entry imports neither at runtime.
  * @module

@@ -75,7 +75,7 @@ export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, Call
 /**
  * Register a side-effectful tool on an MCP server so that every repeat of one intended call (a
  * transport retry, a client re-sending `tools/call` with a new request id, the model calling twice)
- * runs it once and hands back the original result (seed OP-7).
+ * runs it once and hands back the original result (OP-7 in docs/operation-models.md).
  *
  * The tool gains a required `idempotency_key` input whose description states the dedup window, and
  * `idempotentHint: true`. A replay says so in `content` (an appended note), in `structuredContent._idempotency`

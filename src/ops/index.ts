@@ -1,5 +1,5 @@
 /**
- * `idempotool/ops`: the operation models that live beside the core (seed §4).
+ * `idempotool/ops`: the operation models that live beside the core (docs/operation-models.md).
  * OP-2 a dedup row and the business write in one transaction; OP-3 content-addressed writes;
  * OP-4 insert-once; OP-8 a pre-call checkpoint for plain loops. Database helpers take the client
  * you already have (a `pg.Pool`, a better-sqlite3 `Database`), typed by the methods they use.

@@ -2,22 +2,14 @@
  * `otelEvents()`: OpenTelemetry spans and metrics fed from the core's `onEvent` hook, through
  * `@opentelemetry/api` only; the application's SDK decides where they go.
  */
-import {
-  type Attributes,
-  type Counter,
-  type Histogram,
-  type Meter,
-  metrics,
-  type Span,
-  SpanKind,
-  SpanStatusCode,
-  type Tracer,
-  trace,
-} from "@opentelemetry/api";
+import type { Attributes, Counter, Histogram, Meter, Span, Tracer } from "@opentelemetry/api";
 import type { EventType, IdempotencyEvent } from "../core/events.js";
 import { sha256Hex } from "../core/fingerprint.js";
 import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 import { type OpenCall, openCalls } from "./open-calls.js";
+import { loadOtelApi } from "./otel-api.js";
+
+const { metrics, SpanKind, SpanStatusCode, trace } = loadOtelApi();
 
 const owner = "otelEvents()";
 

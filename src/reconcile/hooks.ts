@@ -57,11 +57,15 @@ export type CompensateHook<R = unknown> = (
   context: CompensateContext<R>,
 ) => unknown;
 
-/** One tool's entry in `reconcile({ tools })`. */
+/**
+ * One tool's entry in `reconcile({ tools })`. A tool typed by its result (`ReconcileTool<Refund>`) fits
+ * the map of all tools, `ReconcileTool` (of `unknown`): `compensate` is declared as a method so that it
+ * does, and the reconciler hands it only what that same tool's `verify` found or its record holds.
+ */
 export interface ReconcileTool<R = unknown> {
   readonly verify: ReconcileHook<R>;
-  /** Without it, a "compensate" answer leaves the record for review. */
-  readonly compensate?: CompensateHook<R>;
+  /** Undo the effect. Without it, a "compensate" answer leaves the record for review. */
+  compensate?(record: IdempotencyRecord, context: CompensateContext<R>): unknown;
   /** How long a record the reconciler settles absorbs repeats. Whole ms from 1 to ten years; default 24 h, as `idempotent()`. */
   readonly ttlMs?: number;
   /** The largest serialized result kept (bytes, a whole number ≥ 1). Default 1 MiB, as `idempotent()`. */

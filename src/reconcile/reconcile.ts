@@ -20,8 +20,7 @@ const owner = "reconcile()";
 export interface ReconcileOptions {
   readonly store: IdempotencyStore;
   /** The hook of each tool, by the name given to `idempotent({ name })`. Other tools' records are flagged, never touched. */
-  // biome-ignore lint/suspicious/noExplicitAny: each tool has its own result type; the map holds them all.
-  readonly tools: Readonly<Record<string, ReconcileTool<any>>>;
+  readonly tools: Readonly<Record<string, ReconcileTool>>;
   /**
    * The reconciler's clock. It only picks candidates: the takeover itself is judged by the store's clock
    * where it has one (PostgreSQL, Redis), so a clock running ahead cannot take over a live lease.

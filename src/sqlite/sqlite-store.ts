@@ -160,14 +160,16 @@ function storedExactly(text: string | null): boolean {
 /**
  * A store on SQLite (better-sqlite3): the embedded default, safe across processes sharing one file.
  * @example
+ * import { idempotent } from "idempotool";
  * import { sqliteStore } from "idempotool/sqlite";
  *
  * const store = sqliteStore({ path: "./idempotency.db" });
- * const claim = await store.claim({
- *   scope: "tenant-1", key: "order-42", tool: "send_email", fingerprint: "ab12", token: "t1",
- *   leaseMs: 60_000, ttlMs: 86_400_000, now: Date.now(),
+ * const sendEmail = idempotent(async (args: { to: string }) => ({ sentTo: args.to }), {
+ *   name: "send_email",
+ *   store,
  * });
- * await store.close();
+ * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-email-alice" });
+ * await store.close(); // at shutdown
  */
 export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   const table = options.table ?? "idempotool_records";

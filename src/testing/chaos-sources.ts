@@ -1,6 +1,7 @@
 /**
- * The repeat sources of DESIGN §1, each as a scenario `chaos()` runs against the tool under test:
- * what the callers do, and what each of them got back. The harness counts the effects around them.
+ * Where repeats come from (docs/testing.md, "chaos()"), each as a scenario `chaos()` runs against the tool
+ * under test: what the callers do, and what each of them got back. The harness counts the effects around
+ * them.
  */
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
@@ -8,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { findTypeScriptLoader, type Instance, type ModuleRef } from "./chaos-module.js";
 import { chaosKillEnv, chaosProbeFileEnv, onEffect } from "./chaos-probe.js";
 
-/** Where repeats come from (DESIGN §1). */
+/** Where repeats come from: transport and user retries, framework resumes, duplicate emissions, crashes. */
 export const RepeatSource = {
   /** The call succeeded, its reply was lost, the client sends it again with the same key. */
   transportRetry: "transport_retry",

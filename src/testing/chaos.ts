@@ -1,5 +1,5 @@
 /**
- * `chaos()`: run a user's tool under every repeat source of DESIGN §1 against a throwaway SQLite store,
+ * `chaos()`: run a user's tool under every repeat source (docs/testing.md) against a throwaway SQLite store,
  * count its effects with a probe, and give a verdict per source. One intended call must produce one
  * effect whatever repeats it; a second one is a double effect.
  */

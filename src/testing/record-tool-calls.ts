@@ -1,7 +1,7 @@
 /**
- * `recordToolCalls()`: the seed's last activation rule as a test helper. It records tool calls, by
- * wrapping the tool functions or by being told of each call, and flags the same (tool, arguments hash)
- * called more than once within one user turn.
+ * `recordToolCalls()`: a test helper that finds tools an agent calls twice (docs/testing.md). It records tool
+ * calls, by wrapping the tool functions or by being told of each call, and flags the same (tool, arguments
+ * hash) called more than once within one user turn.
  */
 import { fingerprint } from "../core/fingerprint.js";
 
