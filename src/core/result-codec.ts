@@ -36,7 +36,7 @@ export interface EncryptionOptions {
    * replay stored results and failures that are not sealed. Default false: an unsealed value is refused (`ResultUndecryptableError`, reason `not_sealed`), since
    * anyone who can write the store could have put it there.
    */
-  readonly acceptPlaintext?: boolean;
+  readonly acceptPlaintext?: boolean | undefined;
 }
 
 export interface ResolvedEncryption {

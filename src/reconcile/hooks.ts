@@ -61,16 +61,16 @@ export type CompensateHook<R = unknown> = (
 export interface ReconcileTool<R = unknown> {
   readonly verify: ReconcileHook<R>;
   /** Without it, a "compensate" answer leaves the record for review. */
-  readonly compensate?: CompensateHook<R>;
+  readonly compensate?: CompensateHook<R> | undefined;
   /** How long a record the reconciler settles absorbs repeats. Whole ms from 1 to ten years; default 24 h, as `idempotent()`. */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /** The largest serialized result kept (bytes, a whole number ≥ 1). Default 1 MiB, as `idempotent()`. */
-  readonly maxResultBytes?: number;
+  readonly maxResultBytes?: number | undefined;
   /** The tool's `redact`: give the same as `idempotent()`, so a result the reconciler records is stored alike. */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /**
    * The tool's `encryption`: give the same as `idempotent()`. Outcomes the reconciler records are then
    * sealed for their record; without it they are stored in plaintext, which the tool refuses to replay.
    */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
 }
