@@ -29,22 +29,22 @@ export interface IdempotentToolOptions<INPUT, OUTPUT, MODE extends OutputMode = 
    * and the tool's name they make the key. Default: all arguments. A call with none of them is rejected
    * as invalid arguments.
    */
-  readonly intentFields?: FieldList<INPUT>;
+  readonly intentFields?: FieldList<INPUT> | undefined;
   /**
    * The id of the user turn a call answers: the same for every step of one turn, new for every new user
    * message. Default: {@link turnIdFromMessages} of `options.messages`. Read your own message id from
    * `options.experimental_context` when you have one.
    */
-  readonly turnId?: (options: ToolExecutionOptions) => string;
+  readonly turnId?: ((options: ToolExecutionOptions) => string) | undefined;
   /** The whole key, when the per-turn policy does not fit. Must be the same on every repeat of one intent. */
-  readonly key?: (input: INPUT, options: ToolExecutionOptions) => string;
+  readonly key?: ((input: INPUT, options: ToolExecutionOptions) => string) | undefined;
   /**
    * The namespace of the keys: a user, a conversation, a tenant. Default "default". Set it whenever one
    * store serves more than one user: two conversations with identical user messages share turn ids.
    */
-  readonly scope?: string | ((options: ToolExecutionOptions) => string);
+  readonly scope?: string | ((options: ToolExecutionOptions) => string) | undefined;
   /** What `execute` returns to the model: `"envelope"` (default) or `"merge"` (see {@link OutputMode}). */
-  readonly output?: MODE;
+  readonly output?: MODE | undefined;
 }
 
 /** The execution options of the call whose tool body is running (the one that claimed the key). */

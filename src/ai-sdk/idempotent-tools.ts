@@ -13,9 +13,11 @@ type InputOf<T> = InferToolInput<Extract<T, Tool>>;
 type OutputOf<T> = InferToolOutput<Extract<T, Tool>>;
 
 /** What one tool may set for itself in {@link idempotentTools}: everything but its name and the output mode. */
-export type PerToolOptions<INPUT, OUTPUT> = Partial<
-  Omit<IdempotentToolOptions<INPUT, OUTPUT>, "name" | "output">
->;
+export type PerToolOptions<INPUT, OUTPUT> = {
+  readonly [K in keyof Omit<IdempotentToolOptions<INPUT, OUTPUT>, "name" | "output">]?:
+    | IdempotentToolOptions<INPUT, OUTPUT>[K]
+    | undefined;
+};
 
 /** Options of {@link idempotentTools}: shared by every wrapped tool, with per-tool overrides. */
 export interface IdempotentToolsOptions<
@@ -27,17 +29,19 @@ export interface IdempotentToolsOptions<
    * The tools to wrap; the others are passed through untouched. Default: every tool with an `execute`.
    * Name the side-effectful ones: read-only tools gain nothing from a record per call.
    */
-  readonly only?: readonly NAMES[];
+  readonly only?: readonly NAMES[] | undefined;
   /** Options for single tools, over the shared ones: `intentFields`, `significant`, `verify`, `effect`, … */
-  readonly perTool?: {
-    readonly [K in NAMES]?: PerToolOptions<InputOf<TOOLS[K]>, OutputOf<TOOLS[K]>>;
-  };
+  readonly perTool?:
+    | {
+        readonly [K in NAMES]?: PerToolOptions<InputOf<TOOLS[K]>, OutputOf<TOOLS[K]>> | undefined;
+      }
+    | undefined;
   /** See {@link IdempotentToolOptions.turnId}. */
-  readonly turnId?: IdempotentToolOptions<unknown, unknown>["turnId"];
+  readonly turnId?: IdempotentToolOptions<unknown, unknown>["turnId"] | undefined;
   /** See {@link IdempotentToolOptions.scope}. */
-  readonly scope?: IdempotentToolOptions<unknown, unknown>["scope"];
+  readonly scope?: IdempotentToolOptions<unknown, unknown>["scope"] | undefined;
   /** What every wrapped `execute` returns to the model: `"envelope"` (default) or `"merge"`. */
-  readonly output?: MODE;
+  readonly output?: MODE | undefined;
 }
 
 /** The tools object {@link idempotentTools} returns: the named tools wrapped, the others as they were. */
@@ -110,12 +114,13 @@ export function idempotentTools<
     const own = (perTool as Record<string, PerToolOptions<unknown, unknown> | undefined>)[name] ?? {};
     result[name] = idempotentTool(
       tool as Tool<unknown, unknown>,
-      {
-        ...shared,
-        ...own,
-        name,
-      } as IdempotentToolOptions<unknown, unknown, MODE>,
+      { ...shared, ...definedOnly(own), name } as IdempotentToolOptions<unknown, unknown, MODE>,
     );
   }
   return result as IdempotentToolSet<TOOLS, MODE, NAMES>;
+}
+
+/** The fields that are set: a per-tool option given as `undefined` leaves the shared one in force. */
+function definedOnly<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
 }

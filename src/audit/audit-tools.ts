@@ -27,11 +27,11 @@ export interface AuditOptions {
    * `"langgraph"` (OP-6) or `"function-calling"` (OP-8 when nothing downstream dedupes).
    * Default: `"mcp"` for tools in MCP's format, `"function-calling"` for the others.
    */
-  readonly layer?: ToolLayer;
+  readonly layer?: ToolLayer | undefined;
   /** Tool names to report but never fail on (their repeats are handled elsewhere). */
-  readonly ignore?: readonly string[];
+  readonly ignore?: readonly string[] | undefined;
   /** Fail on warnings too: optional keys, keys only claimed by `idempotentHint`, unclear tools. */
-  readonly strict?: boolean;
+  readonly strict?: boolean | undefined;
 }
 
 /** The audit of one tool. */

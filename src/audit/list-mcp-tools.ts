@@ -18,7 +18,7 @@ export interface ListMcpToolsOptions {
    * How long the server may take to start and answer each request, in whole ms from 1 to 2^31 − 1.
    * Default 30 s (an `npx` download is slow).
    */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
 }
 
 /** What the server said about itself, and its tools as `tools/list` returned them. */

@@ -47,36 +47,17 @@ export class IdempotencyError extends Error {
   }
 }
 
-/**
- * Whether `value` is an idempotool error, optionally of one code.
- *
- * Narrowing by code gives the code and, as optional fields, the data the core's error of that code
- * carries: other errors may share a code (an HTTP client's 422 is a conflict too) without carrying it.
- * Use `instanceof KeyConflictError` (and its siblings) when you need the fields for certain.
- * @example
- * try { await sendEmail(args, { key }) } catch (error) {
- *   if (isIdempotencyError(error, "idempotency_key_conflict")) console.error(error.originalFingerprint ?? "");
- * }
- */
-export function isIdempotencyError<C extends ErrorCode>(
-  value: unknown,
-  code?: C,
-): value is IdempotencyError & { readonly code: C } & Partial<DataOfCode<C>> {
-  return value instanceof IdempotencyError && (code === undefined || value.code === code);
+/** What a {@link KeyConflictError} says about the two calls that share a key. */
+export interface KeyConflict {
+  readonly key: string;
+  readonly scope: string;
+  readonly originalTool: string;
+  readonly tool: string;
+  readonly originalFingerprint: string;
+  readonly fingerprint: string;
+  /** ISO-8601, or "" when unknown. */
+  readonly originalCalledAt: string;
 }
-
-type DataOfCode<C extends ErrorCode> = Omit<
-  C extends "idempotency_key_conflict"
-    ? KeyConflictError
-    : C extends "outcome_unknown"
-      ? OutcomeUnknownError
-      : C extends "idempotency_key_in_use"
-        ? KeyInUseError
-        : C extends "result_too_large"
-          ? ResultTooLargeError
-          : IdempotencyError,
-  keyof IdempotencyError
->;
 
 /**
  * The same key arrived with different arguments: a caller bug, never absorbed and never run (Case 3 in
@@ -102,25 +83,42 @@ export class KeyConflictError extends IdempotencyError {
    * @param fingerprint the rejected call's fingerprint.
    * @param tool the rejected call's tool; defaults to the record's (a conflict of arguments only).
    */
-  constructor(record: IdempotencyRecord, fingerprint: string, tool: string = record.tool) {
-    const at = Number.isNaN(record.createdAt) ? "" : iso(record.createdAt);
-    const when = at === "" ? "" : ` at ${at}`;
-    super(
-      "idempotency_key_conflict",
-      tool === record.tool
-        ? `Idempotency key "${record.key}" was already used${when} for ${record.tool} with different arguments. ` +
-            "A key names one operation: do not reuse it for new arguments; use a new key for a new intent."
-        : `Idempotency key "${record.key}" was already used${when} by the tool ${record.tool}; this call is ` +
-            `${tool}. A key names one action of one tool: ${tool} did not run. Use a new key for this new action.`,
-    );
-    this.key = record.key;
-    this.scope = record.scope;
-    this.originalTool = record.tool;
-    this.tool = tool;
-    this.originalFingerprint = record.fingerprint;
-    this.fingerprint = fingerprint;
-    this.originalCalledAt = at;
+  constructor(record: IdempotencyRecord, fingerprint: string, tool?: string);
+  /** The same caller bug caught elsewhere (an approval given for other arguments), with its own message. */
+  constructor(conflict: KeyConflict, message: string);
+  constructor(from: IdempotencyRecord | KeyConflict, text: string, tool?: string) {
+    const conflict = "originalTool" in from ? from : conflictOf(from, text, tool ?? from.tool);
+    super("idempotency_key_conflict", "originalTool" in from ? text : conflictMessage(conflict));
+    this.key = conflict.key;
+    this.scope = conflict.scope;
+    this.originalTool = conflict.originalTool;
+    this.tool = conflict.tool;
+    this.originalFingerprint = conflict.originalFingerprint;
+    this.fingerprint = conflict.fingerprint;
+    this.originalCalledAt = conflict.originalCalledAt;
   }
+}
+
+function conflictOf(record: IdempotencyRecord, fingerprint: string, tool: string): KeyConflict {
+  return {
+    key: record.key,
+    scope: record.scope,
+    originalTool: record.tool,
+    tool,
+    originalFingerprint: record.fingerprint,
+    fingerprint,
+    // Unknown when the record cannot say (a row of an insert-once table).
+    originalCalledAt: Number.isNaN(record.createdAt) ? "" : iso(record.createdAt),
+  };
+}
+
+function conflictMessage(c: KeyConflict): string {
+  const when = c.originalCalledAt === "" ? "" : ` at ${c.originalCalledAt}`;
+  return c.tool === c.originalTool
+    ? `Idempotency key "${c.key}" was already used${when} for ${c.tool} with different arguments. ` +
+        "A key names one operation: do not reuse it for new arguments; use a new key for a new intent."
+    : `Idempotency key "${c.key}" was already used${when} by the tool ${c.originalTool}; this call is ` +
+        `${c.tool}. A key names one action of one tool: ${c.tool} did not run. Use a new key for this new action.`;
 }
 
 /** The first call with this key is still running and did not finish within the wait. */
@@ -247,6 +245,117 @@ export class LeaseLostError extends IdempotencyError {
     );
     this.key = key;
   }
+}
+
+/** Why a stored value could not be opened. */
+export type UndecryptableReason =
+  | "no_encryption_configured"
+  | "unknown_key_id"
+  | "authentication_failed"
+  | "malformed"
+  | "not_sealed";
+
+/**
+ * A stored result or failure cannot be trusted with the keys given: a missing or wrong key, a value
+ * altered at rest or moved from another record, or (with `encryption` configured) a value that is not
+ * sealed at all. Never garbage: the caller gets this instead. A record fingerprinted under a key that is
+ * not configured gets it too (`unknown_key_id`, `no_encryption_configured`): its arguments cannot be
+ * compared, so it is neither replayed nor taken for a conflict.
+ * Its code is `result_undecryptable` (500); `reason` says which of those it was.
+ */
+export class ResultUndecryptableError extends IdempotencyError {
+  override name = "ResultUndecryptableError";
+  readonly reason: UndecryptableReason;
+  /** The key id the record names, when it could be read. */
+  readonly keyId: string | undefined;
+  constructor(reason: UndecryptableReason, keyId: string | undefined, options?: { cause?: unknown }) {
+    super(
+      "result_undecryptable",
+      `A stored idempotency record could not be decrypted: ${explain(reason, keyId)}.`,
+      options,
+    );
+    this.reason = reason;
+    this.keyId = keyId;
+  }
+}
+
+function explain(reason: UndecryptableReason, keyId: string | undefined): string {
+  switch (reason) {
+    case "no_encryption_configured":
+      return `it is sealed or fingerprinted with key "${keyId ?? "?"}" but no \`encryption\` (or \`fingerprintKeys\`) option is configured`;
+    case "unknown_key_id":
+      return `it is sealed or fingerprinted with key "${keyId ?? "?"}", which is not among the configured keys (keep old keys until their records expire)`;
+    case "authentication_failed":
+      return `key "${keyId ?? "?"}" does not open it: the key is wrong, or the value was altered at rest or moved from another record`;
+    case "malformed":
+      return "its envelope is malformed (the record was altered at rest)";
+    case "not_sealed":
+      return (
+        "it is stored in plaintext while `encryption` is configured (the record was written before encryption " +
+        "was turned on, or altered at rest); set `encryption.acceptPlaintext` only while migrating such a store"
+      );
+  }
+}
+
+/**
+ * The error each code is raised with when the code carries data: the class that always carries it.
+ * Codes not listed carry no data beyond the code.
+ */
+interface ErrorOfCode {
+  idempotency_key_conflict: KeyConflictError;
+  idempotency_key_in_use: KeyInUseError;
+  outcome_unknown: OutcomeUnknownError;
+  store_full: StoreFullError;
+  result_too_large: ResultTooLargeError;
+  result_unserializable: ResultUnserializableError;
+  result_undecryptable: ResultUndecryptableError;
+  lease_lost: LeaseLostError;
+}
+
+/** What {@link isIdempotencyError} narrows to for a code: its class where the code carries data. */
+export type IdempotencyErrorOf<C extends ErrorCode> = (C extends keyof ErrorOfCode
+  ? ErrorOfCode[C]
+  : IdempotencyError) & { readonly code: C };
+
+const classOfCode: { readonly [C in keyof ErrorOfCode]: abstract new (...args: never[]) => ErrorOfCode[C] } =
+  {
+    idempotency_key_conflict: KeyConflictError,
+    idempotency_key_in_use: KeyInUseError,
+    outcome_unknown: OutcomeUnknownError,
+    store_full: StoreFullError,
+    result_too_large: ResultTooLargeError,
+    result_unserializable: ResultUnserializableError,
+    result_undecryptable: ResultUndecryptableError,
+    lease_lost: LeaseLostError,
+  };
+
+/**
+ * Whether `value` is an idempotool error, optionally of one code, narrowed to the error's class.
+ *
+ * With a code that carries data (`outcome_unknown` its `record`, `lease_lost` its `key`, a conflict its
+ * fingerprints, …), the guard answers true only for an error of the class that always carries it, so
+ * the fields it narrows to are there: `OutcomeUnknownError`, `LeaseLostError`, `KeyConflictError`, and
+ * so on (see docs/concepts.md). An error that shares the code without the data, such as the HTTP
+ * client's `IdempotentFetchError` for a server's 422, does not match: branch on it with
+ * `isIdempotentFetchError(error, code)`, or on `error.code` after `isIdempotencyError(error)`.
+ * @example
+ * try { await sendEmail(args, { key }) } catch (error) {
+ *   if (isIdempotencyError(error, "outcome_unknown")) console.error(`check ${error.record.tool} by hand`);
+ *   if (isIdempotencyError(error, "lease_lost")) console.error(`the claim on ${error.key} was taken over`);
+ * }
+ */
+export function isIdempotencyError(value: unknown): value is IdempotencyError;
+export function isIdempotencyError<C extends ErrorCode>(
+  value: unknown,
+  code: C,
+): value is IdempotencyErrorOf<C>;
+export function isIdempotencyError(value: unknown, code?: ErrorCode): boolean {
+  if (!(value instanceof IdempotencyError)) return false;
+  if (code === undefined) return true;
+  const errorClass = (classOfCode as Partial<Record<ErrorCode, abstract new (...args: never[]) => unknown>>)[
+    code
+  ];
+  return value.code === code && (errorClass === undefined || value instanceof errorClass);
 }
 
 const pad2 = (n: number) => (n < 10 ? `0${n}` : `${n}`);

@@ -9,8 +9,8 @@
 import { createHmac, hkdfSync } from "node:crypto";
 import type { Call } from "./call.js";
 import { type CanonicalJsonOptions, canonicalJson } from "./canonical-json.js";
+import { ResultUndecryptableError } from "./errors.js";
 import { fingerprint } from "./fingerprint.js";
-import { ResultUndecryptableError } from "./result-undecryptable-error.js";
 
 /** Secrets that key stored fingerprints, by id; new records use `current`. */
 export interface FingerprintKeyOptions {

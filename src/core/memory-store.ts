@@ -18,7 +18,7 @@ export interface MemoryStoreOptions {
    * The most records held at once, a whole number ≥ 1 (default 10_000). When full, a claim first removes expired
    * records, and otherwise fails with `store_full`: a live record is never dropped to make room.
    */
-  readonly maxRecords?: number;
+  readonly maxRecords?: number | undefined;
 }
 
 const DEFAULT_MAX_RECORDS = 10_000;

@@ -50,11 +50,11 @@ export type VerifyHook<A, R> = (
 /** Per-call input: the key and scope, chosen by the caller before the call. */
 export interface CallOptions {
   /** Stable across every repeat of one logical operation. Required unless the `key` option derives it. */
-  readonly key?: string;
+  readonly key?: string | undefined;
   /** A namespace (tenant, user, agent). The same key in two scopes is two operations. Default "default". */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /** Abort waiting for an in-flight call (the tool itself sees it too, through its context). */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** Options of {@link idempotent}. */
@@ -63,47 +63,47 @@ export interface IdempotentOptions<A, R> {
   readonly name: string;
   readonly store: IdempotencyStore;
   /** The class of side effect. Default "irreversible" (fail closed). */
-  readonly effect?: Effect;
+  readonly effect?: Effect | undefined;
   /**
    * How long a settled record absorbs repeats, in whole ms from 1 to ten years. Default 24 h (Stripe's
    * window); below 1 h warns. See docs/concepts.md, "Limits".
    */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /**
    * How long a claim holds before another caller may judge it stale, in whole ms from 1 to 2^31 − 1
    * (what a timer holds). Renewed while the tool runs. Default 60 s.
    */
-  readonly leaseMs?: number;
+  readonly leaseMs?: number | undefined;
   /**
    * How long a repeat waits for an in-flight call's outcome before `idempotency_key_in_use`, in whole ms
    * from 0 to 2^31 − 1. 0 fails at once. Default 10 s.
    */
-  readonly waitMs?: number;
+  readonly waitMs?: number | undefined;
   /**
    * Which arguments count for the fingerprint: top-level field names, or a function picking them.
    * Default: all of them. A call with none of the named fields is `invalid_arguments`.
    */
-  readonly significant?: FieldList<A> | ((args: A) => unknown);
+  readonly significant?: FieldList<A> | ((args: A) => unknown) | undefined;
   /** How BigInt arguments are fingerprinted. Default "reject" (`invalid_arguments`). */
-  readonly bigint?: "reject" | "string";
+  readonly bigint?: "reject" | "string" | undefined;
   /** Derives the key from the arguments when the call gives none (for integrations). */
-  readonly key?: (args: A, call: CallOptions) => string | undefined;
+  readonly key?: ((args: A, call: CallOptions) => string | undefined) | undefined;
   /**
    * Resolves an unknown outcome by asking the downstream system (docs/concepts.md, "verify and reconcile").
    */
-  readonly verify?: VerifyHook<A, R>;
+  readonly verify?: VerifyHook<A, R> | undefined;
   /** The same hook under the saga's name, for `compensatable` tools. Give `verify` or `reconcile`, not both. */
-  readonly reconcile?: VerifyHook<A, R>;
+  readonly reconcile?: VerifyHook<A, R> | undefined;
   /**
    * The largest serialized result kept (bytes, a whole number ≥ 1), measured after redaction and before
    * encryption. Default 1 MiB.
    */
-  readonly maxResultBytes?: number;
+  readonly maxResultBytes?: number | undefined;
   /**
    * Result fields never stored: dotted paths (`["card.number", "token"]`), stored as `"[redacted]"`.
    * The first caller gets the full result; every replay gets the redacted form.
    */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /**
    * Encrypt stored results and failures (AES-256-GCM) with your keys, each bound to its record (scope,
    * key, tool, fingerprint). New records use `current`; older ones are opened by the key id they carry,
@@ -111,28 +111,30 @@ export interface IdempotentOptions<A, R> {
    * or one that is not sealed (unless `acceptPlaintext`), is an error (`ResultUndecryptableError`),
    * never garbage. Also keys the stored fingerprints (see `fingerprintKeys`). See docs/results-at-rest.md.
    */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
   /**
    * Store HMAC-SHA-256 fingerprints of the arguments under your secrets instead of plain SHA-256, so
    * arguments with little entropy (a 6-digit code) cannot be recovered from a store dump. Default: keys
    * derived from `encryption` when it is given, otherwise plain SHA-256; `false` keeps plain SHA-256.
    * Records fingerprinted under a retired key still match, as long as the key is kept.
    */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false;
+  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
   /**
    * Opt-in near-duplicate hint (docs/concepts.md, "Near-duplicates across turns"): when a call under a new
    * key matches, on these fields, a call of this tool that completed in the same scope within `windowMs`
    * (default 60 s), it still runs, and its envelope carries `recent_similar_call` so the agent can ask the
    * user before acting twice. `windowMs` is whole ms from 1 to ten years.
    */
-  readonly similar?: {
-    readonly fields: FieldList<A> | ((args: A) => unknown);
-    readonly windowMs?: number;
-  };
+  readonly similar?:
+    | {
+        readonly fields: FieldList<A> | ((args: A) => unknown);
+        readonly windowMs?: number | undefined;
+      }
+    | undefined;
   /** Injectable time, for tests. */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
   /** Called synchronously for every event; a hook that throws is ignored. */
-  readonly onEvent?: (event: IdempotencyEvent) => void;
+  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 export interface ResolvedOptions<A, R> {

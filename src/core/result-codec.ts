@@ -4,14 +4,14 @@
  * record it was sealed for. See docs/results-at-rest.md.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { ResultUndecryptableError } from "./errors.js";
 import {
   type FingerprintKeyOptions,
   type ResolvedFingerprintKeys,
   resolveFingerprintKeys,
 } from "./keyed-fingerprint.js";
-import { ResultUndecryptableError } from "./result-undecryptable-error.js";
 
-export { ResultUndecryptableError, type UndecryptableReason } from "./result-undecryptable-error.js";
+export { ResultUndecryptableError, type UndecryptableReason } from "./errors.js";
 
 /** What a redacted field is stored as. */
 export const redactedValue = "[redacted]";
@@ -36,7 +36,7 @@ export interface EncryptionOptions {
    * replay stored results and failures that are not sealed. Default false: an unsealed value is refused (`ResultUndecryptableError`, reason `not_sealed`), since
    * anyone who can write the store could have put it there.
    */
-  readonly acceptPlaintext?: boolean;
+  readonly acceptPlaintext?: boolean | undefined;
 }
 
 export interface ResolvedEncryption {

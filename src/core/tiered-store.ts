@@ -5,13 +5,13 @@ export interface TieredStoreOptions {
   /** The durable store that holds every record. */
   readonly store: IdempotencyStore;
   /** The most settled records kept in process, a whole number ≥ 1. Default 10 000. */
-  readonly maxEntries?: number;
+  readonly maxEntries?: number | undefined;
   /**
    * How long (ms, by the caller's clock) a cached record is served before it is checked against the
    * durable store again: the longest a delete, purge or reconciliation made elsewhere can go unseen here.
    * Default 1 000; 0 serves nothing from the cache.
    */
-  readonly maxStalenessMs?: number;
+  readonly maxStalenessMs?: number | undefined;
 }
 
 /** A cached record, and the clocks it was seen by. */

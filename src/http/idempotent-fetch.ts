@@ -16,15 +16,15 @@ export type FetchFunction = (input: string | URL | Request, init?: RequestInit) 
 export interface IdempotentFetchInit extends RequestInit {
   /** Chosen before the first attempt and kept for every retry of this operation. Required. */
   readonly idempotencyKey: string;
-  readonly retry?: RetryOptions;
+  readonly retry?: RetryOptions | undefined;
   /** How the key is written. Default `"bare"`, what Stripe and most APIs expect. */
-  readonly keyFormat?: KeyFormat;
+  readonly keyFormat?: KeyFormat | undefined;
   /** The fetch to call. Default: `globalThis.fetch`, looked up on every call. */
-  readonly fetch?: FetchFunction;
+  readonly fetch?: FetchFunction | undefined;
   /** Time and sleep, for tests. Default: the wall clock and real timers. */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
   /** A number in [0, 1) for the backoff jitter. Default `Math.random`. */
-  readonly random?: () => number;
+  readonly random?: (() => number) | undefined;
 }
 
 /** What {@link idempotentFetch} resolves to. */

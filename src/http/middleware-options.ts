@@ -17,26 +17,26 @@ const owner = "idempotencyMiddleware()";
 export interface SharedMiddlewareOptions {
   readonly store: IdempotencyStore;
   /** Methods that are guarded. Default `["POST", "PATCH"]`. */
-  readonly methods?: readonly string[];
+  readonly methods?: readonly string[] | undefined;
   /** Paths that are guarded (`["/payments", "/orders/:id"]`), or a predicate. Default: every path. */
-  readonly routes?: RouteMatcher;
+  readonly routes?: RouteMatcher | undefined;
   /**
    * Whether a guarded request without `Idempotency-Key` is refused with 400 (`true`, the default) or
    * passed through unguarded (`false`).
    */
-  readonly required?: boolean;
+  readonly required?: boolean | undefined;
   /**
    * Whether a response is recorded (and replayed to every repeat). Default {@link recordsByDefault}:
    * everything but 5xx and the 4xx that mean the request was refused before it did anything. An unrecorded
    * 4xx releases the key (a repeat runs the handler again); an unrecorded 5xx is a failure, which `effect`
    * judges: released under `owned-store` and `native-key`, an unknown outcome otherwise.
    */
-  readonly record?: (status: number, request: Request) => boolean;
+  readonly record?: ((status: number, request: Request) => boolean) | undefined;
   /**
    * Response headers a replay carries (case-insensitive). Default {@link defaultReplayHeaders}.
    * `Set-Cookie`, credentials and framing headers are refused here: they are never stored.
    */
-  readonly replayHeaders?: readonly string[];
+  readonly replayHeaders?: readonly string[] | undefined;
   /**
    * What it means when the handler throws, answers 5xx or its worker dies before it answers. Default
    * `"irreversible"`, as for `idempotent()`: the handler may have acted (sent the email), so that request
@@ -44,43 +44,43 @@ export interface SharedMiddlewareOptions {
    * (its writes are one transaction in your database) and `"native-key"` (it passes the key to an API
    * that dedupes) release the key instead, and a retry runs the handler again. See docs/http.md.
    */
-  readonly effect?: Effect;
+  readonly effect?: Effect | undefined;
   /** How long a recorded response is replayed. Whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /** How long a claim holds without renewal. Whole ms from 1 to 2^31 − 1; default 60 s. */
-  readonly leaseMs?: number;
+  readonly leaseMs?: number | undefined;
   /**
    * How long a repeat waits for the first request to finish before answering 409, in whole ms from 0 to
    * 2^31 − 1. Default 0: answer at once, as the draft describes, with `Retry-After`.
    */
-  readonly waitMs?: number;
+  readonly waitMs?: number | undefined;
   /** The `Retry-After` (whole seconds, 0 to 2 147 483) on a 409 for a request in flight. Default 1. */
-  readonly retryAfterSeconds?: number;
+  readonly retryAfterSeconds?: number | undefined;
   /** The largest response body kept for replay (bytes, a whole number ≥ 1). Default 1 MiB. */
-  readonly maxResponseBytes?: number;
+  readonly maxResponseBytes?: number | undefined;
   /**
    * Fields of a JSON response body never stored: dotted paths (`["card.number", "token"]`), stored as
    * `"[redacted]"`. The first caller gets the full response; every replay gets the redacted body
    * (re-serialized). Bodies that are not JSON are stored as they are: encrypt them.
    * See docs/results-at-rest.md.
    */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /**
    * Encrypt stored responses (AES-256-GCM) with your keys, each bound to its record, as `idempotent()`'s
    * `encryption`; it also keys the stored request fingerprints. See docs/results-at-rest.md.
    */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
   /** Keyed request fingerprints (HMAC-SHA-256), as `idempotent()`'s `fingerprintKeys`. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false;
+  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
   /**
    * Prefix of problem `type` URIs, e.g. `https://api.example.com/problems/` (the code is appended).
    * Default: `about:blank`, with the status phrase as title.
    */
-  readonly problemTypeBase?: string;
+  readonly problemTypeBase?: string | undefined;
   /** The tool name kept in each record. Default `"http"`. */
-  readonly name?: string;
-  readonly clock?: Clock;
-  readonly onEvent?: (event: IdempotencyEvent) => void;
+  readonly name?: string | undefined;
+  readonly clock?: Clock | undefined;
+  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 /** Options of the web-standard {@link idempotencyMiddleware}. */

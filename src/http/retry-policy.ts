@@ -9,15 +9,15 @@ const owner = "idempotentFetch()";
 /** Retry bounds of {@link idempotentFetch}. All times in whole milliseconds, from 0 to 2^31 − 1 (what a timer holds). */
 export interface RetryOptions {
   /** Attempts in all (a whole number ≥ 1), the first one included; 1 never retries. Default 4. */
-  readonly maxAttempts?: number;
+  readonly maxAttempts?: number | undefined;
   /** No retry starts later than this after the first attempt began, and no wait runs past it. Default 30 000. */
-  readonly maxElapsedMs?: number;
+  readonly maxElapsedMs?: number | undefined;
   /** The first backoff; each retry doubles it. Default 200. */
-  readonly initialDelayMs?: number;
+  readonly initialDelayMs?: number | undefined;
   /** The longest one backoff can be (a longer `Retry-After` is still honoured). Default 5 000. */
-  readonly maxDelayMs?: number;
+  readonly maxDelayMs?: number | undefined;
   /** How long one attempt may wait for the response headers before it is abandoned and retried; 0 for no limit. Default 10 000. */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
 }
 
 export interface RetryPolicy {

@@ -3,7 +3,7 @@
  * (docs/integrations/langgraph.md, "Approvals").
  * @module
  */
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { KeyConflictError } from "../core/errors.js";
 
 /** What the approval named, and what the run has instead. */
 export interface ApprovalMismatch {
@@ -24,9 +24,9 @@ export interface ApprovalMismatch {
  * A human approved one call, and the run now holds another: different arguments (the model rewrote the
  * draft when the node re-ran), or an approval given for another key. Nothing was executed.
  *
- * Its code is `idempotency_key_conflict` (422), as for the same key arriving with different arguments:
- * it is that same caller bug, caught at the approval instead of at the store. It carries the fields of
- * a `KeyConflictError` (`key`, `scope`, `originalFingerprint`, `fingerprint`, `originalCalledAt`, with
+ * It is a `KeyConflictError` (code `idempotency_key_conflict`, 422), as for the same key arriving with
+ * different arguments: it is that same caller bug, caught at the approval instead of at the store. Its
+ * fields are a conflict's (`key`, `scope`, `originalFingerprint`, `fingerprint`, `originalCalledAt`, with
  * the approved fingerprint as the original), so code that handles conflicts handles it too.
  *
  * @example
@@ -38,17 +38,9 @@ export interface ApprovalMismatch {
  *   if (error instanceof ApprovalMismatchError) console.error(`ask again for ${error.tool}: ${error.message}`);
  * }
  */
-export class ApprovalMismatchError extends IdempotencyError {
+export class ApprovalMismatchError extends KeyConflictError {
   override name = "ApprovalMismatchError";
-  readonly tool: string;
-  readonly scope: string;
-  readonly key: string;
   readonly approvedKey: string;
-  /** The approved fingerprint (the name `KeyConflictError` gives the first one). */
-  readonly originalFingerprint: string;
-  readonly fingerprint: string;
-  /** When the approved request was made (ISO-8601), or "" when the decision did not carry it. */
-  readonly originalCalledAt: string;
 
   constructor(mismatch: ApprovalMismatch) {
     const what =
@@ -57,17 +49,19 @@ export class ApprovalMismatchError extends IdempotencyError {
           `(fingerprint ${short(mismatch.approvedFingerprint)})`
         : `the approval was given for key "${mismatch.approvedKey}", not for this call's key`;
     super(
-      ErrorCode.keyConflict,
+      {
+        key: mismatch.key,
+        scope: mismatch.scope,
+        originalTool: mismatch.tool,
+        tool: mismatch.tool,
+        originalFingerprint: mismatch.approvedFingerprint,
+        fingerprint: mismatch.fingerprint,
+        originalCalledAt: mismatch.requestedAt,
+      },
       `${mismatch.tool} with key "${mismatch.key}" was not executed: ${what}. An approval covers exactly the ` +
         "arguments it was shown. Ask for approval of the new arguments under a new key, or run the approved ones.",
     );
-    this.tool = mismatch.tool;
-    this.scope = mismatch.scope;
-    this.key = mismatch.key;
     this.approvedKey = mismatch.approvedKey;
-    this.originalFingerprint = mismatch.approvedFingerprint;
-    this.fingerprint = mismatch.fingerprint;
-    this.originalCalledAt = mismatch.requestedAt;
   }
 }
 

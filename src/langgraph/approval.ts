@@ -26,19 +26,19 @@ export interface RequestApprovalOptions<A> {
   /** LangGraph's `interrupt`, passed in so this entry never imports LangGraph. */
   readonly interrupt: Interrupt<A>;
   /** Reported by an {@link ApprovalMismatchError}. Default "default". */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /** Stamps `requested_at`. Default the system clock. */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
 }
 
 /** Options of {@link runApproved}. */
 export interface RunApprovedOptions {
   /** The key this node expects (from state or checkpoint); an approval for any other key is refused. */
-  readonly key?: string;
+  readonly key?: string | undefined;
   /** A namespace (tenant, user). Default "default". */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /** Aborts waiting for a call in flight. */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
 }
 
 /**

@@ -16,7 +16,7 @@ import { ToolCallError, ToolCallErrorCode } from "./tool-call-error.js";
 /** Options of {@link dispatchToolCalls} and the provider loops: the turn, and a hook per outcome. */
 export interface DispatchOptions extends TurnOptions {
   /** Called once per tool call, in the order the model emitted them, after all of them settled. */
-  readonly onOutcome?: (outcome: ToolCallOutcome) => void;
+  readonly onOutcome?: ((outcome: ToolCallOutcome) => void) | undefined;
 }
 
 /**

@@ -23,15 +23,15 @@ export interface LoopToolOptions<A, R> extends Omit<IdempotentOptions<A, R>, "ke
    * Checks the model's arguments and gives them their type; throw to reject them (nothing runs, and the
    * model is told why). Default: the parsed JSON as it came. A zod schema fits as `(input) => Schema.parse(input)`.
    */
-  readonly parse?: (input: unknown) => A;
+  readonly parse?: ((input: unknown) => A) | undefined;
   /**
    * The top-level arguments that say *what* is intended (the recipient and subject, not the wording), so
    * a reworded duplicate in the same turn is still the same intent. Default: all arguments. A call with
    * none of them is rejected as invalid arguments.
    */
-  readonly intentFields?: FieldList<A>;
+  readonly intentFields?: FieldList<A> | undefined;
   /** What the model reads: `"envelope"` (default) or `"merge"` (see {@link OutputMode}). */
-  readonly output?: OutputMode;
+  readonly output?: OutputMode | undefined;
 }
 
 /** A tool a loop dispatches to. Make one with {@link loopTool}. */
@@ -55,9 +55,9 @@ export interface TurnOptions {
    */
   readonly turnId: string;
   /** A namespace for the keys (user, conversation, tenant). Default "default". */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /** Aborts waiting for calls in flight, and is passed to the tools. */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** One tool call as the model emitted it: parsed arguments as `input`, or the raw JSON text as `argumentsJson`. */

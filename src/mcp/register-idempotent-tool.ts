@@ -64,12 +64,12 @@ export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, Call
    * The namespace a key lives in, from the request. Default: the OAuth client id
    * (`extra.authInfo?.clientId`), else `"default"`, so one client can never read another's results.
    */
-  readonly scope?: (extra: ToolExtra) => string;
+  readonly scope?: ((extra: ToolExtra) => string) | undefined;
   /**
    * The zod namespace the tool's schemas are built with (`import { z } from "zod"`). Default: the
    * matching entry (`zod/v3` or `zod/v4`) of the zod installed beside the MCP SDK.
    */
-  readonly z?: ZodNamespace;
+  readonly z?: ZodNamespace | undefined;
 }
 
 /**

@@ -53,30 +53,30 @@ export interface CheckpointOptions {
   /** The call's arguments: a key reused with other arguments is `idempotency_key_conflict`. */
   readonly args: unknown;
   /** A namespace (tenant, user, agent). Default "default". */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /**
    * How long the claim holds without renewal, whole ms from 1 to 2^31 − 1. The checkpoint renews it every
    * third of `leaseMs` until it is settled or disposed, so a long call stays live; a checkpoint whose process
    * died goes stale (outcome unknown) once `leaseMs` passes. Default 60 s.
    */
-  readonly leaseMs?: number;
+  readonly leaseMs?: number | undefined;
   /** How long a settled record absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /**
    * How long to wait for another live checkpoint on the key before `idempotency_key_in_use`.
    * Whole ms from 0 to 2^31 − 1; default 10 s; 0 fails at once.
    */
-  readonly waitMs?: number;
+  readonly waitMs?: number | undefined;
   /** The largest result kept (bytes, a whole number ≥ 1). Default 1 MiB. */
-  readonly maxResultBytes?: number;
+  readonly maxResultBytes?: number | undefined;
   /** Result fields never stored (dotted paths). */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /** Encrypt stored results and failures, bound to their record (see docs/results-at-rest.md). */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
   /** Key the stored fingerprint (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false;
+  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
   /** Injectable time, for tests. */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
 }
 
 /** A claimed (or already completed) call. Dispose it with `await using`, or call a settle in `finally`. */

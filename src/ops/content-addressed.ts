@@ -205,16 +205,16 @@ export interface S3ConditionalTargetOptions {
   readonly endpoint: string;
   readonly bucket: string;
   /** Prepended to each key, e.g. `"artifacts/"`. */
-  readonly prefix?: string;
+  readonly prefix?: string | undefined;
   /** Your fetch; default the global one. */
-  readonly fetch?: typeof fetch;
+  readonly fetch?: typeof fetch | undefined;
   /**
    * Sign or decorate each request (AWS SigV4, a bearer token); return the request to send.
    * The request already carries `If-None-Match: *` and `x-amz-checksum-sha256`.
    */
-  readonly sign?: (request: Request) => Request | Promise<Request>;
+  readonly sign?: ((request: Request) => Request | Promise<Request>) | undefined;
   /** Retries of a 409 (another conditional write of the same key in progress). Default 3. */
-  readonly conflictRetries?: number;
+  readonly conflictRetries?: number | undefined;
 }
 
 /**

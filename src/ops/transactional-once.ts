@@ -26,26 +26,26 @@ export interface TransactionalOnceOptions {
   /** Stable across every repeat of one logical operation. */
   readonly key: string;
   /** A namespace (tenant, user); default "default". */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /** The arguments: their fingerprint tells a repeat from a key reused for something else. */
-  readonly args?: unknown;
+  readonly args?: unknown | undefined;
   /** Or the fingerprint itself, when you compute it (it is stored as given). Give `args` or `fingerprint`. */
-  readonly fingerprint?: string;
+  readonly fingerprint?: string | undefined;
   /** How long the completed key absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /**
    * The largest result kept (bytes, a whole number ≥ 1). Default 1 MiB; a larger result rolls the
    * transaction back.
    */
-  readonly maxResultBytes?: number;
+  readonly maxResultBytes?: number | undefined;
   /** Result fields never stored (dotted paths); replays get `"[redacted]"` there. */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /** Encrypt the stored result (AES-256-GCM, key rotation by id), bound to its row (scope, key, fingerprint). */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
   /** Key the fingerprint of `args` (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false;
+  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
   /** Injectable time for SQLite (PostgreSQL judges expiry by `now()`). */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
 }
 
 /** What a transactional call returns. */

@@ -61,31 +61,31 @@ export const OtelMetric = {
 
 export interface OtelEventsOptions {
   /** Default: `trace.getTracer("idempotool")` from the global provider. */
-  readonly tracer?: Tracer;
+  readonly tracer?: Tracer | undefined;
   /** Default: `metrics.getMeter("idempotool")` from the global provider. */
-  readonly meter?: Meter;
+  readonly meter?: Meter | undefined;
   /**
    * The idempotency key on spans. `"hash"` (default) puts the first 16 hex digits of its SHA-256, so a
    * call and its replays share a value without the key itself (which may hold an email address or an
    * order number) leaving the process; a key that can be guessed can be guessed from its hash too, so
    * choose `"none"` then. `"raw"` puts the key itself. Never on metrics.
    */
-  readonly key?: "hash" | "none" | "raw";
+  readonly key?: "hash" | "none" | "raw" | undefined;
   /** Put the scope (a tenant or user id) on spans. Default true. Never on metrics, where it is unbounded. */
-  readonly scope?: boolean;
+  readonly scope?: boolean | undefined;
   /** Your own hook, called after ours with every event; what it throws is ignored. */
-  readonly onEvent?: (event: IdempotencyEvent) => void;
+  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
   /**
    * A call with no event for this long (ms, by the events' clock) has its span ended as `abandoned`:
    * a call can stop with no last event of its own (when the store refuses a release). Whole ms from 1
    * to ten years; default 10 minutes.
    */
-  readonly abandonAfterMs?: number;
+  readonly abandonAfterMs?: number | undefined;
   /**
    * At most this many calls followed at once (a whole number ≥ 1); the oldest are ended as abandoned
    * beyond it. Default 10 000.
    */
-  readonly maxOpenCalls?: number;
+  readonly maxOpenCalls?: number | undefined;
 }
 
 /** The hook to give `idempotent({ onEvent })`, plus a way to end what is still open. */

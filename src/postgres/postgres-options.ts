@@ -27,7 +27,7 @@ export interface PostgresStoreOptions {
    * Letters, digits and `_`, starting with a letter or `_`: at most 63 for the schema, 52 for the table.
    * The schema must exist; the table and its index are created on first use.
    */
-  readonly table?: string;
+  readonly table?: string | undefined;
   /**
    * The longest any operation may take, pool checkout included, before it fails (the core then fails
    * closed with `store_unavailable`). Default 5000 ms. A claim that lands after its caller gave up is
@@ -35,24 +35,24 @@ export interface PostgresStoreOptions {
    * `statement_timeout` no longer than this, so that the server, too, abandons what the caller gave up on.
    * Whole ms from 1 to 2^31 − 1 (what a timer holds).
    */
-  readonly statementTimeoutMs?: number;
+  readonly statementTimeoutMs?: number | undefined;
   /**
    * Which clock judges leases and expiry. `"server"` (default): PostgreSQL's, so every worker is judged by
    * one clock and one whose clock runs ahead can never take over a live lease (`now` in requests is
    * ignored). `"request"`: the core's `now`, for tests and single-clock setups.
    */
-  readonly clock?: "server" | "request";
+  readonly clock?: "server" | "request" | undefined;
   /**
    * Tests only: milliseconds added to the server clock (a number, or read before every statement),
    * to model a store whose clock has moved on. Only with the server clock.
    */
-  readonly clockOffsetMs?: number | (() => number);
+  readonly clockOffsetMs?: number | (() => number) | undefined;
   /**
    * Prepare each statement once per connection (pg's named statements) instead of planning it on every
    * call; default true. Turn it off behind a pooler that cannot keep prepared statements (PgBouncer in
    * transaction mode before 1.21, or without `max_prepared_statements`).
    */
-  readonly preparedStatements?: boolean;
+  readonly preparedStatements?: boolean | undefined;
 }
 
 const identifier = "[A-Za-z_][A-Za-z0-9_]";

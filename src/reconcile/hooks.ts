@@ -57,24 +57,29 @@ export type CompensateHook<R = unknown> = (
   context: CompensateContext<R>,
 ) => unknown;
 
+// A method's parameters are checked bivariantly: that is what lets a tool typed by its result fit the map
+// of all tools, and the reconciler hands `compensate` only what that same tool's `verify` found.
+type BivariantCompensate<R> = {
+  compensate(record: IdempotencyRecord, context: CompensateContext<R>): unknown;
+}["compensate"];
+
 /**
  * One tool's entry in `reconcile({ tools })`. A tool typed by its result (`ReconcileTool<Refund>`) fits
- * the map of all tools, `ReconcileTool` (of `unknown`): `compensate` is declared as a method so that it
- * does, and the reconciler hands it only what that same tool's `verify` found or its record holds.
+ * the map of all tools, `ReconcileTool` (of `unknown`).
  */
 export interface ReconcileTool<R = unknown> {
   readonly verify: ReconcileHook<R>;
   /** Undo the effect. Without it, a "compensate" answer leaves the record for review. */
-  compensate?(record: IdempotencyRecord, context: CompensateContext<R>): unknown;
+  readonly compensate?: BivariantCompensate<R> | undefined;
   /** How long a record the reconciler settles absorbs repeats. Whole ms from 1 to ten years; default 24 h, as `idempotent()`. */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /** The largest serialized result kept (bytes, a whole number ≥ 1). Default 1 MiB, as `idempotent()`. */
-  readonly maxResultBytes?: number;
+  readonly maxResultBytes?: number | undefined;
   /** The tool's `redact`: give the same as `idempotent()`, so a result the reconciler records is stored alike. */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /**
    * The tool's `encryption`: give the same as `idempotent()`. Outcomes the reconciler records are then
    * sealed for their record; without it they are stored in plaintext, which the tool refuses to replay.
    */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
 }

@@ -25,22 +25,22 @@ export interface ReconcileOptions {
    * The reconciler's clock. It only picks candidates: the takeover itself is judged by the store's clock
    * where it has one (PostgreSQL, Redis), so a clock running ahead cannot take over a live lease.
    */
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
   /** Ask the hooks and report, but change nothing and never compensate. Default false. */
-  readonly dryRun?: boolean;
+  readonly dryRun?: boolean | undefined;
   /** Examine at most this many records in one pass (a whole number ≥ 1). Default: all of them. */
-  readonly limit?: number;
+  readonly limit?: number | undefined;
   /** Records read per `list` call (a whole number ≥ 1; above 1000 reads 1000). Default 100. */
-  readonly pageSize?: number;
+  readonly pageSize?: number | undefined;
   /** Only this tool's records. */
-  readonly tool?: string;
+  readonly tool?: string | undefined;
   /** Only this scope's records. */
-  readonly scope?: string;
+  readonly scope?: string | undefined;
   /** The reconciler's lease on a record while its hook runs; renewed meanwhile. Whole ms from 1 to 2^31 − 1; default 60 s. */
-  readonly leaseMs?: number;
-  readonly signal?: AbortSignal;
+  readonly leaseMs?: number | undefined;
+  readonly signal?: AbortSignal | undefined;
   /** Called for every decision as it is made; a callback that throws is ignored. */
-  readonly onDecision?: (decision: ReconcileDecision) => void;
+  readonly onDecision?: ((decision: ReconcileDecision) => void) | undefined;
 }
 
 /**
@@ -99,7 +99,10 @@ export async function reconcileOnce(options: ReconcileOptions): Promise<Reconcil
 /** The same as {@link reconcileOnce}. */
 export const reconcile = reconcileOnce;
 
-export type Resolved = Required<Pick<ReconcileOptions, "store" | "tools" | "clock" | "dryRun" | "leaseMs">> &
+/** Present and defined: an option given as `undefined` was resolved to its default. */
+type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> };
+
+export type Resolved = Defined<Pick<ReconcileOptions, "store" | "tools" | "clock" | "dryRun" | "leaseMs">> &
   Omit<ReconcileOptions, "limit" | "pageSize"> & {
     readonly limit: number;
     readonly pageSize: number;

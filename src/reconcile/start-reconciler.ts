@@ -8,9 +8,9 @@ export interface StartReconcilerOptions extends ReconcileOptions {
   /** Pause between the end of one pass and the start of the next: whole ms from 1 to 2^31 − 1. */
   readonly intervalMs: number;
   /** Called after every pass. */
-  readonly onSummary?: (summary: ReconcileSummary) => void;
+  readonly onSummary?: ((summary: ReconcileSummary) => void) | undefined;
   /** A pass that failed (the store unreachable); the next pass still runs. */
-  readonly onError?: (error: unknown) => void;
+  readonly onError?: ((error: unknown) => void) | undefined;
 }
 
 const owner = "startReconciler()";

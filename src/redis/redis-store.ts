@@ -55,24 +55,24 @@ export interface RedisStoreOptions {
    */
   readonly client: RedisLike;
   /** Prepended to every record's key name; it ends in `:`. Default `"idempotool:"`. */
-  readonly prefix?: string;
+  readonly prefix?: string | undefined;
   /**
    * No operation waits longer than this for Redis's reply; past it, it rejects and the caller gets
    * `store_unavailable`. The command may still have been applied. Whole ms from 1 to 2^31 − 1 (what a
    * timer holds); default 5000.
    */
-  readonly commandTimeoutMs?: number;
+  readonly commandTimeoutMs?: number | undefined;
   /**
    * Which clock judges leases and expiry. `"server"` (default): Redis's `TIME`, read inside each script,
    * so a worker whose clock runs ahead can never take over a live lease; a request's `now` is ignored.
    * `"request"`: the `now` each request carries (the core's clock), for tests with a fake clock.
    */
-  readonly clock?: "server" | "request";
+  readonly clock?: "server" | "request" | undefined;
   /**
    * For tests only: added to the server's clock (a worker whose store sees time further on), so a test
    * can move past a lease without sleeping. Only with clock "server". Default 0.
    */
-  readonly clockOffsetMs?: number | (() => number);
+  readonly clockOffsetMs?: number | (() => number) | undefined;
 }
 
 /** An idempotency store on Redis. */

@@ -34,25 +34,25 @@ export interface SagaOptions<A, S extends SagaStep> {
    * at once; so does the reconciler. Without it, a stale saga fails closed until the reconciler or an
    * operator resolves it. A "compensate" answer is left to the reconciler: callers get `outcome_unknown`.
    */
-  readonly verify?: ReconcileHook<S>;
+  readonly verify?: ReconcileHook<S> | undefined;
   /** Undo the effect (refund, correction). Run by the reconciler, or by `saga.compensate()`. */
-  readonly compensate?: CompensateHook<S>;
+  readonly compensate?: CompensateHook<S> | undefined;
   /** As in `idempotent()`: whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number;
+  readonly ttlMs?: number | undefined;
   /** As in `idempotent()`: whole ms from 1 to 2^31 − 1; default 60 s. */
-  readonly leaseMs?: number;
+  readonly leaseMs?: number | undefined;
   /** As in `idempotent()`: whole ms from 0 to 2^31 − 1; default 10 s. */
-  readonly waitMs?: number;
+  readonly waitMs?: number | undefined;
   /** Which arguments count for the fingerprint, as in `idempotent()`: field names, or a function picking them. */
-  readonly significant?: FieldList<A> | ((args: A) => unknown);
+  readonly significant?: FieldList<A> | ((args: A) => unknown) | undefined;
   /** Result fields never stored, as `idempotent()`'s `redact`. The reconciler entry carries it. */
-  readonly redact?: readonly string[];
+  readonly redact?: readonly string[] | undefined;
   /** Seal stored steps and failures, as `idempotent()`'s `encryption`. The reconciler entry carries it. */
-  readonly encryption?: EncryptionOptions;
+  readonly encryption?: EncryptionOptions | undefined;
   /** Keyed fingerprints, as `idempotent()`'s `fingerprintKeys`. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false;
-  readonly clock?: Clock;
-  readonly onEvent?: (event: IdempotencyEvent) => void;
+  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
+  readonly clock?: Clock | undefined;
+  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 /** A saga: call it like any idempotent tool; it also knows how to compensate and how to be reconciled. */

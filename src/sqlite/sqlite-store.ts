@@ -55,9 +55,9 @@ export type SqliteStoreOptions = LockWaitOptions &
     | {
         readonly path: string;
         /** Table name; default `idempotool_records`. */
-        readonly table?: string;
+        readonly table?: string | undefined;
         /** `FULL` also survives power loss; `NORMAL` (default) survives process crashes. */
-        readonly synchronous?: "NORMAL" | "FULL";
+        readonly synchronous?: "NORMAL" | "FULL" | undefined;
       }
     | {
         /**
@@ -68,7 +68,7 @@ export type SqliteStoreOptions = LockWaitOptions &
          */
         readonly database: SqliteDatabase;
         /** Table name; default `idempotool_records`. */
-        readonly table?: string;
+        readonly table?: string | undefined;
       }
   );
 
@@ -81,7 +81,7 @@ interface LockWaitOptions {
    * and the lease renewals of other calls keep running. An attempt that found the lock taken changed
    * nothing, so trying again never applies a write twice. See docs/stores.md#locks-and-timeouts.
    */
-  readonly busyTimeoutMs?: number;
+  readonly busyTimeoutMs?: number | undefined;
 }
 
 /** An idempotency store on one SQLite file. */
@@ -326,7 +326,10 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   };
 }
 
-function openDatabase(options: { readonly path: string; readonly synchronous?: "NORMAL" | "FULL" }) {
+function openDatabase(options: {
+  readonly path: string;
+  readonly synchronous?: "NORMAL" | "FULL" | undefined;
+}) {
   const synchronous = options.synchronous ?? "NORMAL";
   if (typeof options.path !== "string" || options.path === "") {
     throw new IdempotencyError("invalid_options", "sqliteStore: path must be a non-empty file path.");

@@ -80,24 +80,24 @@ export interface ChaosProgress {
 
 export interface ChaosOptions {
   /** The arguments of the one intended call. Default `{}`. */
-  readonly args?: unknown;
+  readonly args?: unknown | undefined;
   /** Which sources to run, in order. Default: all of them. */
-  readonly sources?: readonly RepeatSource[];
+  readonly sources?: readonly RepeatSource[] | undefined;
   /**
    * `"<path>#<export>"` of the tool, for the crash source's child process, when `tool` is given as a
    * function. Not needed when `tool` is that string already.
    */
-  readonly module?: string;
+  readonly module?: string | undefined;
   /** The lease offered to the factory as `ctx.leaseMs` (whole ms from 1 to 2^31 − 1). Default 1000. */
-  readonly leaseMs?: number;
+  readonly leaseMs?: number | undefined;
   /** Bound on each source (whole ms from 1 to 2^31 − 1). Default 30 000. */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
   /** Where the SQLite file and the probe file go; kept afterwards. Default: a temporary folder, removed. */
-  readonly dir?: string;
+  readonly dir?: string | undefined;
   /** Where relative module paths start. Default `process.cwd()`. */
-  readonly cwd?: string;
+  readonly cwd?: string | undefined;
   /** Called as each source starts and ends. */
-  readonly onProgress?: (progress: ChaosProgress) => void;
+  readonly onProgress?: ((progress: ChaosProgress) => void) | undefined;
 }
 
 /**

@@ -91,7 +91,7 @@ export interface ConformanceOptions {
   /** Called once per case; every call must return an empty store. */
   create: () => Promise<ConformanceHarness> | ConformanceHarness;
   /** How many callers race in the concurrency cases (default 50, at least 2). */
-  concurrency?: number;
+  concurrency?: number | undefined;
 }
 
 /** One spec sentence and the check behind it. `run` rejects when the store breaks the contract. */
