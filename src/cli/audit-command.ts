@@ -73,7 +73,8 @@ export function auditCommand(command: Command, context: CommandContext): void {
       const out = context.io.stdout;
       if (flags.json) out.write(`${JSON.stringify({ source, ...report }, null, 2)}\n`);
       // Tool names and descriptions come from the server: escaped, so none can drive the terminal.
-      else for (const line of render(report, source, flags, styles(out))) out.write(`${printableLine(line)}\n`);
+      else
+        for (const line of render(report, source, flags, styles(out))) out.write(`${printableLine(line)}\n`);
       context.setExitCode(report.ok ? ExitCode.ok : ExitCode.findings);
     });
 }

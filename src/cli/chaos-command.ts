@@ -144,9 +144,7 @@ function sourceList(value: string): RepeatSource[] {
   const names = commaList(value);
   const unknown = names.filter((name) => !(sources as string[]).includes(name));
   if (names.length === 0 || unknown.length > 0) {
-    throw new InvalidArgumentError(
-      `must name sources from ${sources.join(", ")}, comma-separated`,
-    );
+    throw new InvalidArgumentError(`must name sources from ${sources.join(", ")}, comma-separated`);
   }
   return names as RepeatSource[];
 }

@@ -77,13 +77,18 @@ export function printable(text: string): string {
   return text.replace(controls, escapeControl);
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: keeping our SGR colour codes is the point.
+const sgr = /(\u001b\[[0-9;]*m)/;
+
 /**
  * A line we built, whose only escape codes may be our own colours: every other control character is
  * escaped as {@link printable} does. Where a line holds text from elsewhere, escape that text first.
  */
 export function printableLine(line: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: keeping our SGR colour codes is the point.
-  return line.split(/(\u001b\[[0-9;]*m)/).map((part, i) => (i % 2 === 1 ? part : printable(part))).join("");
+  return line
+    .split(sgr)
+    .map((part, i) => (i % 2 === 1 ? part : printable(part)))
+    .join("");
 }
 
 /**

@@ -38,7 +38,8 @@ export function parseStoreUrl(text: string): StoreUrl {
   if (scheme === "sqlite") {
     const [location = "", query = ""] = text.slice("sqlite:".length).replace(/^\/\//, "").split("?", 2);
     const path = decodePercents(location);
-    if (path === "") throw new UsageError(`the store URL ${shown} has no file path (like sqlite://./idempotool.db)`);
+    if (path === "")
+      throw new UsageError(`the store URL ${shown} has no file path (like sqlite://./idempotool.db)`);
     return { kind: "sqlite", path, table: new URLSearchParams(query).get("table") ?? undefined };
   }
   if (scheme === "postgres" || scheme === "postgresql" || scheme === "redis" || scheme === "rediss") {
@@ -121,8 +122,20 @@ async function openSqlite(
       store.migrate();
       return store;
     } catch (error) {
-      throw optionError(error) ?? new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error });
+      throw (
+        optionError(error) ??
+        new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error })
+      );
     }
+  }
+  // The store's own check of the table name, on a throwaway in-memory database: a bad --table is an
+  // option error whether or not the file is there.
+  try {
+    await sqliteStore({ path: ":memory:", ...table }).close();
+  } catch (error) {
+    throw (
+      optionError(error) ?? new UsageError(`cannot open a SQLite store: ${reasonOf(error)}`, { cause: error })
+    );
   }
   if (!existsSync(path)) throw new UsageError(`no SQLite store at ${shown}`);
   const Database = await loadDriver<new (path: string, options: object) => SqliteDatabase>(
@@ -140,14 +153,21 @@ async function openSqlite(
   try {
     const store = sqliteStore({ database, ...table });
     const name = url.table ?? defaultSqliteTable;
-    const tables = (database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as {
-      name: string;
-    }[]).map((row) => row.name);
+    const tables = (
+      database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as {
+        name: string;
+      }[]
+    ).map((row) => row.name);
     // SQLite matches table names without regard to case.
     if (!tables.some((t) => t.toLowerCase() === name.toLowerCase())) {
       const others = tables.filter((t) => !t.startsWith("sqlite_"));
-      const there = others.length === 0 ? "it has no tables" : `its tables: ${others.slice(0, 10).map(printable).join(", ")}`;
-      throw new UsageError(`the SQLite store at ${shown} has no table ${printable(name)} (${there}); check --table`);
+      const there =
+        others.length === 0
+          ? "it has no tables"
+          : `its tables: ${others.slice(0, 10).map(printable).join(", ")}`;
+      throw new UsageError(
+        `the SQLite store at ${shown} has no table ${printable(name)} (${there}); check --table`,
+      );
     }
     return {
       ...store,
@@ -158,7 +178,10 @@ async function openSqlite(
   } catch (error) {
     database.close();
     if (error instanceof UsageError) throw error;
-    throw optionError(error) ?? new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error });
+    throw (
+      optionError(error) ??
+      new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error })
+    );
   }
 }
 
@@ -191,18 +214,28 @@ async function openPostgres(
     await pool.query("SELECT 1");
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw new UsageError(`cannot reach the PostgreSQL store at ${shown}: ${reasonOf(error)}`, { cause: error });
+    throw new UsageError(`cannot reach the PostgreSQL store at ${shown}: ${reasonOf(error)}`, {
+      cause: error,
+    });
   }
   if (!options.create) {
     // Without this, the store's first query would create a misspelled table.
-    const qualified = store.table.split(".").map((part) => `"${part}"`).join(".");
+    const qualified = store.table
+      .split(".")
+      .map((part) => `"${part}"`)
+      .join(".");
     let found: unknown;
     try {
-      const { rows } = await pool.query({ text: "SELECT to_regclass($1) IS NOT NULL AS found", values: [qualified] });
+      const { rows } = await pool.query({
+        text: "SELECT to_regclass($1) IS NOT NULL AS found",
+        values: [qualified],
+      });
       found = (rows[0] as { found?: unknown } | undefined)?.found;
     } catch (error) {
       await pool.end().catch(() => undefined);
-      throw new UsageError(`cannot read the PostgreSQL store at ${shown}: ${reasonOf(error)}`, { cause: error });
+      throw new UsageError(`cannot read the PostgreSQL store at ${shown}: ${reasonOf(error)}`, {
+        cause: error,
+      });
     }
     if (found !== true) {
       await pool.end().catch(() => undefined);
@@ -297,7 +330,8 @@ async function loadDriver<T>(name: string, scheme: string): Promise<T> {
  * identifier …`, not "cannot reach the store".
  */
 function optionError(error: unknown): OptionError | undefined {
-  if ((error as { code?: unknown } | null)?.code !== "invalid_options" || !(error instanceof Error)) return undefined;
+  if ((error as { code?: unknown } | null)?.code !== "invalid_options" || !(error instanceof Error))
+    return undefined;
   const problem = error.message
     .replace(/^\w+(?:\(\))?:\s*/, "")
     .replace(/^option `(\w+)`/, "$1")
