@@ -2,11 +2,27 @@
  * No password from a store URL is ever printed: not in the one-line error, not in `--debug` stacks and
  * causes, whatever the URL's form and whatever the driver echoes. Through the built binary.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redactUrl, secretsOf } from "../src/cli/redact.js";
 import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
 
-beforeAll(ensureBuilt, 180_000);
+/** A table with the store's name but not its columns: the store opens, and its first read fails. */
+const odd = `idempotool_cli_secrets_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test", max: 1 });
+
+beforeAll(async () => {
+  await ensureBuilt();
+  await pool.query(`CREATE TABLE ${odd} (id integer)`);
+}, 180_000);
+
+afterAll(async () => {
+  await pool.query(`DROP TABLE IF EXISTS ${odd}`);
+  // Were a command to create the missing table, this test would leave it behind.
+  await pool.query(`DROP TABLE IF EXISTS ${odd}_none`);
+  await pool.end();
+});
 
 const password = "Hunter2Secret";
 
@@ -26,11 +42,15 @@ const forms = [
   // Reachable servers (trust auth ignores the password), so the error is a missing table or prefix.
   {
     what: "a PostgreSQL server reached, table missing",
-    url: `postgres://postgres:${password}@127.0.0.1:5432/test?table=idempotool_cli_secrets_none`,
+    url: `postgres://postgres:${password}@127.0.0.1:5432/test?table=${odd}_none`,
+  },
+  {
+    what: "a raw @ before the password, the store's read failing",
+    url: `postgres://postgres:x@${password}@127.0.0.1:5432/test?table=${odd}`,
   },
   {
     what: "a Redis server reached, prefix empty",
-    url: `redis://127.0.0.1:6379?password=${password}&prefix=idempotool-cli-secrets-none:`,
+    url: `redis://127.0.0.1:6379?password=${password}&prefix=${odd}-none:`,
   },
 ];
 
