@@ -337,6 +337,8 @@ function optionError(error: unknown): OptionError | undefined {
     .replace(/^option `(\w+)`/, "$1")
     .replace(/^(table|prefix)\b/, "--$1")
     .replace(/\.$/, "");
+  // Other refusals (a driver that is not installed) are not about an option.
+  if (!/^--(table|prefix)\b/.test(problem)) return undefined;
   return new OptionError(printable(problem), { cause: error });
 }
 
