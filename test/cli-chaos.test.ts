@@ -92,6 +92,8 @@ describe("idempotool chaos when it cannot run: one line, exit 2", () => {
   it("an unknown source", async () => {
     const { code, stderr } = await idempotool(["chaos", `${tools}#safeSendEmail`, "--only", "solar_flare"]);
     expect(code).toBe(2);
-    expect(stderr).toContain("unknown source solar_flare");
+    expect(stderr).toBe(
+      'idempotool: --only must name sources from transport_retry, framework_resume, duplicate_emission, user_retry, crash, comma-separated, not "solar_flare"; see idempotool chaos --help\n',
+    );
   });
 });

@@ -1,7 +1,13 @@
 /** `idempotool inspect` through the built binary, on a seeded SQLite store. */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { sqliteStore } from "../src/sqlite/index.js";
 import { ansi, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
-import { seededSqlite } from "./fixtures/reconcile-seed.js";
+import { seededSqlite, seedRecord } from "./fixtures/reconcile-seed.js";
+
+const DAY = 86_400_000;
 
 let url = "";
 beforeAll(async () => {
@@ -69,6 +75,23 @@ describe("idempotool inspect", () => {
       expect(code, args.join(" ")).toBe(2);
       expect(stderr, args.join(" ")).not.toMatch(/\n\s+at /);
     }
+  });
+
+  it("shows an expired record as expired, whatever its status", async () => {
+    const path = join(mkdtempSync(join(tmpdir(), "idempotool-cli-expired-")), "records.db");
+    const store = sqliteStore({ path });
+    const now = Date.now();
+    const twoDaysAgo = now - 2 * DAY;
+    await seedRecord(store, { key: "gone-unknown", status: "unknown", now: twoDaysAgo, ttlMs: DAY });
+    await seedRecord(store, { key: "gone-completed", status: "completed", now: twoDaysAgo, ttlMs: DAY });
+    await seedRecord(store, { key: "live-unknown", status: "unknown", now });
+    await store.close();
+    const { code, stdout } = await idempotool(["inspect", "list", "--store", `sqlite://${path}`]);
+    expect(code).toBe(0);
+    const row = (key: string) => stdout.split("\n").find((line) => line.includes(key)) ?? "";
+    expect(row("gone-unknown")).toMatch(/expired 1d ago; purge removes it$/);
+    expect(row("gone-completed")).toMatch(/expired 1d ago; purge removes it$/);
+    expect(row("live-unknown")).toMatch(/needs a verify hook or an operator$/);
   });
 
   it("has help with examples", async () => {

@@ -2,6 +2,9 @@
  * What every command shares: help with examples, exit codes (0 fine, 1 findings, 2 could not run),
  * one line for an error unless --debug, and runCli() for embedding without a child process.
  */
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ExitCode, reportError, UsageError } from "../src/cli/errors.js";
@@ -49,6 +52,85 @@ describe("the built binary", () => {
     expect(stdout).toContain("--debug");
     expect(stdout).toMatch(/Exit codes: 0 .*; 1 .*\n2 /);
   });
+
+  it.each([
+    [["inspekt"], "unknown command 'inspekt' (Did you mean inspect?)", "idempotool"],
+    [["inspect", "lst"], "unknown command 'lst' (Did you mean list?)", "idempotool inspect"],
+    [["inspect", "list"], "required option '--store <url>' not specified", "idempotool inspect list"],
+    [["audit", "--jsn"], "unknown option '--jsn' (Did you mean --json?)", "idempotool audit"],
+    [
+      ["inspect", "list", "--store", "sqlite://x.db", "--limit", "abc"],
+      '--limit must be a positive whole number, not "abc"',
+      "idempotool inspect list",
+    ],
+    [
+      ["purge", "--store", "sqlite://x.db", "--batch", "0"],
+      '--batch must be a positive whole number, not "0"',
+      "idempotool purge",
+    ],
+    [
+      ["chaos", "x.js", "--timeout", "soon"],
+      '--timeout must be a whole number of milliseconds from 1 to 2147483647, not "soon"',
+      "idempotool chaos",
+    ],
+    [
+      ["inspect", "list", "--store", "sqlite://x.db", "--older-than", "soon"],
+      '--older-than must be a duration like 90s, 10m, 2h or 7d, not "soon"',
+      "idempotool inspect list",
+    ],
+    [
+      ["inspect", "list", "--store", "sqlite://x.db", "--status", "done"],
+      '--status must be one of in_progress, completed, failed, unknown, not "done"',
+      "idempotool inspect list",
+    ],
+  ])("answers a usage error with one line and exit 2: %j", async (argv, what, command) => {
+    const { code, stdout, stderr } = await idempotool(argv);
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toBe(`idempotool: ${what}; see ${command} --help\n`);
+  });
+
+  it("reports a bad --table or --prefix as an option error, before reaching for the store", async () => {
+    for (const [argv, what, command] of [
+      [
+        ["inspect", "list", "--store", "sqlite://./idempotool.db", "--table", "bad-name"],
+        "--table must be a plain SQL identifier",
+        "inspect list",
+      ],
+      [
+        ["purge", "--store", "postgres://postgres@127.0.0.1:1/test", "--table", "bad-name"],
+        "--table must be a plain identifier",
+        "purge",
+      ],
+      [
+        ["inspect", "list", "--store", "redis://127.0.0.1:1", "--prefix", "agents"],
+        '--prefix must be a string ending in ":", got "agents"',
+        "inspect list",
+      ],
+      [
+        ["inspect", "list", "--store", "redis://127.0.0.1:1", "--table", "records"],
+        "--table is for SQLite and PostgreSQL; Redis takes --prefix",
+        "inspect list",
+      ],
+    ] as const) {
+      const { code, stderr } = await idempotool([...argv]);
+      expect(code, argv.join(" ")).toBe(2);
+      expect(stderr, argv.join(" ")).toMatch(
+        new RegExp(
+          `^idempotool: ${what.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}.*; see idempotool ${command} --help\n$`,
+        ),
+      );
+      expect(stderr, argv.join(" ")).not.toContain("cannot reach");
+    }
+  });
+
+  it("creates the folder demo --dir names", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "idempotool-demo-dir-")), "new-folder", "deeper");
+    const { code, stdout, stderr } = await idempotool(["demo", "--dir", dir]);
+    expect(code, stderr).toBe(0);
+    expect(stdout).toContain(`on SQLite at ${join(dir, "idempotool.db")}`);
+    expect(existsSync(join(dir, "idempotool.db"))).toBe(true);
+  }, 120_000);
 
   it("exits 2 on no command or an unknown one", async () => {
     expect((await idempotool([])).code).toBe(2);

@@ -25,6 +25,9 @@ describe("parseStoreUrl", () => {
       table: "tool_calls",
     });
     expect(parseStoreUrl("sqlite:my%20records.db")).toMatchObject({ path: "my records.db" });
+    // A % that starts no escape is part of the name.
+    expect(parseStoreUrl("sqlite://./100%.db")).toMatchObject({ path: "./100%.db" });
+    expect(parseStoreUrl("sqlite://./100%25%.db")).toMatchObject({ path: "./100%%.db" });
   });
 
   it("reads postgres:// and redis:// URLs", () => {
@@ -54,6 +57,16 @@ describe("openStore", () => {
     const created = await openStore(`sqlite://${path}`, { create: true });
     await created.close();
     expect(existsSync(path)).toBe(true);
+    const opened = await openStore(`sqlite://${path}`);
+    expect(await opened.get({ scope: "default", key: "nothing" }, Date.now())).toBeUndefined();
+    await opened.close();
+  });
+
+  it("opens a file with a % in its name, and names it when it is missing", async () => {
+    const path = join(dir, "100%.db");
+    await expect(openStore(`sqlite://${path}`)).rejects.toThrow(`no SQLite store at ${path}`);
+    const created = await openStore(`sqlite://${path}`, { create: true });
+    await created.close();
     const opened = await openStore(`sqlite://${path}`);
     expect(await opened.get({ scope: "default", key: "nothing" }, Date.now())).toBeUndefined();
     await opened.close();

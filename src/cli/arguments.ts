@@ -1,11 +1,14 @@
-/** Parsers for option values, shared by the commands; a bad value is a usage error (exit 2). */
+/**
+ * Parsers for option values, shared by the commands; a bad value is a usage error (exit 2). Each message
+ * completes "--option …" and names the unit the option counts in.
+ */
 import { InvalidArgumentError } from "commander";
 import { maxTimerMs } from "../core/option-checks.js";
 
 /** `--limit 50`: a positive whole number. */
 export function positiveInteger(value: string): number {
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError("must be a positive integer");
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError("must be a positive whole number");
   return n;
 }
 

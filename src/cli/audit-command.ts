@@ -11,7 +11,7 @@ import { ToolLayer } from "../audit/mechanism.js";
 import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
-import { type Styles, styles, table } from "./output.js";
+import { printableLine, type Styles, styles, table } from "./output.js";
 import { parseShellCommand } from "./shell-words.js";
 
 interface AuditFlags {
@@ -72,7 +72,9 @@ export function auditCommand(command: Command, context: CommandContext): void {
       });
       const out = context.io.stdout;
       if (flags.json) out.write(`${JSON.stringify({ source, ...report }, null, 2)}\n`);
-      else for (const line of render(report, source, flags, styles(out))) out.write(`${line}\n`);
+      // Tool names and descriptions come from the server: escaped, so none can drive the terminal.
+      else
+        for (const line of render(report, source, flags, styles(out))) out.write(`${printableLine(line)}\n`);
       context.setExitCode(report.ok ? ExitCode.ok : ExitCode.findings);
     });
 }

@@ -8,7 +8,7 @@ import { RepeatSource } from "../testing/chaos-sources.js";
 import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
-import { type Styles, styles, table } from "./output.js";
+import { printableLine, type Styles, styles, table } from "./output.js";
 import { progress } from "./progress.js";
 
 interface ChaosFlags {
@@ -82,7 +82,7 @@ export function chaosCommand(command: Command, context: CommandContext): void {
         bar.stop();
       }
       if (flags.json) out.write(`${JSON.stringify({ module: spec, ...report }, null, 2)}\n`);
-      else for (const line of render(report, spec, styles(out))) out.write(`${line}\n`);
+      else for (const line of render(report, spec, styles(out))) out.write(`${printableLine(line)}\n`);
       context.setExitCode(report.ok ? ExitCode.ok : ExitCode.findings);
     });
 }
@@ -144,9 +144,7 @@ function sourceList(value: string): RepeatSource[] {
   const names = commaList(value);
   const unknown = names.filter((name) => !(sources as string[]).includes(name));
   if (names.length === 0 || unknown.length > 0) {
-    throw new InvalidArgumentError(
-      `unknown source ${unknown.join(", ") || "(none given)"}; choose from ${sources.join(", ")}`,
-    );
+    throw new InvalidArgumentError(`must name sources from ${sources.join(", ")}, comma-separated`);
   }
   return names as RepeatSource[];
 }

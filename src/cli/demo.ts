@@ -4,7 +4,7 @@
  * rows load their frameworks lazily (demo-integrations.ts) and are skipped when one is not installed.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,7 +27,7 @@ export interface DemoRow {
 }
 
 export interface DemoOptions {
-  /** Where the SQLite file and the outbox go. Default: a fresh temporary folder. */
+  /** Where the SQLite file and the outbox go, created if missing. Default: a fresh temporary folder. */
   readonly dir?: string;
   readonly write?: (line: string) => void;
 }
@@ -41,6 +41,7 @@ export async function runDemo(
 ): Promise<{ rows: DemoRow[]; ok: boolean; dir: string }> {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "idempotool-demo-"));
+  mkdirSync(dir, { recursive: true });
   const db = join(dir, "idempotool.db");
   const outbox = join(dir, "outbox.jsonl");
   const store = sqliteStore({ path: db });

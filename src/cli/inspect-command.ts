@@ -6,10 +6,11 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { decodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, type ListQuery, RecordStatus } from "../core/store.js";
 import { positiveInteger } from "./arguments.js";
-import { ExitCode, UsageError } from "./errors.js";
+import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
-import { type Styles, styles, table } from "./output.js";
-import { type OpenedStore, openStore, parseStoreUrl } from "./store-url.js";
+import { printable, type Styles, styles, table, terminalJson } from "./output.js";
+import { redactUrl } from "./redact.js";
+import { type OpenedStore, type OpenOptions, openStore, parseStoreUrl } from "./store-url.js";
 
 const units: Record<string, number> = {
   ms: 1,
@@ -41,18 +42,24 @@ export function storeOptions(command: Command): Command {
     .option("--prefix <prefix>", "the Redis key prefix (default: the store's own)");
 }
 
-/** Open the store the flags name; a bad URL or an unreachable store is a usage error (one line, exit 2). */
-export async function openFlaggedStore(flags: StoreFlags): Promise<OpenedStore> {
+/**
+ * Open the store the flags name; a bad URL, a missing store or table, or an unreachable server is a
+ * usage error (one line, exit 2). Nothing is created: `readOnly` also refuses a Redis prefix with no records.
+ */
+export async function openFlaggedStore(
+  flags: StoreFlags,
+  options: Pick<OpenOptions, "readOnly"> = {},
+): Promise<OpenedStore> {
   const url = parseStoreUrl(flags.store);
   if (flags.table !== undefined && url.kind === "redis")
-    throw new UsageError("--table is for SQLite and PostgreSQL; Redis takes --prefix");
+    throw new OptionError("--table is for SQLite and PostgreSQL; Redis takes --prefix");
   if (flags.prefix !== undefined && url.kind !== "redis")
-    throw new UsageError("--prefix is for Redis; SQLite and PostgreSQL take --table");
+    throw new OptionError("--prefix is for Redis; SQLite and PostgreSQL take --table");
   const merged =
     url.kind === "redis"
       ? { ...url, prefix: flags.prefix ?? url.prefix }
       : { ...url, table: flags.table ?? url.table };
-  return openStore(merged);
+  return openStore(merged, { create: false, ...options });
 }
 
 /** Run one store operation; a failure becomes one clear line naming the store. */
@@ -60,14 +67,10 @@ export async function storeCall<T>(flags: StoreFlags, operation: string, run: ()
   try {
     return await run();
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new UsageError(`cannot ${operation} the store ${redact(flags.store)}: ${reason}`, { cause: error });
+    const reason = printable(error instanceof Error ? error.message : String(error));
+    const shown = printable(redactUrl(flags.store));
+    throw new UsageError(`cannot ${operation} the store ${shown}: ${reason}`, { cause: error });
   }
-}
-
-/** A URL without its password, for messages. */
-export function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@/]*@/, "//$1:***@");
 }
 
 interface ListFlags extends StoreFlags {
@@ -110,12 +113,12 @@ export function inspectCommand(command: Command, context: CommandContext): void 
     .option("--json", "print the records as JSON")
     .addHelpText("after", listExamples)
     .action(async (flags: ListFlags) => {
-      const store = await openFlaggedStore(flags);
+      const store = await openFlaggedStore(flags, { readOnly: true });
       try {
         const records = await storeCall(flags, "read", () => listRecords(store, flags));
         const out = context.io.stdout;
         if (flags.json) {
-          out.write(`${JSON.stringify(records.map(recordJson), null, 2)}\n`);
+          out.write(`${terminalJson(records.map(recordJson))}\n`);
           return;
         }
         if (records.length === 0) {
@@ -124,10 +127,11 @@ export function inspectCommand(command: Command, context: CommandContext): void 
         }
         const s = styles(out);
         const now = Date.now();
+        // Keys and scopes come from callers, often models: escaped, so none can drive the terminal.
         const rows = records.map((r) => [
-          r.scope,
-          r.key,
-          r.tool,
+          printable(r.scope),
+          printable(r.key),
+          printable(r.tool),
           paint(s, r.status),
           String(r.attempts),
           new Date(r.createdAt).toISOString(),
@@ -154,17 +158,19 @@ export function inspectCommand(command: Command, context: CommandContext): void 
     .option("--json", "print the record as JSON")
     .addHelpText("after", showExamples)
     .action(async (scope: string, key: string, flags: StoreFlags & { json?: boolean }) => {
-      const store = await openFlaggedStore(flags);
+      const store = await openFlaggedStore(flags, { readOnly: true });
       try {
         const record = await storeCall(flags, "read", () => store.get({ scope, key }, Date.now()));
         const out = context.io.stdout;
         if (!record) {
-          context.io.stderr.write(`idempotool: no live record for key "${key}" in scope "${scope}"\n`);
+          context.io.stderr.write(
+            `idempotool: no live record for key ${printable(JSON.stringify(key))} in scope ${printable(JSON.stringify(scope))}\n`,
+          );
           context.setExitCode(ExitCode.findings);
           return;
         }
         if (flags.json) {
-          out.write(`${JSON.stringify(recordJson(record), null, 2)}\n`);
+          out.write(`${terminalJson(recordJson(record))}\n`);
           return;
         }
         const s = styles(out);
@@ -174,8 +180,8 @@ export function inspectCommand(command: Command, context: CommandContext): void 
             name === "status"
               ? paint(s, String(value))
               : typeof value === "string"
-                ? value
-                : JSON.stringify(value, null, 2);
+                ? printable(value)
+                : terminalJson(value);
           out.write(`${s.bold(name.padEnd(16))}${text}\n`);
         }
       } finally {
@@ -239,6 +245,8 @@ export function paint(s: Styles, status: string): string {
 }
 
 function note(r: IdempotencyRecord, now: number): string {
+  // An expired record no longer counts: the next claim of its key starts afresh, and purge removes it.
+  if (r.expiresAt <= now) return `expired ${age(now - r.expiresAt)} ago; purge removes it`;
   if (r.status === RecordStatus.unknown) return "needs a verify hook or an operator";
   if (r.status === RecordStatus.inProgress) {
     return r.leaseExpiresAt <= now ? "stale: lease passed" : `lease ${age(r.leaseExpiresAt - now)} left`;

@@ -14,9 +14,10 @@ import { chaosCommand } from "./chaos-command.js";
 import { runDemo } from "./demo.js";
 import { ExitCode, reportError } from "./errors.js";
 import { inspectCommand } from "./inspect-command.js";
-import type { OutputStream } from "./output.js";
+import { type OutputStream, printable } from "./output.js";
 import { purgeCommand } from "./purge-command.js";
 import { reconcileCommand } from "./reconcile-command.js";
+import { scrub, secretsIn } from "./redact.js";
 
 /** Where a command writes. Tests pass their own. */
 export interface CliIo {
@@ -29,6 +30,8 @@ export interface CommandContext {
   readonly io: CliIo;
   /** The exit code to end with; the highest one set wins. */
   setExitCode(code: ExitCode): void;
+  /** Secrets from the arguments (store passwords), scrubbed from every error before it is printed. */
+  readonly secrets?: readonly string[];
 }
 
 const examples = `
@@ -43,15 +46,15 @@ Exit codes: 0 all good; 1 the command found a problem (a tool without a key, a d
 
 export function buildProgram(context: CommandContext): Command {
   const { io } = context;
+  const secrets = context.secrets ?? [];
   const program = new Command()
     .name("idempotool")
     .description("Make the side-effectful tools of LLM agents safe to call twice.")
     .option("--debug", "print stack traces and causes when something fails")
-    .showHelpAfterError()
     .exitOverride()
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
-      writeErr: (text) => io.stderr.write(text),
+      writeErr: (text) => io.stderr.write(scrub(text, secrets)),
     })
     .addHelpText("after", examples);
 
@@ -76,7 +79,43 @@ export function buildProgram(context: CommandContext): Command {
   inspectCommand(program.command("inspect"), context);
   purgeCommand(program.command("purge"), context);
   reconcileCommand(program.command("reconcile"), context);
+  for (const command of commandTree(program)) {
+    command.configureOutput({ outputError: (text, write) => write(usageLine(text, commandPath(command))) });
+  }
   return program;
+}
+
+function commandTree(command: Command): Command[] {
+  return [command, ...command.commands.flatMap(commandTree)];
+}
+
+/** `idempotool inspect list`. */
+export function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c; c = c.parent) names.unshift(c.name());
+  return names.join(" ");
+}
+
+/**
+ * A usage error commander found, as the one line every command prints:
+ * `idempotool: <what went wrong>; see idempotool <command> --help`.
+ * @example
+ * usageLine("error: option '--limit <n>' argument 'abc' is invalid. must be a positive whole number", "idempotool inspect list");
+ * // 'idempotool: --limit must be a positive whole number, not "abc"; see idempotool inspect list --help\n'
+ */
+export function usageLine(text: string, command: string): string {
+  let what = text
+    .replace(/^error:\s*/, "")
+    .replace(/\s*\n\s*/g, " ")
+    .trim();
+  const invalid = /^option '(-[^\s',]+)[^']*' argument '(.*)' is invalid\. (.*)$/s.exec(what);
+  if (invalid) {
+    const [, flag, value, reason] = invalid as unknown as [string, string, string, string];
+    const choices = /^Allowed choices are (.*?)\.?$/s.exec(reason);
+    const rule = choices ? `must be one of ${choices[1]}` : reason.replace(/\.$/, "");
+    what = `${flag} ${rule}, not ${JSON.stringify(value)}`;
+  }
+  return `idempotool: ${printable(what)}; see ${command} --help\n`;
 }
 
 /**
@@ -89,17 +128,25 @@ export async function runCli(
   io: CliIo = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<ExitCode> {
   let exitCode: ExitCode = ExitCode.ok;
+  const secrets = secretsIn(argv.slice(2));
   const program = buildProgram({
     io,
+    secrets,
     setExitCode: (code) => {
       exitCode = Math.max(exitCode, code) as ExitCode;
     },
   });
+  let running = "idempotool";
+  program.hook("preAction", (_program, command) => {
+    running = commandPath(command);
+  });
   try {
     await program.parseAsync([...argv]);
   } catch (error) {
-    // Parsing may fail before commander has read --debug, so look for it in argv itself.
-    return reportError(error, argv.includes("--debug"), (text) => io.stderr.write(text));
+    // Parsing may fail before commander has read --debug, so look for it in argv itself. A driver's
+    // message or a stack may hold what the arguments held, so secrets are scrubbed from it all.
+    const write = (text: string) => io.stderr.write(scrub(text, secrets));
+    return reportError(error, argv.includes("--debug"), write, running);
   }
   return exitCode;
 }

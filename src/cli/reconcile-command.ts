@@ -13,7 +13,7 @@ import { milliseconds, positiveInteger } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import { openFlaggedStore, recordJson, type StoreFlags, storeOptions } from "./inspect-command.js";
 import type { CommandContext } from "./main.js";
-import { type Styles, styles, table } from "./output.js";
+import { printable, type Styles, styles, table, terminalJson } from "./output.js";
 
 interface ReconcileFlags extends StoreFlags {
   readonly hooks: string;
@@ -51,7 +51,7 @@ export function reconcileCommand(command: Command, context: CommandContext): voi
     .addHelpText("after", examples)
     .action(async (flags: ReconcileFlags) => {
       const tools = await loadHooks(flags.hooks);
-      const store = await openFlaggedStore(flags);
+      const store = await openFlaggedStore(flags, { readOnly: !flags.apply });
       const err = context.io.stderr;
       const tty = err.isTTY === true;
       const bar = tty
@@ -77,12 +77,14 @@ export function reconcileCommand(command: Command, context: CommandContext): voi
               bar.setTotal(bar.getTotal() + 1);
               bar.increment(1, { decision: d.decision });
             } else if (!flags.json) {
-              err.write(`reconcile: ${d.scope}/${d.key} (${d.tool}): ${d.decision}\n`);
+              err.write(
+                `reconcile: ${printable(d.scope)}/${printable(d.key)} (${printable(d.tool)}): ${d.decision}\n`,
+              );
             }
           },
         });
       } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
+        const reason = printable(error instanceof Error ? error.message : String(error));
         throw new UsageError(`cannot reconcile the store: ${reason}`, { cause: error });
       } finally {
         bar?.stop();
@@ -97,10 +99,17 @@ export function reconcileCommand(command: Command, context: CommandContext): voi
           record: recordJson(record),
           ...(error !== undefined ? { error: error instanceof Error ? error.message : String(error) } : {}),
         }));
-        out.write(`${JSON.stringify({ ...counts, decisions: listed }, null, 2)}\n`);
+        out.write(`${terminalJson({ ...counts, decisions: listed })}\n`);
       } else {
         if (summary.decisions.length > 0) {
-          const rows = summary.decisions.map((d) => [d.scope, d.key, d.tool, paintDecision(s, d), d.reason]);
+          // Keys, scopes and a hook's error text come from elsewhere: escaped, so none drives the terminal.
+          const rows = summary.decisions.map((d) => [
+            printable(d.scope),
+            printable(d.key),
+            printable(d.tool),
+            paintDecision(s, d),
+            printable(d.reason),
+          ]);
           for (const line of table(["scope", "key", "tool", "decision", "reason"], rows))
             out.write(`${line}\n`);
         }

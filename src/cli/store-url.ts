@@ -1,15 +1,18 @@
 /**
  * Stores named by URL on the command line: `sqlite://path`, `postgres://…`, `redis://…`. Commands that
  * work on records (inspect, purge, reconcile) open their store here, so every one of them fails the
- * same way on a bad URL or an unreachable store: one line and exit 2.
+ * same way on a bad URL, a missing store or table, or an unreachable server: one line and exit 2. None
+ * creates a store or a table unless asked, and none prints a password.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { IdempotencyStore } from "../core/store.js";
 import { postgresStore } from "../postgres/index.js";
 import { redisStore } from "../redis/index.js";
-import { sqliteStore } from "../sqlite/index.js";
-import { UsageError } from "./errors.js";
+import { type SqliteDatabase, sqliteStore } from "../sqlite/index.js";
+import { OptionError, UsageError } from "./errors.js";
+import { printable } from "./output.js";
+import { redactUrl } from "./redact.js";
 
 /** A parsed store URL. */
 export type StoreUrl =
@@ -24,17 +27,19 @@ const examples = "sqlite://./idempotool.db, postgres://user@host:5432/db or redi
 
 /**
  * Parse a store URL. `sqlite://` takes a path (`sqlite://./records.db`, `sqlite:///var/lib/x.db`);
- * `?table=` names the SQLite or PostgreSQL table and `?prefix=` the Redis key prefix.
+ * `?table=` names the SQLite or PostgreSQL table and `?prefix=` the Redis key prefix. Messages show the
+ * URL with its password masked.
  * @example
  * parseStoreUrl("sqlite://./records.db?table=tool_calls"); // { kind: "sqlite", path: "./records.db", table: "tool_calls" }
  */
 export function parseStoreUrl(text: string): StoreUrl {
+  const shown = `"${printable(redactUrl(text))}"`;
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text)?.[1]?.toLowerCase();
   if (scheme === "sqlite") {
     const [location = "", query = ""] = text.slice("sqlite:".length).replace(/^\/\//, "").split("?", 2);
-    const path = decodeURIComponent(location);
+    const path = decodePercents(location);
     if (path === "")
-      throw new UsageError(`the store URL "${text}" has no file path (like sqlite://./idempotool.db)`);
+      throw new UsageError(`the store URL ${shown} has no file path (like sqlite://./idempotool.db)`);
     return { kind: "sqlite", path, table: new URLSearchParams(query).get("table") ?? undefined };
   }
   if (scheme === "postgres" || scheme === "postgresql" || scheme === "redis" || scheme === "rediss") {
@@ -42,16 +47,33 @@ export function parseStoreUrl(text: string): StoreUrl {
     try {
       url = new URL(text);
     } catch {
-      throw new UsageError(`the store URL "${text}" is not a valid URL (like ${examples})`);
+      throw new UsageError(
+        `the store URL ${shown} is not a valid URL: check the host and port, and percent-encode ` +
+          `characters like @ : / ? # in the user name and password (like ${examples})`,
+      );
     }
-    if (url.hostname === "") throw new UsageError(`the store URL "${text}" names no host`);
+    if (url.hostname === "") throw new UsageError(`the store URL ${shown} names no host`);
     return scheme.startsWith("postgres")
       ? { kind: "postgres", url: text, table: url.searchParams.get("table") ?? undefined }
       : { kind: "redis", url: text, prefix: url.searchParams.get("prefix") ?? undefined };
   }
   throw new UsageError(
-    `the store URL "${text}" is not one idempotool knows: use ${examples}${scheme ? ` (not ${scheme}:)` : ""}`,
+    `the store URL ${shown} is not one idempotool knows: use ${examples}${scheme ? ` (not ${printable(scheme)}:)` : ""}`,
   );
+}
+
+/**
+ * A file path from a URL: percent-escapes decoded where they are valid (`my%20records.db`), any other
+ * `%` kept as written (`100%.db`).
+ */
+function decodePercents(location: string): string {
+  return location.replace(/(?:%[0-9a-f]{2})+/gi, (escapes) => {
+    try {
+      return decodeURIComponent(escapes);
+    } catch {
+      return escapes;
+    }
+  });
 }
 
 /** How each kind of store is opened; each checks it can reach its server before a command uses it. */
@@ -65,65 +87,175 @@ export const storeOpeners: Record<
 };
 
 export interface OpenOptions {
-  /** Create the store if it does not exist (a fresh SQLite file). Default false: inspecting nothing is a mistake. */
+  /**
+   * Create what is missing: the SQLite file, the table. Default false: a store that is not there is a
+   * misspelled path or `--table`, and a command that reads must never write one into being.
+   */
   readonly create?: boolean;
+  /**
+   * The command only reads. Redis has no table to be missing, so a prefix under which no record lives is
+   * refused instead, as a misspelled `--prefix`.
+   */
+  readonly readOnly?: boolean;
 }
 
-/** Open the store a URL names, failing with a {@link UsageError} when it is bad or cannot be reached. */
+/** Open the store a URL names, failing with a {@link UsageError} when it is bad, missing or cannot be reached. */
 export async function openStore(url: string | StoreUrl, options: OpenOptions = {}): Promise<OpenedStore> {
   const parsed = typeof url === "string" ? parseStoreUrl(url) : url;
   const open = storeOpeners[parsed.kind] as (url: StoreUrl, options: OpenOptions) => Promise<OpenedStore>;
   return open(parsed, options);
 }
 
+/** The table the SQLite store uses unless told otherwise. */
+const defaultSqliteTable = "idempotool_records";
+
 async function openSqlite(
   url: Extract<StoreUrl, { kind: "sqlite" }>,
   options: OpenOptions,
 ): Promise<OpenedStore> {
   const path = resolve(url.path);
-  if (!options.create && !existsSync(path)) throw new UsageError(`no SQLite store at ${path}`);
+  const shown = printable(path);
+  const table = url.table ? { table: url.table } : {};
+  if (options.create) {
+    try {
+      const store = sqliteStore({ path, ...table });
+      store.migrate();
+      return store;
+    } catch (error) {
+      throw (
+        optionError(error) ??
+        new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error })
+      );
+    }
+  }
+  // The store's own check of the table name, on a throwaway in-memory database: a bad --table is an
+  // option error whether or not the file is there.
   try {
-    const store = sqliteStore({ path, ...(url.table ? { table: url.table } : {}) });
-    store.migrate();
-    return store;
+    await sqliteStore({ path: ":memory:", ...table }).close();
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new UsageError(`cannot open the SQLite store at ${path}: ${reason}`, { cause: error });
+    throw (
+      optionError(error) ?? new UsageError(`cannot open a SQLite store: ${reasonOf(error)}`, { cause: error })
+    );
+  }
+  if (!existsSync(path)) throw new UsageError(`no SQLite store at ${shown}`);
+  const Database = await loadDriver<new (path: string, options: object) => SqliteDatabase>(
+    "better-sqlite3",
+    "sqlite://",
+  );
+  let database: SqliteDatabase;
+  try {
+    // fileMustExist: a file removed since the check above is not created either. A short busy timeout
+    // per attempt, since the store waits for locks on timers itself.
+    database = new Database(path, { fileMustExist: true, timeout: 2 });
+  } catch (error) {
+    throw new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error });
+  }
+  try {
+    const store = sqliteStore({ database, ...table });
+    const name = url.table ?? defaultSqliteTable;
+    const tables = (
+      database.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as {
+        name: string;
+      }[]
+    ).map((row) => row.name);
+    // SQLite matches table names without regard to case.
+    if (!tables.some((t) => t.toLowerCase() === name.toLowerCase())) {
+      const others = tables.filter((t) => !t.startsWith("sqlite_"));
+      const there =
+        others.length === 0
+          ? "it has no tables"
+          : `its tables: ${others.slice(0, 10).map(printable).join(", ")}`;
+      throw new UsageError(
+        `the SQLite store at ${shown} has no table ${printable(name)} (${there}); check --table`,
+      );
+    }
+    return {
+      ...store,
+      close: async () => {
+        database.close();
+      },
+    };
+  } catch (error) {
+    database.close();
+    if (error instanceof UsageError) throw error;
+    throw (
+      optionError(error) ??
+      new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error })
+    );
   }
 }
 
 /** How long a command waits for a server before it says it cannot reach it. */
 const connectTimeoutMs = 5_000;
 
-async function openPostgres(url: Extract<StoreUrl, { kind: "postgres" }>): Promise<OpenedStore> {
+async function openPostgres(
+  url: Extract<StoreUrl, { kind: "postgres" }>,
+  options: OpenOptions,
+): Promise<OpenedStore> {
   const pg = await loadDriver<{ Pool: new (config: object) => PgPool }>("pg", "postgres://");
   // `table` is ours, not a connection parameter.
   const connection = new URL(url.url);
   connection.searchParams.delete("table");
+  const shown = printable(redactUrl(connection.toString()));
   const pool = new pg.Pool({
     connectionString: connection.toString(),
     connectionTimeoutMillis: connectTimeoutMs,
     max: 2,
   });
+  // The pool connects on its first query, so a bad table name is found before any server is asked.
+  let store: ReturnType<typeof postgresStore>;
   try {
-    await pool.query("SELECT 1");
-    const store = postgresStore({ client: pool, ...(url.table ? { table: url.table } : {}) });
-    return { ...store, close: () => pool.end() };
+    store = postgresStore({ client: pool, ...(url.table ? { table: url.table } : {}) });
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw new UsageError(`cannot reach the PostgreSQL store at ${redact(connection)}: ${reasonOf(error)}`, {
+    throw optionError(error) ?? error;
+  }
+  try {
+    await pool.query("SELECT 1");
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw new UsageError(`cannot reach the PostgreSQL store at ${shown}: ${reasonOf(error)}`, {
       cause: error,
     });
   }
+  if (!options.create) {
+    // Without this, the store's first query would create a misspelled table.
+    const qualified = store.table
+      .split(".")
+      .map((part) => `"${part}"`)
+      .join(".");
+    let found: unknown;
+    try {
+      const { rows } = await pool.query({
+        text: "SELECT to_regclass($1) IS NOT NULL AS found",
+        values: [qualified],
+      });
+      found = (rows[0] as { found?: unknown } | undefined)?.found;
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw new UsageError(`cannot read the PostgreSQL store at ${shown}: ${reasonOf(error)}`, {
+        cause: error,
+      });
+    }
+    if (found !== true) {
+      await pool.end().catch(() => undefined);
+      throw new UsageError(`the PostgreSQL store at ${shown} has no table ${store.table}; check --table`);
+    }
+  }
+  return { ...store, close: () => pool.end() };
 }
 
-async function openRedis(url: Extract<StoreUrl, { kind: "redis" }>): Promise<OpenedStore> {
+async function openRedis(
+  url: Extract<StoreUrl, { kind: "redis" }>,
+  options: OpenOptions,
+): Promise<OpenedStore> {
   const ioredis = await loadDriver<{ Redis: new (url: string, options: object) => RedisClient }>(
     "ioredis",
     "redis://",
   );
   const connection = new URL(url.url);
   connection.searchParams.delete("prefix");
+  const shown = printable(redactUrl(connection.toString()));
   const client = new ioredis.Redis(connection.toString(), {
     lazyConnect: true,
     connectTimeout: connectTimeoutMs,
@@ -133,21 +265,41 @@ async function openRedis(url: Extract<StoreUrl, { kind: "redis" }>): Promise<Ope
   });
   // Errors reach the command through the rejected calls; without a listener ioredis prints each one too.
   client.on("error", () => undefined);
+  let store: ReturnType<typeof redisStore>;
   try {
-    await client.connect();
-    const store = redisStore({ client, ...(url.prefix ? { prefix: url.prefix } : {}) });
-    return {
-      ...store,
-      close: async () => {
-        await client.quit();
-      },
-    };
+    store = redisStore({ client, ...(url.prefix ? { prefix: url.prefix } : {}) });
   } catch (error) {
     client.disconnect();
-    throw new UsageError(`cannot reach the Redis store at ${redact(connection)}: ${reasonOf(error)}`, {
-      cause: error,
-    });
+    throw optionError(error) ?? error;
   }
+  try {
+    await client.connect();
+  } catch (error) {
+    client.disconnect();
+    throw new UsageError(`cannot reach the Redis store at ${shown}: ${reasonOf(error)}`, { cause: error });
+  }
+  if (options.readOnly) {
+    let page: Awaited<ReturnType<typeof store.list>>;
+    try {
+      page = await store.list({ limit: 1 });
+    } catch (error) {
+      client.disconnect();
+      throw new UsageError(`cannot read the Redis store at ${shown}: ${reasonOf(error)}`, { cause: error });
+    }
+    if (page.records.length === 0) {
+      client.disconnect();
+      throw new UsageError(
+        `no records under the prefix ${printable(JSON.stringify(store.prefix))} in the Redis store at ${shown}; ` +
+          "check --prefix (Redis keeps no table, so an empty prefix and a misspelled one look alike)",
+      );
+    }
+  }
+  return {
+    ...store,
+    close: async () => {
+      await client.quit();
+    },
+  };
 }
 
 interface PgPool {
@@ -165,20 +317,32 @@ type RedisClient = Parameters<typeof redisStore>[0]["client"] & {
 /** Drivers are optional peers: load one only when its URL is used, and say how to get it. */
 async function loadDriver<T>(name: string, scheme: string): Promise<T> {
   try {
-    return (await import(name)) as T;
+    const module = (await import(name)) as T & { default?: T };
+    // better-sqlite3 is CommonJS with one export: its constructor arrives as `default`.
+    return typeof module.default === "function" ? module.default : module;
   } catch (error) {
     throw new UsageError(`${scheme} stores need the ${name} package: npm install ${name}`, { cause: error });
   }
 }
 
-/** Never print a password from a URL. */
-function redact(url: URL): string {
-  const shown = new URL(url.toString());
-  if (shown.password) shown.password = "***";
-  return shown.toString();
+/**
+ * A store's refusal of its table or prefix, as an error about the option: `--table must be a plain SQL
+ * identifier …`, not "cannot reach the store".
+ */
+function optionError(error: unknown): OptionError | undefined {
+  if ((error as { code?: unknown } | null)?.code !== "invalid_options" || !(error instanceof Error))
+    return undefined;
+  const problem = error.message
+    .replace(/^\w+(?:\(\))?:\s*/, "")
+    .replace(/^option `(\w+)`/, "$1")
+    .replace(/^(table|prefix)\b/, "--$1")
+    .replace(/\.$/, "");
+  // Other refusals (a driver that is not installed) are not about an option.
+  if (!/^--(table|prefix)\b/.test(problem)) return undefined;
+  return new OptionError(printable(problem), { cause: error });
 }
 
 function reasonOf(error: unknown): string {
   if (error instanceof AggregateError && error.errors.length > 0) return reasonOf(error.errors[0]);
-  return error instanceof Error && error.message ? error.message : String(error);
+  return printable(error instanceof Error && error.message ? error.message : String(error));
 }
