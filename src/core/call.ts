@@ -8,7 +8,7 @@ import { IdempotencyError, iso, LeaseLostError, StoreUnavailableError } from "./
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { ResolvedOptions } from "./options.js";
 import type { RecentSimilarCall } from "./similar.js";
-import type { IdempotencyRecord } from "./store.js";
+import { type IdempotencyRecord, settleOwn } from "./store.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
 export interface Envelope<R> {
@@ -73,7 +73,8 @@ export async function settleFenced<A, R>(
 ): Promise<IdempotencyRecord | "lost" | "store_failed"> {
   for (let attempt = 0; attempt < settleAttempts; attempt++) {
     try {
-      const settled = await c.o.store.settle({
+      // A refusal can be our own earlier settle (an attempt whose reply was lost): settleOwn reads back.
+      const settled = await settleOwn(c.o.store, {
         scope: c.scope,
         key: c.key,
         token: record.token,
@@ -83,11 +84,7 @@ export async function settleFenced<A, R>(
         ttlMs: c.o.ttlMs,
         now: c.o.clock.now(),
       });
-      if (settled) return settled;
-      // A refusal can be our own earlier settle: an attempt whose reply was lost, or the same command
-      // resent by the client on reconnect. If the record holds our outcome, it landed.
-      const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
-      return current?.token === record.token && current.status === status ? current : "lost";
+      return settled ?? "lost";
     } catch (failure) {
       emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: failure }));
     }

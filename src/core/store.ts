@@ -83,6 +83,21 @@ export function claimedRecord(request: ClaimRequest, now: number): IdempotencyRe
   };
 }
 
+/**
+ * Settle, and when the store refuses, read the record back: the refusal can be this owner's own settle,
+ * applied once already with its reply lost (or resent by the client on reconnect). Returns the settled
+ * record, or null when the token no longer owns it.
+ */
+export async function settleOwn(
+  store: IdempotencyStore,
+  request: SettleRequest,
+): Promise<IdempotencyRecord | null> {
+  const settled = await store.settle(request);
+  if (settled) return settled;
+  const current = await store.get({ scope: request.scope, key: request.key }, request.now);
+  return current?.token === request.token && current.status === request.status ? current : null;
+}
+
 /** What a claim found. `now` is the clock the store judged by, so the core can tell a live lease from a stale one. */
 export type ClaimResult =
   | { readonly claimed: true; readonly record: IdempotencyRecord; readonly now: number }

@@ -42,6 +42,7 @@ import {
   type IdempotencyRecord,
   type IdempotencyStore,
   RecordStatus,
+  settleOwn,
 } from "../core/store.js";
 
 /** What a checkpoint guards: one call of one tool under one key. */
@@ -262,22 +263,10 @@ export async function checkpoint<R = unknown>(
       if (settled)
         throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
       await lease.stop();
-      const done = await storeCall("settle", async () => {
-        const applied = await store.settle({
-          scope,
-          key,
-          token: record.token,
-          status,
-          result,
-          error,
-          ttlMs,
-          now: clock.now(),
-        });
-        if (applied) return applied;
-        // Refused, or our own settle resent after its reply was lost: the record says which.
-        const current = await store.get({ scope, key }, clock.now());
-        return current?.token === record.token && current.status === status ? current : null;
-      });
+      // Refused, or our own settle resent after its reply was lost: settleOwn reads back which.
+      const done = await storeCall("settle", () =>
+        settleOwn(store, { scope, key, token: record.token, status, result, error, ttlMs, now: clock.now() }),
+      );
       if (done === null) throw new LeaseLostError(key);
       settled = true;
     };

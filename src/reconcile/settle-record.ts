@@ -5,7 +5,7 @@ import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import type { RecordBinding } from "../core/result-codec.js";
 import { encodeFailure, encodeResult } from "../core/serialize.js";
-import { type IdempotencyRecord, RecordStatus } from "../core/store.js";
+import { type IdempotencyRecord, RecordStatus, settleOwn } from "../core/store.js";
 import { Decision } from "./decision.js";
 import type { ReconcileOutcome, ReconcileTool } from "./hooks.js";
 import type { Resolved } from "./reconcile.js";
@@ -101,14 +101,12 @@ export async function apply(
     for (let attempt = 0; attempt < settleAttempts; attempt++) {
       let settled: IdempotencyRecord | null;
       try {
-        settled = await o.store.settle({ ...id, status, result, error, now: o.clock.now() });
+        settled = await settleOwn(o.store, { ...id, status, result, error, now: o.clock.now() });
       } catch (failure) {
         lastError = failure;
         continue;
       }
       if (settled) return;
-      const current = await o.store.get({ scope: id.scope, key: id.key }, o.clock.now());
-      if (current?.token === id.token && current.status === status) return;
       throw new Error("the reconciler lost its claim on the record before settling it");
     }
     throw lastError;
