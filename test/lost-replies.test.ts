@@ -33,6 +33,20 @@ function counted(store: IdempotencyStore) {
   return { send, sent };
 }
 
+/** The settle's reply is dropped (the claim is the first command naming the key): its outcome still holds. */
+async function settleReplyLost({ store, proxy }: { store: IdempotencyStore; proxy: ReplyDroppingProxy }) {
+  const { send, sent } = counted(store);
+  const dropped = proxy.dropReplyTo("settle-lost", 2);
+  const first = await send({ to: "alice" }, { key: "settle-lost" });
+  await dropped;
+  expect(first).toMatchObject({ result: { id: "m-1" }, was_replay: false });
+  expect(await send({ to: "alice" }, { key: "settle-lost" })).toMatchObject({
+    result: { id: "m-1" },
+    was_replay: true,
+  });
+  expect(sent).toEqual(["alice"]);
+}
+
 async function postgresBehind(): Promise<{
   store: IdempotencyStore;
   direct: IdempotencyStore;
@@ -94,17 +108,7 @@ describe("PostgreSQL: a reply lost after the server applied the command", () => 
   });
 
   it("a settle whose reply was lost is read back: the caller gets its result, and a repeat replays it", async () => {
-    const { store, proxy } = await postgresBehind();
-    const { send, sent } = counted(store);
-    const dropped = proxy.dropReplyTo("settle-lost", 2);
-    const first = await send({ to: "alice" }, { key: "settle-lost" });
-    await dropped;
-    expect(first).toMatchObject({ result: { id: "m-1" }, was_replay: false });
-    expect(await send({ to: "alice" }, { key: "settle-lost" })).toMatchObject({
-      result: { id: "m-1" },
-      was_replay: true,
-    });
-    expect(sent).toEqual(["alice"]);
+    await settleReplyLost(await postgresBehind());
   });
 });
 
@@ -121,16 +125,6 @@ describe("Redis: a reply lost after the server applied the command, and the clie
   });
 
   it("a resent settle is not reported as a lost lease: the caller gets its result, and a repeat replays it", async () => {
-    const { store, proxy } = await redisBehind();
-    const { send, sent } = counted(store);
-    const dropped = proxy.dropReplyTo("settle-lost", 2);
-    const first = await send({ to: "alice" }, { key: "settle-lost" });
-    await dropped;
-    expect(first).toMatchObject({ result: { id: "m-1" }, was_replay: false });
-    expect(await send({ to: "alice" }, { key: "settle-lost" })).toMatchObject({
-      result: { id: "m-1" },
-      was_replay: true,
-    });
-    expect(sent).toEqual(["alice"]);
+    await settleReplyLost(await redisBehind());
   });
 });
