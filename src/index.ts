@@ -24,6 +24,7 @@ export {
   StoreFullError,
   StoreUnavailableError,
 } from "./core/errors.js";
+export { validateKey } from "./core/call-input.js";
 export { EventType, type IdempotencyEvent } from "./core/events.js";
 export type { ArgumentField, FieldList } from "./core/field-list.js";
 export { fingerprint, sha256Hex } from "./core/fingerprint.js";
@@ -33,7 +34,6 @@ export {
   idempotent,
   type Tool,
   type ToolContext,
-  validateKey,
 } from "./core/idempotent.js";
 export type { FingerprintKeyOptions } from "./core/keyed-fingerprint.js";
 export { keys } from "./core/keys.js";

@@ -1,12 +1,13 @@
 /**
  * One call's state as it goes through the core, and the fenced store operations every path shares:
- * settle and release under the owner token, store errors turned into `store_unavailable`, events.
+ * settle, release and takeover under the owner token, store errors turned into `store_unavailable`, events.
  */
 import { randomBytes } from "node:crypto";
 import { type Clock, systemClock } from "./clock.js";
 import { IdempotencyError, iso, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { ResolvedOptions } from "./options.js";
+import { ownerToken } from "./owner-token.js";
 import type { RecentSimilarCall } from "./similar.js";
 import { type IdempotencyRecord, settleOwn } from "./store.js";
 
@@ -90,6 +91,35 @@ export async function settleFenced<A, R>(
     }
   }
   return "store_failed";
+}
+
+/**
+ * Compare-and-swap the record from its stale owner to a fresh token of this call's. Returns the taken
+ * record, or null when another caller moved it first.
+ */
+export async function takeOver<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+): Promise<IdempotencyRecord | null> {
+  const token = ownerToken();
+  try {
+    const taken = await c.o.store.takeover({
+      scope: c.scope,
+      key: c.key,
+      fromToken: record.token,
+      token,
+      leaseMs: c.o.leaseMs,
+      ttlMs: c.o.ttlMs,
+      now: c.o.clock.now(),
+    });
+    if (taken) return taken;
+    // A client that resends a command whose reply was lost hears "moved on" from our own takeover: the
+    // record carrying our new token says it landed.
+    const current = await c.o.store.get({ scope: c.scope, key: c.key }, c.o.clock.now());
+    return current?.token === token ? current : null;
+  } catch (error) {
+    throw storeFailure(c, "takeover", error);
+  }
 }
 
 export async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<void> {

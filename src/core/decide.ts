@@ -330,7 +330,7 @@ export function found(
   storeNow: number,
   waitedMs: number,
   waitMs: number,
-): Situation {
+): { readonly event: "found" } & Facts<"found"> {
   return {
     event: "found",
     tool: record.tool === request.tool ? "same" : "other",

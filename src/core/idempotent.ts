@@ -3,15 +3,14 @@ import {
   type Envelope,
   emit,
   envelope,
-  errorMessage,
-  leaseLost,
-  releaseFenced,
   releaseUnrun,
-  settleFenced,
   storeFailure,
   type Tool,
   type ToolContext,
+  takeOver,
 } from "./call.js";
+import { validateKey, validateScope } from "./call-input.js";
+import { Action, decide, found } from "./decide.js";
 import {
   ErrorCode,
   IdempotencyError,
@@ -22,39 +21,24 @@ import {
   ResultTooLargeError,
   ResultUnserializableError,
   retryAfterMsOf,
-  StoreUnavailableError,
 } from "./errors.js";
-import { beginFlight, endFlight, waitForOutcome } from "./in-flight.js";
+import { execute, unexpected, verifyEarlierAttempt } from "./execute.js";
+import { waitForOutcome } from "./in-flight.js";
 import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
-import { startLease } from "./lease.js";
 import {
   type CallOptions,
-  Effect,
+  type Effect,
   type IdempotentOptions,
   type ResolvedOptions,
   resolveOptions,
 } from "./options.js";
-import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
+import { ReplayedFailureError } from "./outcomes.js";
 import { ownerToken } from "./owner-token.js";
 import { bindingFor } from "./record-binding.js";
-import {
-  decodeFailure,
-  decodeResult,
-  decodeResultProblem,
-  type EncodedResult,
-  encodeFailure,
-  encodeResult,
-} from "./serialize.js";
-import {
-  findSimilar,
-  type RecentSimilarCall,
-  rememberSimilar,
-  similarMarkerKey,
-  similarMarkerPrefix,
-} from "./similar.js";
+import { decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
+import { type RecentSimilarCall, similarMarkerKey } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
-import { loneSurrogateIndex } from "./unicode.js";
-import { failureNote, resolveUnknown, takeOver } from "./unknown-outcome.js";
+
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
   (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;
@@ -64,7 +48,6 @@ export interface IdempotentTool<A, R> {
   readonly waitMs: number;
 }
 
-const maxKeyLength = 255;
 /**
  * Wrap a side-effectful tool so every repeat of one intended action becomes a no-op that
  * returns the original outcome.
@@ -151,61 +134,49 @@ async function callOnce<A, R>(
       });
     } catch (error) {
       const failure = storeFailure(c, "claim", error);
-      // The claim may have landed with its reply lost: the tool has not run, so free the key.
+      const action = decide({ event: "claim_failed" });
+      if (action !== Action.releaseUnrun) throw unexpected(action, "a claim with no answer");
       await releaseUnrun(c, token);
       throw failure;
     }
-    if (claim.claimed) return await execute(c, claim.record);
-
     const record = claim.record;
-    if (record.token === token) {
-      // Our own claim, seen through a resent command: the tool has not run under it.
-      if (record.leaseExpiresAt > claim.now) return await execute(c, record);
-      // Its lease passed before we heard of it: take it back the way any stale claim is taken.
-      const taken = await takeOver(c, record);
-      if (taken) return await execute(c, taken);
-      continue;
+    if (claim.claimed) {
+      const action = decide({ event: "claimed" });
+      if (action !== Action.run) throw unexpected(action, "a claim that landed");
+      return await execute(c, record);
     }
-    if (record.tool !== o.name || !sameFingerprint(c, record.fingerprint)) {
-      const error = new KeyConflictError(record, print, o.name);
-      emit(c, "conflict", undefined, error);
-      throw error;
-    }
-    switch (record.status) {
-      case RecordStatus.completed:
+
+    const now = o.clock.now();
+    const waitedMs = waitingSince === undefined ? 0 : now - waitingSince;
+    const request = {
+      tool: o.name,
+      sameFingerprint: (fingerprint: string) => sameFingerprint(c, fingerprint),
+      token,
+      effect: o.effect,
+      verify: o.verify !== undefined,
+    };
+    const action = decide(found(record, request, claim.now, waitedMs, o.waitMs));
+    switch (action) {
+      case Action.run:
+        return await execute(c, record);
+      case Action.conflict: {
+        const error = new KeyConflictError(record, print, o.name);
+        emit(c, "conflict", undefined, error);
+        throw error;
+      }
+      case Action.replay:
         return replayCompleted(c, record);
-      case RecordStatus.failed:
+      case Action.replayFailure:
         emit(c, "replay", record.attempts);
         throw new ReplayedFailureError(
           decodeFailure(record.error, c.o.codec, bindingFor(c, record)),
           iso(record.createdAt),
           key,
         );
-      case RecordStatus.unknown: {
-        const reason = `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(c, record)}`;
-        const outcome = await resolveUnknown(c, record, reason, execute);
-        if (outcome) return outcome;
-        continue;
-      }
-      case RecordStatus.inProgress: {
-        if (record.leaseExpiresAt <= claim.now) {
-          const reason =
-            `the worker that claimed it stopped renewing its lease at ${iso(record.leaseExpiresAt)} ` +
-            "(it may have crashed after the effect)";
-          const outcome = await resolveUnknown(c, record, reason, execute);
-          if (outcome) return outcome;
-          continue;
-        }
-        const now = o.clock.now();
+      case Action.wait:
         if (waitingSince === undefined) {
           waitingSince = now;
           emit(c, "in_flight_wait", record.attempts);
-        }
-        const waited = now - waitingSince;
-        if (waited >= o.waitMs) {
-          const error = new KeyInUseError(record, waited, retryAfterMsOf(record, claim.now));
-          emit(c, "in_flight_gave_up", record.attempts, error);
-          throw error;
         }
         try {
           await waitForOutcome(
@@ -213,7 +184,7 @@ async function callOnce<A, R>(
             scope,
             key,
             o.clock,
-            Math.min(jitter(pollMs), o.waitMs - waited),
+            Math.min(jitter(pollMs), o.waitMs - waitedMs),
             c.signal,
           );
         } catch (error) {
@@ -223,140 +194,86 @@ async function callOnce<A, R>(
         }
         pollMs = Math.min(pollMs * 2, 250);
         continue;
+      case Action.giveUp: {
+        // A call that may not wait at all (waitMs 0) still reports the wait it gave up on.
+        if (waitingSince === undefined) emit(c, "in_flight_wait", record.attempts);
+        const error = new KeyInUseError(record, waitedMs, retryAfterMsOf(record, claim.now));
+        emit(c, "in_flight_gave_up", record.attempts, error);
+        throw error;
       }
+      case Action.takeOver: {
+        const outcome = await takeOverThen(c, record, record.token === token ? "own" : "other", claim.now);
+        if (outcome) return outcome;
+        continue;
+      }
+      case Action.outcomeUnknown: {
+        const error = new OutcomeUnknownError(record, unknownReason(c, record, claim.now));
+        emit(c, "outcome_unknown", record.attempts, error);
+        throw error;
+      }
+      default:
+        throw unexpected(action, "a claim that found a record");
     }
   }
 }
 
-/** Run the tool under a claim this call owns, and record what happened. */
-async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
-  emit(c, "run", record.attempts);
-  const flight = beginFlight(c.o.store, c.scope, c.key);
-  try {
-    const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
-    const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
-    let result: Awaited<R>;
-    try {
-      result = await c.fn(c.args, {
-        key: c.key,
-        scope: c.scope,
-        tool: c.o.name,
-        attempt: record.attempts,
-        get signal() {
-          return lease.signal;
-        },
-      });
-    } catch (error) {
-      await lease.stop();
-      return await settleThrow(c, record, error);
+/**
+ * Take the record over from its previous owner, then run, verify or fail closed as the table says.
+ * Returns undefined when another caller moved the record first (look again).
+ */
+async function takeOverThen<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  whose: "own" | "other",
+  storeNow: number,
+): Promise<Envelope<Awaited<R>> | undefined> {
+  const taken = await takeOver(c, record);
+  const action = decide({
+    event: "takeover",
+    taken: taken ? "yes" : "no",
+    token: whose,
+    effect: c.o.effect,
+    verify: c.o.verify ? "given" : "none",
+  });
+  if (action === Action.lookAgain) return undefined;
+  if (taken === null) throw unexpected(action, "a takeover that did not land");
+  // Taking back this call's own claim is no takeover of anyone else's attempt.
+  if (whose === "other") emit(c, "takeover", taken.attempts);
+  switch (action) {
+    case Action.run:
+      return execute(c, taken);
+    case Action.verify:
+      return verifyEarlierAttempt(c, taken, unknownReason(c, record, storeNow));
+    case Action.outcomeUnknown: {
+      const error = new OutcomeUnknownError(taken, unknownReason(c, record, storeNow));
+      emit(c, "outcome_unknown", taken.attempts, error);
+      throw error;
     }
-    // Most calls end before their first renewal: then there is nothing to wait for.
-    const renewing = lease.stop();
-    if (renewing) await renewing;
-    const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec, bindingFor(c, record));
-    const settled = await settleFenced(
-      c,
-      record,
-      RecordStatus.completed,
-      encoded.ok ? encoded.text : null,
-      encoded.ok ? null : encoded.error,
+    default:
+      throw unexpected(action, "a takeover");
+  }
+}
+
+/** Why nobody knows this record's outcome, in words for the caller (and the model). */
+function unknownReason<A, R>(c: Call<A, R>, record: IdempotencyRecord, storeNow: number): string {
+  if (record.status === RecordStatus.inProgress && record.leaseExpiresAt <= storeNow) {
+    return (
+      `the worker that claimed it stopped renewing its lease at ${iso(record.leaseExpiresAt)} ` +
+      "(it may have crashed after the effect)"
     );
-    const envelope = completedEnvelope(c, record, result, encoded, settled);
-    if (c.similarKey === undefined) return envelope;
-    await recordSimilar(c, c.similarKey, record);
-    return similar ? { ...envelope, recent_similar_call: similar } : envelope;
-  } finally {
-    endFlight(flight);
   }
+  return `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(c, record)}`;
 }
 
-/** The near-duplicate hint is advisory: a store error here costs the hint, never the call. */
-async function lookUpSimilar<A, R>(
-  c: Call<A, R>,
-  similarKey: string,
-): Promise<RecentSimilarCall | undefined> {
+/** The stored failure's message, as a note on an unknown outcome ("" when there is none or it cannot be opened). */
+function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
+  if (record.error === null) return "";
   try {
-    return await findSimilar(c.o.store, c.scope, similarKey, c.key, c.o.clock.now());
-  } catch (error) {
-    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call lookup", { cause: error }));
-    return undefined;
+    return ` (${decodeFailure(record.error, c.o.codec, bindingFor(c, record)).message})`;
+  } catch {
+    // A note only: a record this worker cannot open still fails closed as unknown.
+    return "";
   }
-}
-
-async function recordSimilar<A, R>(
-  c: Call<A, R>,
-  similarKey: string,
-  record: IdempotencyRecord,
-): Promise<void> {
-  if (c.o.similar === undefined) return;
-  try {
-    const now = c.o.clock.now();
-    await rememberSimilar(c.o.store, c.scope, similarKey, c.key, record.createdAt, now, c.o.similar.windowMs);
-  } catch (error) {
-    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call record", { cause: error }));
-  }
-}
-
-/** What the caller of a completed run gets, once its settle has been tried (no await: one frame less). */
-function completedEnvelope<A, R>(
-  c: Call<A, R>,
-  record: IdempotencyRecord,
-  result: Awaited<R>,
-  encoded: EncodedResult,
-  settled: IdempotencyRecord | "lost" | "store_failed",
-): Envelope<Awaited<R>> {
-  if (settled === "lost") throw leaseLost(c, record);
-  const notKept = encoded.ok
-    ? undefined
-    : encoded.problem.code === ErrorCode.resultTooLarge
-      ? new ResultTooLargeError(encoded.problem.sizeBytes, encoded.problem.maxBytes)
-      : new IdempotencyError(ErrorCode.resultUnserializable, encoded.problem.reason);
-  emit(c, "completed", record.attempts, notKept);
-  // The effect happened: this caller gets its result even if the store could not record it.
-  if (settled === "store_failed") {
-    return envelope(c, result, false, record.createdAt, c.o.clock.now() + c.o.ttlMs);
-  }
-  return envelope(c, result, false, settled.createdAt, settled.expiresAt);
-}
-
-/** The tool threw: decide by what it declared and by the effect class. Always throws. */
-async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error: unknown): Promise<never> {
-  if (error instanceof NotExecuted) {
-    await releaseFenced(c, record);
-    throw error.cause;
-  }
-  if (error instanceof DefinitiveFailure) {
-    const settled = await settleFenced(
-      c,
-      record,
-      RecordStatus.failed,
-      null,
-      encodeFailure(error.cause, error.data, c.o.codec, bindingFor(c, record)),
-    );
-    if (settled === "lost") throw leaseLost(c, record, error.cause);
-    emit(c, "failed", record.attempts, error.cause);
-    throw error.cause;
-  }
-  if (c.o.effect === Effect.nativeKey || c.o.effect === Effect.ownedStore) {
-    await releaseFenced(c, record);
-    throw error;
-  }
-  const settled = await settleFenced(
-    c,
-    record,
-    RecordStatus.unknown,
-    null,
-    encodeFailure(error, undefined, c.o.codec, bindingFor(c, record)),
-  );
-  if (settled === "lost") throw leaseLost(c, record, error);
-  const kept = settled === "store_failed" ? record : settled;
-  const unknown = new OutcomeUnknownError(
-    kept,
-    `the tool threw before reporting an outcome (${errorMessage(error)}), and its ${c.o.effect} effect may have happened`,
-    { cause: error },
-  );
-  emit(c, "outcome_unknown", record.attempts, unknown);
-  throw unknown;
 }
 
 function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
@@ -377,68 +294,6 @@ function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelo
     record.createdAt,
     record.expiresAt,
   );
-}
-
-/**
- * Check a caller's key: a string of 1–255 characters. A missing key is an error, never a fresh UUID.
- * @example
- * validateKey("turn-7-alice", "send_email"); // "turn-7-alice"
- */
-export function validateKey(key: unknown, tool: string): string {
-  if (key === undefined || key === null) {
-    throw new IdempotencyError(
-      ErrorCode.keyMissing,
-      `${tool}: no idempotency key. Pass { key }, chosen by the caller before the call and stable across ` +
-        "every repeat (see keys.fromState and keys.intent); idempotool never makes one up.",
-    );
-  }
-  if (typeof key !== "string") {
-    throw new IdempotencyError(
-      ErrorCode.keyInvalid,
-      `${tool}: the idempotency key must be a string, got ${typeof key}.`,
-    );
-  }
-  if (key.length === 0 || key.length > maxKeyLength) {
-    throw new IdempotencyError(
-      ErrorCode.keyInvalid,
-      `${tool}: the idempotency key must be 1–${maxKeyLength} characters, got ${key.length}.`,
-    );
-  }
-  if (key.startsWith(similarMarkerPrefix)) {
-    throw new IdempotencyError(
-      ErrorCode.keyInvalid,
-      `${tool}: idempotency keys starting with "${similarMarkerPrefix}" are reserved for idempotool's ` +
-        "near-duplicate markers; choose another key.",
-    );
-  }
-  const lone = loneSurrogateIndex(key);
-  if (lone !== -1) {
-    throw new IdempotencyError(
-      ErrorCode.keyInvalid,
-      `${tool}: the idempotency key has a lone UTF-16 surrogate at index ${lone} (a string cut in the middle ` +
-        "of a character?). Stores keep it as U+FFFD, so two keys that differ only there would be one record.",
-    );
-  }
-  return key;
-}
-
-function validateScope(scope: unknown): string {
-  if (scope === undefined) return "default";
-  if (typeof scope !== "string" || scope.length === 0 || scope.length > maxKeyLength) {
-    throw new IdempotencyError(
-      ErrorCode.invalidArguments,
-      `The scope must be a string of 1–${maxKeyLength} characters, got ${typeof scope === "string" ? `${scope.length} characters` : typeof scope}.`,
-    );
-  }
-  const lone = loneSurrogateIndex(scope);
-  if (lone !== -1) {
-    throw new IdempotencyError(
-      ErrorCode.invalidArguments,
-      `The scope has a lone UTF-16 surrogate at index ${lone}: stores keep it as U+FFFD, so two scopes that ` +
-        "differ only there would be one.",
-    );
-  }
-  return scope;
 }
 
 /** Spread pollers apart so a crowd of waiters does not hit the store in lockstep. */

@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from "./clock.js";
+import { Action, decide } from "./decide.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
@@ -116,16 +117,19 @@ class HeldLease implements Lease {
   async #renewOnce(): Promise<void> {
     const { store, clock, leaseMs, ttlMs } = this.#o;
     const { scope, key, token } = this.#record;
+    let answer: "renewed" | "refused" | "store_failed";
     try {
       const renewed = await store.renew({ scope, key, token, leaseMs, ttlMs, now: clock.now() });
-      if (!renewed) {
-        this.#abort(new LeaseLostError(key));
-        return;
-      }
+      answer = renewed ? "renewed" : "refused";
     } catch (error) {
-      // Keep trying: the settle's fencing decides in the end whether this claim still holds.
       this.#onStoreError(new StoreUnavailableError("renew", { cause: error }));
+      answer = "store_failed";
     }
+    if (decide({ event: "renewed", answer }) === Action.loseLease) {
+      this.#abort(new LeaseLostError(key));
+      return;
+    }
+    // Kept (a store that did not answer too: the settle's fencing decides in the end whether the claim holds).
     if (!this.#stopped) this.#schedule();
   }
 }

@@ -6,7 +6,8 @@
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
-import { type Envelope, type IdempotentTool, validateKey } from "../core/idempotent.js";
+import { validateKey } from "../core/call-input.js";
+import type { Envelope, IdempotentTool } from "../core/idempotent.js";
 import {
   type ApprovalDecision,
   type ApprovalRequest,

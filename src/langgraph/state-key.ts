@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import { validateKey } from "../core/idempotent.js";
+import { validateKey } from "../core/call-input.js";
 
 /** The state field that holds a tool's key, named `<tool>_idempotency_key`. */
 export type KeyField<T extends string> = `${T}_idempotency_key`;

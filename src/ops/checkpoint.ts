@@ -19,7 +19,7 @@ import {
   retryAfterMsOf,
   StoreUnavailableError,
 } from "../core/errors.js";
-import { validateKey } from "../core/idempotent.js";
+import { validateKey } from "../core/call-input.js";
 import {
   type FingerprintKeyOptions,
   fingerprintMatches,

@@ -5,7 +5,7 @@
 
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
-import { validateKey } from "../core/idempotent.js";
+import { validateKey } from "../core/call-input.js";
 import {
   type FingerprintKeyOptions,
   fingerprintMatches,

@@ -1,0 +1,276 @@
+/**
+ * A call that holds its claim: run the tool, or ask the verify hook about an earlier attempt, then record
+ * what happened. Every step is chosen by the table in decide.ts; this module only carries it out.
+ */
+import {
+  type Call,
+  type Envelope,
+  emit,
+  envelope,
+  errorMessage,
+  leaseLost,
+  releaseFenced,
+  settleFenced,
+} from "./call.js";
+import { Action, decide, type Facts } from "./decide.js";
+import {
+  ErrorCode,
+  IdempotencyError,
+  iso,
+  OutcomeUnknownError,
+  ResultTooLargeError,
+  StoreUnavailableError,
+} from "./errors.js";
+import { beginFlight, endFlight } from "./in-flight.js";
+import { startLease } from "./lease.js";
+import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
+import { bindingFor } from "./record-binding.js";
+import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
+import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.js";
+import { type IdempotencyRecord, RecordStatus } from "./store.js";
+
+/** Run the tool under a claim this call owns, and record what happened. */
+export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
+  emit(c, "run", record.attempts);
+  const flight = beginFlight(c.o.store, c.scope, c.key);
+  try {
+    const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
+    const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
+    let result: Awaited<R>;
+    try {
+      result = await c.fn(c.args, {
+        key: c.key,
+        scope: c.scope,
+        tool: c.o.name,
+        attempt: record.attempts,
+        get signal() {
+          return lease.signal;
+        },
+      });
+    } catch (error) {
+      await lease.stop();
+      return await afterThrow(c, record, error);
+    }
+    // Most calls end before their first renewal: then there is nothing to wait for.
+    const renewing = lease.stop();
+    if (renewing) await renewing;
+    const action = decide({ event: "tool", outcome: "returned", effect: c.o.effect });
+    if (action !== Action.settleCompleted) throw unexpected(action, "the tool returned");
+    const envelope = await settleCompleted(c, record, result, "run");
+    if (c.similarKey === undefined) return envelope;
+    await recordSimilar(c, c.similarKey, record);
+    return similar ? { ...envelope, recent_similar_call: similar } : envelope;
+  } finally {
+    endFlight(flight);
+  }
+}
+
+/** The tool threw: what it declared and the effect class decide. Always throws. */
+async function afterThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error: unknown): Promise<never> {
+  const declared = error instanceof DefinitiveFailure || error instanceof NotExecuted;
+  const cause = declared ? error.cause : error;
+  const outcome =
+    error instanceof DefinitiveFailure
+      ? "declared_failed"
+      : error instanceof NotExecuted
+        ? "declared_not_executed"
+        : "threw";
+  const action = decide({ event: "tool", outcome, effect: c.o.effect });
+  switch (action) {
+    case Action.release:
+      await releaseFenced(c, record);
+      throw cause;
+    case Action.settleFailed: {
+      const data = error instanceof DefinitiveFailure ? error.data : undefined;
+      return await settleFailed(c, record, cause, data, "run");
+    }
+    case Action.settleUnknown: {
+      const reason = `the tool threw before reporting an outcome (${errorMessage(cause)}), and its ${c.o.effect} effect may have happened`;
+      const stored = encodeFailure(cause, undefined, c.o.codec, bindingFor(c, record));
+      return await settleUnknown(c, record, stored, reason, cause, "run");
+    }
+    default:
+      throw unexpected(action, "the tool threw");
+  }
+}
+
+/** Ask the verify hook what became of the earlier attempt, holding the claim while it answers. */
+export async function verifyEarlierAttempt<A, R>(
+  c: Call<A, R>,
+  taken: IdempotencyRecord,
+  reason: string,
+): Promise<Envelope<Awaited<R>>> {
+  const verify = c.o.verify;
+  if (verify === undefined) throw unexpected(Action.verify, "a takeover with no verify hook");
+  emit(c, "verify", taken.attempts);
+  const lease = startLease(c.o, taken, c.signal, (error) => emit(c, "store_error", undefined, error));
+  let outcome: Awaited<ReturnType<typeof verify>> | undefined;
+  let verifyError: unknown;
+  try {
+    outcome = await verify(taken, { args: c.args, key: c.key, scope: c.scope, signal: lease.signal });
+  } catch (error) {
+    verifyError = error;
+  } finally {
+    await lease.stop();
+  }
+  const answered = outcome?.status;
+  const action = decide({
+    event: "verified",
+    outcome:
+      answered === "completed" ||
+      answered === "failed" ||
+      answered === "not_executed" ||
+      answered === "unknown"
+        ? answered
+        : "hook_failed",
+  });
+  switch (action) {
+    case Action.run:
+      return execute(c, taken);
+    case Action.settleCompleted:
+      if (outcome?.status !== "completed") break;
+      return settleCompleted(c, taken, outcome.result, "verify");
+    case Action.settleFailed:
+      if (outcome?.status !== "failed") break;
+      return settleFailed(c, taken, outcome.error, outcome.data, "verify");
+    case Action.settleUnknown: {
+      const why =
+        outcome?.status === "unknown"
+          ? `${reason}; verify could not tell${outcome.reason ? `: ${outcome.reason}` : ""}`
+          : verifyError !== undefined
+            ? `${reason}; verify failed: ${errorMessage(verifyError)}`
+            : `${reason}; verify returned an unrecognised outcome`;
+      // The earlier attempt's stored error stays as it was.
+      return settleUnknown(c, taken, taken.error, why, verifyError, "verify");
+    }
+  }
+  throw unexpected(action, `verify answered ${String(answered)}`);
+}
+
+type After = "run" | "verify";
+
+/** Record a result (this call's, or the one verify found) and hand it to the caller. */
+async function settleCompleted<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  result: Awaited<R>,
+  after: After,
+): Promise<Envelope<Awaited<R>>> {
+  const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec, bindingFor(c, record));
+  const settled = await settleFenced(
+    c,
+    record,
+    RecordStatus.completed,
+    encoded.ok ? encoded.text : null,
+    encoded.ok ? null : encoded.error,
+  );
+  const kept = typeof settled === "string" ? undefined : settled;
+  // The effect happened: this caller gets its result even if the store could not record it.
+  const expiresAt = kept?.expiresAt ?? c.o.clock.now() + c.o.ttlMs;
+  const action = decide({ event: "settled", status: "completed", after, answer: answerOf(settled) });
+  switch (action) {
+    case Action.leaseLost:
+      throw leaseLost(c, record);
+    case Action.returnResult: {
+      const notKept = encoded.ok
+        ? undefined
+        : encoded.problem.code === ErrorCode.resultTooLarge
+          ? new ResultTooLargeError(encoded.problem.sizeBytes, encoded.problem.maxBytes)
+          : new IdempotencyError(ErrorCode.resultUnserializable, encoded.problem.reason);
+      emit(c, "completed", record.attempts, notKept);
+      return envelope(c, result, false, kept?.createdAt ?? record.createdAt, expiresAt);
+    }
+    case Action.replay:
+      emit(c, "replay", record.attempts);
+      // The effect happened on an earlier attempt: this is its outcome, handed back.
+      return envelope(c, result, true, record.createdAt, expiresAt);
+    default:
+      throw unexpected(action, "a completed settle");
+  }
+}
+
+/** Record a definitive failure (this call's, or the one verify found) and pass it on. Always throws. */
+async function settleFailed<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  cause: unknown,
+  data: unknown,
+  after: After,
+): Promise<never> {
+  const stored = encodeFailure(cause, data, c.o.codec, bindingFor(c, record));
+  const settled = await settleFenced(c, record, RecordStatus.failed, null, stored);
+  const action = decide({ event: "settled", status: "failed", after, answer: answerOf(settled) });
+  switch (action) {
+    case Action.leaseLost:
+      throw leaseLost(c, record, cause);
+    case Action.throwFailure:
+      emit(c, "failed", record.attempts, cause);
+      throw cause;
+    case Action.replayFailure:
+      emit(c, "replay", record.attempts);
+      throw new ReplayedFailureError(decodeFailure(encodeFailure(cause, data)), iso(record.createdAt), c.key);
+    default:
+      throw unexpected(action, "a failed settle");
+  }
+}
+
+/** Record that nobody knows the outcome, and fail closed. Always throws. */
+async function settleUnknown<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  stored: string | null,
+  reason: string,
+  cause: unknown,
+  after: After,
+): Promise<never> {
+  const settled = await settleFenced(c, record, RecordStatus.unknown, null, stored);
+  const action = decide({ event: "settled", status: "unknown", after, answer: answerOf(settled) });
+  switch (action) {
+    case Action.leaseLost:
+      throw leaseLost(c, record, cause);
+    case Action.outcomeUnknown: {
+      const kept = typeof settled === "string" ? record : settled;
+      const error = new OutcomeUnknownError(kept, reason, cause === undefined ? undefined : { cause });
+      emit(c, "outcome_unknown", record.attempts, error);
+      throw error;
+    }
+    default:
+      throw unexpected(action, "an unknown settle");
+  }
+}
+
+function answerOf(settled: IdempotencyRecord | "lost" | "store_failed"): Facts<"settled">["answer"] {
+  return settled === "lost" ? "lost" : settled === "store_failed" ? "store_failed" : "settled";
+}
+
+/** The table chose an action this step cannot carry out: a bug in idempotool, so nothing more runs. */
+export function unexpected(action: Action, after: string): Error {
+  return new Error(`idempotool: the decision table chose "${action}" after ${after}; nothing more runs.`);
+}
+
+/** The near-duplicate hint is advisory: a store error here costs the hint, never the call. */
+async function lookUpSimilar<A, R>(
+  c: Call<A, R>,
+  similarKey: string,
+): Promise<RecentSimilarCall | undefined> {
+  try {
+    return await findSimilar(c.o.store, c.scope, similarKey, c.key, c.o.clock.now());
+  } catch (error) {
+    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call lookup", { cause: error }));
+    return undefined;
+  }
+}
+
+async function recordSimilar<A, R>(
+  c: Call<A, R>,
+  similarKey: string,
+  record: IdempotencyRecord,
+): Promise<void> {
+  if (c.o.similar === undefined) return;
+  try {
+    const now = c.o.clock.now();
+    await rememberSimilar(c.o.store, c.scope, similarKey, c.key, record.createdAt, now, c.o.similar.windowMs);
+  } catch (error) {
+    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call record", { cause: error }));
+  }
+}
