@@ -4,7 +4,8 @@
  * An agent's `place_order` tool inserts an order and its line items. The first attempt crashes
  * between the writes (a thrown error): the transaction rolls back, leaving neither the order nor the
  * key. The retry places the order once; a repeat with the same key is handed the stored result
- * without writing; a buggy repeat with other arguments is refused.
+ * without writing; a buggy repeat with other arguments is refused, and so is another tool
+ * (`cancel_order`) that reuses the order's key: it is never handed the order's result.
  *
  * Run: node --import tsx examples/op2-transaction.ts (exits non-zero if any check fails)
  */
@@ -41,7 +42,13 @@ try {
       tx.prepare("INSERT INTO order_items (order_id, sku) VALUES (?, ?)").run(orderId, sku);
     return { orderId };
   };
-  const options = { table: "order_dedup", key: "turn-7-place-order", scope: "user-alice", args };
+  const options = {
+    table: "order_dedup",
+    tool: "place_order",
+    key: "turn-7-place-order",
+    scope: "user-alice",
+    args,
+  };
 
   const crashed = await sqliteTransactionalOnce(db, options, placeOrder).catch((error: unknown) => error);
   check(
@@ -71,6 +78,21 @@ try {
   check(
     isIdempotencyError(conflict, "idempotency_key_conflict"),
     "the same key with other arguments is refused",
+  );
+
+  const cancelOrder = (tx: Database.Database) => ({
+    cancelled: tx.prepare("DELETE FROM orders WHERE customer = ?").run(args.customer).changes,
+  });
+  const otherTool = await sqliteTransactionalOnce(
+    db,
+    { ...options, tool: "cancel_order" },
+    cancelOrder,
+  ).catch((error: unknown) => error);
+  check(
+    isIdempotencyError(otherTool, "idempotency_key_conflict") &&
+      otherTool.originalTool === "place_order" &&
+      count("orders") === 1,
+    "another tool under the same key is refused: it neither runs nor replays the order",
   );
 } finally {
   db.close();

@@ -101,7 +101,7 @@ describe("OP-2 on SQLite, when the process is killed between the business write 
           orderId: Number(tx.prepare("INSERT INTO orders (item) VALUES (?)").run("book").lastInsertRowid),
         };
       };
-      const options = { table: "dedup", key: "turn-7-order", args: { item: "book" } };
+      const options = { table: "dedup", tool: "place_order", key: "turn-7-order", args: { item: "book" } };
       const retry = await sqliteTransactionalOnce(db, options, write);
       const again = await sqliteTransactionalOnce(db, options, write);
       expect(retry.was_replay).toBe(false);

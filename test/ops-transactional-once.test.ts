@@ -7,7 +7,8 @@ import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import type pg from "pg";
 import { afterAll, afterEach, beforeEach, describe, expect, expectTypeOf, it } from "vitest";
-import { isIdempotencyError } from "../src/core/errors.js";
+import { isIdempotencyError, KeyConflictError } from "../src/core/errors.js";
+import { fingerprint } from "../src/core/fingerprint.js";
 import {
   type PgPoolLike,
   type PgTransactionClient,
@@ -16,6 +17,7 @@ import {
   type SqliteDatabaseLike,
   sqliteDedupTableSql,
   sqliteTransactionalOnce,
+  type TransactionalOnceOptions,
 } from "../src/ops/index.js";
 import { freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
 
@@ -48,12 +50,12 @@ describe("postgresTransactionalOnce (OP-2)", () => {
   it("commits the business write and the key together, and replays the stored result without running", async () => {
     const first = await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", args: { item: "book" } },
+      { table: dedup, tool: "place_order", key: "k1", args: { item: "book" } },
       placeOrder("book"),
     );
     const again = await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", args: { item: "book" } },
+      { table: dedup, tool: "place_order", key: "k1", args: { item: "book" } },
       placeOrder("book"),
     );
     expect(first.was_replay).toBe(false);
@@ -67,15 +69,19 @@ describe("postgresTransactionalOnce (OP-2)", () => {
 
   it("leaves neither the write nor the key when the write throws, so a retry runs once", async () => {
     await expect(
-      postgresTransactionalOnce(pool, { table: dedup, key: "k1", args: {} }, async (tx) => {
-        await placeOrder("book")(tx);
-        throw new Error("boom after the write");
-      }),
+      postgresTransactionalOnce(
+        pool,
+        { table: dedup, tool: "place_order", key: "k1", args: {} },
+        async (tx) => {
+          await placeOrder("book")(tx);
+          throw new Error("boom after the write");
+        },
+      ),
     ).rejects.toThrow("boom after the write");
     expect(await countOrders()).toBe(0);
     const retry = await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", args: {} },
+      { table: dedup, tool: "place_order", key: "k1", args: {} },
       placeOrder("book"),
     );
     expect(retry.was_replay).toBe(false);
@@ -85,12 +91,12 @@ describe("postgresTransactionalOnce (OP-2)", () => {
   it("refuses the same key with different arguments, without running", async () => {
     await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", args: { item: "book" } },
+      { table: dedup, tool: "place_order", key: "k1", args: { item: "book" } },
       placeOrder("book"),
     );
     const error = await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", args: { item: "pen" } },
+      { table: dedup, tool: "place_order", key: "k1", args: { item: "pen" } },
       placeOrder("pen"),
     ).catch((e: unknown) => e);
     expect(isIdempotencyError(error, "idempotency_key_conflict")).toBe(true);
@@ -102,7 +108,7 @@ describe("postgresTransactionalOnce (OP-2)", () => {
       [0, 1, 2].map(() =>
         postgresTransactionalOnce(
           pool,
-          { table: dedup, key: "k1", args: { item: "book" } },
+          { table: dedup, tool: "place_order", key: "k1", args: { item: "book" } },
           placeOrder("book", 150),
         ),
       ),
@@ -113,12 +119,20 @@ describe("postgresTransactionalOnce (OP-2)", () => {
   });
 
   it("lets a concurrent repeat run when the first rolls back", async () => {
-    const failing = postgresTransactionalOnce(pool, { table: dedup, key: "k1", args: {} }, async (tx) => {
-      await placeOrder("book", 150)(tx);
-      throw new Error("rolled back");
-    });
+    const failing = postgresTransactionalOnce(
+      pool,
+      { table: dedup, tool: "place_order", key: "k1", args: {} },
+      async (tx) => {
+        await placeOrder("book", 150)(tx);
+        throw new Error("rolled back");
+      },
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const second = postgresTransactionalOnce(pool, { table: dedup, key: "k1", args: {} }, placeOrder("book"));
+    const second = postgresTransactionalOnce(
+      pool,
+      { table: dedup, tool: "place_order", key: "k1", args: {} },
+      placeOrder("book"),
+    );
     await expect(failing).rejects.toThrow("rolled back");
     expect((await second).was_replay).toBe(false);
     expect(await countOrders()).toBe(1);
@@ -136,7 +150,7 @@ describe("postgresTransactionalOnce (OP-2)", () => {
         `import pg from "pg";
          import { postgresTransactionalOnce } from ${JSON.stringify(ops)};
          const pool = new pg.Pool({ connectionString: ${JSON.stringify(pgUrl)} });
-         await postgresTransactionalOnce(pool, { table: ${JSON.stringify(dedup)}, key: "k1", args: {} }, async (tx) => {
+         await postgresTransactionalOnce(pool, { table: ${JSON.stringify(dedup)}, tool: "place_order", key: "k1", args: {} }, async (tx) => {
            await tx.query('INSERT INTO "${orders}" (item) VALUES ($1)', ["book"]);
            process.stdout.write("written\\n");
            await new Promise(() => setInterval(() => {}, 1000));
@@ -151,7 +165,7 @@ describe("postgresTransactionalOnce (OP-2)", () => {
     // The server rolls the dead session back; the retry may wait on the key until it has.
     const retry = await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", args: {} },
+      { table: dedup, tool: "place_order", key: "k1", args: {} },
       placeOrder("book"),
     );
     expect(retry.was_replay).toBe(false);
@@ -159,19 +173,115 @@ describe("postgresTransactionalOnce (OP-2)", () => {
   });
 
   it("keeps a key in its scope", async () => {
-    await postgresTransactionalOnce(pool, { table: dedup, key: "k1", scope: "a", args: {} }, placeOrder("x"));
+    await postgresTransactionalOnce(
+      pool,
+      { table: dedup, tool: "place_order", key: "k1", scope: "a", args: {} },
+      placeOrder("x"),
+    );
     const other = await postgresTransactionalOnce(
       pool,
-      { table: dedup, key: "k1", scope: "b", args: {} },
+      { table: dedup, tool: "place_order", key: "k1", scope: "b", args: {} },
       placeOrder("x"),
     );
     expect(other.was_replay).toBe(false);
     expect(await countOrders()).toBe(2);
   });
 
+  it("refuses a key another tool committed, naming both tools, and runs nothing", async () => {
+    // A charge and its refund, both keyed by the order id, share one dedup table.
+    const charge = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, tool: "charge", key: "order-7", args: { order: 7 } },
+      placeOrder("charge"),
+    );
+    const refund = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, tool: "refund", key: "order-7", args: { order: 7 } },
+      placeOrder("refund"),
+    ).catch((e: unknown) => e);
+    expect(refund).toBeInstanceOf(KeyConflictError);
+    expect(refund).toMatchObject({
+      code: "idempotency_key_conflict",
+      key: "order-7",
+      originalTool: "charge",
+      tool: "refund",
+      originalCalledAt: charge.original_called_at,
+    });
+    expect((refund as Error).message).toContain("by the tool charge; this call is refund");
+    expect(await countOrders()).toBe(1);
+    // The charge itself still replays.
+    const again = await postgresTransactionalOnce(
+      pool,
+      { table: dedup, tool: "charge", key: "order-7", args: { order: 7 } },
+      placeOrder("charge"),
+    );
+    expect(again).toMatchObject({ was_replay: true, result: charge.result });
+  });
+
+  it("refuses a call without a tool before touching the database", async () => {
+    let writes = 0;
+    for (const tool of [undefined, "", "  ", 7]) {
+      const options = {
+        table: "no_such_table",
+        key: "k1",
+        args: {},
+        tool,
+      } as unknown as TransactionalOnceOptions;
+      await expect(
+        postgresTransactionalOnce(pool, options, async () => {
+          writes++;
+        }),
+      ).rejects.toMatchObject({ code: "invalid_options", message: expect.stringContaining("`tool`") });
+    }
+    expect(writes).toBe(0);
+  });
+
+  it("on a table made before the tool column, says the ALTER TABLE to run, then refuses the rows made before", async () => {
+    const legacy = freshTable();
+    try {
+      await pool.query(
+        `CREATE TABLE "${legacy}" (scope text NOT NULL, key text NOT NULL, fingerprint text NOT NULL, result text, ` +
+          "created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL, PRIMARY KEY (scope, key))",
+      );
+      // A row an earlier build committed: it does not say which tool made it.
+      await pool.query(
+        `INSERT INTO "${legacy}" (scope, key, fingerprint, result, expires_at) ` +
+          "VALUES ('default', 'order-7', $1, '{\"orderId\":1}', now() + interval '1 hour')",
+        [fingerprint({ order: 7 })],
+      );
+      const once = (key: string) =>
+        postgresTransactionalOnce(
+          pool,
+          { table: legacy, tool: "refund", key, args: { order: 7 } },
+          placeOrder("refund"),
+        );
+      const missing = await once("order-8").catch((e: unknown) => e);
+      expect(missing).toMatchObject({ code: "invalid_options" });
+      const alter = /ALTER TABLE \S+ ADD COLUMN tool text/.exec((missing as Error).message)?.[0];
+      expect(alter).toBe(`ALTER TABLE "${legacy}" ADD COLUMN tool text`);
+      expect(await countOrders()).toBe(0);
+
+      await pool.query(alter!);
+      const old = await once("order-7").catch((e: unknown) => e);
+      expect(old).toBeInstanceOf(KeyConflictError);
+      expect(old).toMatchObject({ originalTool: "", tool: "refund", key: "order-7" });
+      expect(await countOrders()).toBe(0);
+      const fresh = await once("order-8");
+      expect(fresh.was_replay).toBe(false);
+      expect((await once("order-8")).was_replay).toBe(true);
+      expect(await countOrders()).toBe(1);
+    } finally {
+      await pool.query(`DROP TABLE IF EXISTS "${legacy}"`);
+    }
+  });
+
   it("rejects an unsafe table name before touching the database", async () => {
     await expect(
-      postgresTransactionalOnce(pool, { table: 'x"; DROP TABLE y; --', key: "k", args: {} }, async () => 1),
+      postgresTransactionalOnce(
+        pool,
+        { table: 'x"; DROP TABLE y; --', tool: "place_order", key: "k", args: {} },
+        async () => 1,
+      ),
     ).rejects.toMatchObject({ code: "invalid_options" });
   });
 });
@@ -201,12 +311,12 @@ describe("sqliteTransactionalOnce (OP-2)", () => {
     const db = open();
     const first = await sqliteTransactionalOnce(
       db,
-      { table: "dedup", key: "k1", args: { item: "book" } },
+      { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
       placeOrder("book"),
     );
     const again = await sqliteTransactionalOnce(
       db,
-      { table: "dedup", key: "k1", args: { item: "book" } },
+      { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
       placeOrder("book"),
     );
     expect(first.was_replay).toBe(false);
@@ -218,16 +328,25 @@ describe("sqliteTransactionalOnce (OP-2)", () => {
   it("leaves neither the write nor the key when an async write throws, so a retry runs once", async () => {
     const db = open();
     await expect(
-      sqliteTransactionalOnce(db, { table: "dedup", key: "k1", args: {} }, async (tx) => {
-        placeOrder("book")(tx);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-        throw new Error("boom");
-      }),
+      sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "place_order", key: "k1", args: {} },
+        async (tx) => {
+          placeOrder("book")(tx);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          throw new Error("boom");
+        },
+      ),
     ).rejects.toThrow("boom");
     expect(count(db)).toBe(0);
     expect(
-      (await sqliteTransactionalOnce(db, { table: "dedup", key: "k1", args: {} }, placeOrder("book")))
-        .was_replay,
+      (
+        await sqliteTransactionalOnce(
+          db,
+          { table: "dedup", tool: "place_order", key: "k1", args: {} },
+          placeOrder("book"),
+        )
+      ).was_replay,
     ).toBe(false);
     expect(count(db)).toBe(1);
     db.close();
@@ -237,11 +356,15 @@ describe("sqliteTransactionalOnce (OP-2)", () => {
     const db = open();
     await sqliteTransactionalOnce(
       db,
-      { table: "dedup", key: "k1", args: { item: "book" } },
+      { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
       placeOrder("book"),
     );
     await expect(
-      sqliteTransactionalOnce(db, { table: "dedup", key: "k1", args: { item: "pen" } }, placeOrder("pen")),
+      sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "place_order", key: "k1", args: { item: "pen" } },
+        placeOrder("pen"),
+      ),
     ).rejects.toMatchObject({ code: "idempotency_key_conflict" });
     expect(count(db)).toBe(1);
     db.close();
@@ -256,27 +379,117 @@ describe("sqliteTransactionalOnce (OP-2)", () => {
       return out;
     };
     const onOne = await Promise.all(
-      [0, 1, 2].map(() => sqliteTransactionalOnce(a, { table: "dedup", key: "k1", args: {} }, slow)),
+      [0, 1, 2].map(() =>
+        sqliteTransactionalOnce(a, { table: "dedup", tool: "place_order", key: "k1", args: {} }, slow),
+      ),
     );
     expect(onOne.filter((c) => !c.was_replay)).toHaveLength(1);
     // A second connection in the same process cannot wait for a's async write (better-sqlite3 blocks the
     // event loop while it waits on the lock): it fails busy without writing, and replays once a committed.
     const busy = new Database(file, { timeout: 50 });
-    const first = sqliteTransactionalOnce(a, { table: "dedup", key: "k2", args: {} }, slow);
+    const first = sqliteTransactionalOnce(
+      a,
+      { table: "dedup", tool: "place_order", key: "k2", args: {} },
+      slow,
+    );
     await expect(
-      sqliteTransactionalOnce(busy, { table: "dedup", key: "k2", args: {} }, placeOrder("book")),
+      sqliteTransactionalOnce(
+        busy,
+        { table: "dedup", tool: "place_order", key: "k2", args: {} },
+        placeOrder("book"),
+      ),
     ).rejects.toMatchObject({
       code: "SQLITE_BUSY",
     });
     expect((await first).was_replay).toBe(false);
     expect(
-      (await sqliteTransactionalOnce(b, { table: "dedup", key: "k2", args: {} }, placeOrder("book")))
-        .was_replay,
+      (
+        await sqliteTransactionalOnce(
+          b,
+          { table: "dedup", tool: "place_order", key: "k2", args: {} },
+          placeOrder("book"),
+        )
+      ).was_replay,
     ).toBe(true);
     expect(count(a)).toBe(2);
     busy.close();
     a.close();
     b.close();
+  });
+
+  it("refuses a key another tool committed, naming both tools, and runs nothing", async () => {
+    const db = open();
+    const charge = await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", tool: "charge", key: "order-7", args: { order: 7 } },
+      placeOrder("charge"),
+    );
+    const refund = await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", tool: "refund", key: "order-7", args: { order: 7 } },
+      placeOrder("refund"),
+    ).catch((e: unknown) => e);
+    expect(refund).toBeInstanceOf(KeyConflictError);
+    expect(refund).toMatchObject({
+      code: "idempotency_key_conflict",
+      key: "order-7",
+      originalTool: "charge",
+      tool: "refund",
+      originalCalledAt: charge.original_called_at,
+    });
+    expect(count(db)).toBe(1);
+    const again = await sqliteTransactionalOnce(
+      db,
+      { table: "dedup", tool: "charge", key: "order-7", args: { order: 7 } },
+      placeOrder("charge"),
+    );
+    expect(again).toMatchObject({ was_replay: true, result: charge.result });
+    db.close();
+  });
+
+  it("refuses a call without a tool before touching the database", async () => {
+    const db = open();
+    const options = { table: "dedup", key: "k1", args: {} } as unknown as TransactionalOnceOptions;
+    await expect(sqliteTransactionalOnce(db, options, placeOrder("book"))).rejects.toMatchObject({
+      code: "invalid_options",
+      message: expect.stringContaining("`tool`"),
+    });
+    expect(count(db)).toBe(0);
+    db.close();
+  });
+
+  it("on a table made before the tool column, says the ALTER TABLE to run, then refuses the rows made before", async () => {
+    const db = open();
+    db.exec(
+      "CREATE TABLE legacy (scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, result TEXT, " +
+        "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID",
+    );
+    // A row an earlier build committed: it does not say which tool made it.
+    db.prepare("INSERT INTO legacy VALUES ('default', 'order-7', ?, '{\"orderId\":1}', ?, ?)").run(
+      fingerprint({ order: 7 }),
+      Date.now(),
+      Date.now() + 3_600_000,
+    );
+    const once = (key: string) =>
+      sqliteTransactionalOnce(
+        db,
+        { table: "legacy", tool: "refund", key, args: { order: 7 } },
+        placeOrder("refund"),
+      );
+    const missing = await once("order-8").catch((e: unknown) => e);
+    expect(missing).toMatchObject({ code: "invalid_options" });
+    const alter = /ALTER TABLE \S+ ADD COLUMN tool text/.exec((missing as Error).message)?.[0];
+    expect(alter).toBe('ALTER TABLE "legacy" ADD COLUMN tool text');
+    expect(db.inTransaction).toBe(false);
+
+    db.exec(alter!);
+    const old = await once("order-7").catch((e: unknown) => e);
+    expect(old).toBeInstanceOf(KeyConflictError);
+    expect(old).toMatchObject({ originalTool: "", tool: "refund", key: "order-7" });
+    expect((await once("order-8")).was_replay).toBe(false);
+    expect((await once("order-8")).was_replay).toBe(true);
+    expect(count(db)).toBe(1);
+    db.close();
   });
 
   it("frees the key once its window passes", async () => {
@@ -285,13 +498,13 @@ describe("sqliteTransactionalOnce (OP-2)", () => {
     const clock = { now: () => now, sleep: async () => {} };
     await sqliteTransactionalOnce(
       db,
-      { table: "dedup", key: "k1", args: {}, ttlMs: 1000, clock },
+      { table: "dedup", tool: "place_order", key: "k1", args: {}, ttlMs: 1000, clock },
       placeOrder("a"),
     );
     now += 1001;
     const later = await sqliteTransactionalOnce(
       db,
-      { table: "dedup", key: "k1", args: {}, ttlMs: 1000, clock },
+      { table: "dedup", tool: "place_order", key: "k1", args: {}, ttlMs: 1000, clock },
       placeOrder("a"),
     );
     expect(later.was_replay).toBe(false);

@@ -193,9 +193,13 @@ describe("sqliteTransactionalOnce() refuses bad numbers, naming the option, befo
         let writes = 0;
         await expectInvalidOptionAsync(
           () =>
-            sqliteTransactionalOnce(db, { table: "dedup", key: "k-1", args: {}, [row.option]: value }, () => {
-              writes++;
-            }),
+            sqliteTransactionalOnce(
+              db,
+              { table: "dedup", tool: "t", key: "k-1", args: {}, [row.option]: value },
+              () => {
+                writes++;
+              },
+            ),
           row.option,
         );
         expect(writes).toBe(0);

@@ -142,6 +142,7 @@ describe("results at rest on PostgreSQL (OP-2 dedup table)", () => {
   it("stores the transactional result encrypted and redacted, and replays it", async () => {
     const options = {
       table,
+      tool: "charge_card",
       key: "k1",
       args: {},
       redact: ["token"],
@@ -158,9 +159,13 @@ describe("results at rest on PostgreSQL (OP-2 dedup table)", () => {
   it("keys the row's fingerprint and binds its sealed result to the row, across a key rotation", async () => {
     const encryption = { keys: { k1 }, current: "k1" };
     const once = (key: string, cents: number, keys = encryption) =>
-      postgresTransactionalOnce(pool, { table, key, args: { cents }, encryption: keys }, async () => ({
-        key,
-      }));
+      postgresTransactionalOnce(
+        pool,
+        { table, tool: "charge", key, args: { cents }, encryption: keys },
+        async () => ({
+          key,
+        }),
+      );
     await once("order-1", 100);
     await once("order-2", 100);
     const { rows } = await pool.query(`SELECT key, fingerprint, result FROM "${table}" ORDER BY key`);
@@ -173,6 +178,19 @@ describe("results at rest on PostgreSQL (OP-2 dedup table)", () => {
     });
     await pool.query(`UPDATE "${table}" SET result = $1 WHERE key = 'order-2'`, [rows[0].result]);
     await expect(once("order-2", 100, rotated)).rejects.toBeInstanceOf(ResultUndecryptableError);
+  });
+
+  it("binds the sealed result to the tool that committed it: relabelled for another tool, it does not open", async () => {
+    const encryption = { keys: { k1 }, current: "k1" };
+    const once = (tool: string) =>
+      postgresTransactionalOnce(
+        pool,
+        { table, tool, key: "order-1", args: {}, encryption },
+        async () => card,
+      );
+    await once("charge");
+    await pool.query(`UPDATE "${table}" SET tool = 'refund'`);
+    await expect(once("refund")).rejects.toBeInstanceOf(ResultUndecryptableError);
   });
 });
 

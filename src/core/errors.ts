@@ -67,7 +67,7 @@ export class KeyConflictError extends IdempotencyError {
   override name = "KeyConflictError";
   readonly key: string;
   readonly scope: string;
-  /** The tool that first used the key. */
+  /** The tool that first used the key; empty when the record cannot say (a dedup row older than its `tool` column). */
   readonly originalTool: string;
   /** The tool of the rejected call. */
   readonly tool: string;

@@ -11,11 +11,12 @@ import {
   storedResult,
   type TransactionalOnceOptions,
   type TransactionalOutcome,
+  toolColumnMissing,
 } from "./transactional-once.js";
 
 /**
- * The dedup table {@link postgresTransactionalOnce} uses: one row per committed (scope, key).
- * Run it once in a migration. Times are the server's `now()`.
+ * The dedup table {@link postgresTransactionalOnce} uses: one row per committed (scope, key), with the
+ * tool that committed it. Run it once in a migration. Times are the server's `now()`.
  *
  * @example
  * import pg from "pg";
@@ -27,13 +28,14 @@ export function postgresDedupTableSql(table: string): string {
   const name = sqlIdentifier(table, "table", true);
   return (
     `CREATE TABLE IF NOT EXISTS ${name} (` +
-    "scope text NOT NULL, key text NOT NULL, fingerprint text NOT NULL, result text, " +
+    "scope text NOT NULL, key text NOT NULL, tool text NOT NULL, fingerprint text NOT NULL, result text, " +
     "created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL, " +
     "PRIMARY KEY (scope, key))"
   );
 }
 
-interface DedupRow {
+interface StoredRow {
+  tool: string | null;
   fingerprint: string;
   result: string | null;
   created_ms: string | number;
@@ -43,9 +45,10 @@ interface DedupRow {
 /**
  * Run `write` and record the key in ONE transaction on one pooled connection. The first call runs
  * `write(tx)` (use `tx` for every statement of the business write); if it throws, everything rolls
- * back and the key stays free. A repeat with the same key and arguments returns the committed result
- * without running; the same key with other arguments throws `idempotency_key_conflict`. A repeat that
- * arrives while the first is still open waits for it (the unique key), then replays or runs.
+ * back and the key stays free. A repeat of the same tool with the same key and arguments returns the
+ * committed result without running; the same key with other arguments, or committed by another tool,
+ * throws `idempotency_key_conflict`. A repeat that arrives while the first is still open waits for it
+ * (the unique key), then replays or runs.
  *
  * @example
  * import pg from "pg";
@@ -53,7 +56,7 @@ interface DedupRow {
  *
  * const pool = new pg.Pool();
  * const args = { customer: "c_1", item: "book" };
- * const outcome = await postgresTransactionalOnce(pool, { table: "order_dedup", key: "turn-7-order", args }, async (tx) => {
+ * const outcome = await postgresTransactionalOnce(pool, { table: "order_dedup", tool: "place_order", key: "turn-7-order", args }, async (tx) => {
  *   const { rows } = await tx.query("INSERT INTO orders (customer, item) VALUES ($1, $2) RETURNING id", [args.customer, args.item]);
  *   return { orderId: (rows[0] as { id: number }).id };
  * });
@@ -71,6 +74,9 @@ export async function postgresTransactionalOnce<C extends PgTransactionClient, R
   }
 }
 
+// SQLSTATE 42703: the dedup table has no column the INSERT names (a table made before the tool column).
+const undefinedColumn = "42703";
+
 async function attempt<C extends PgTransactionClient, R>(
   pool: PgPoolLike<C>,
   o: ResolvedTransactional,
@@ -86,27 +92,34 @@ async function attempt<C extends PgTransactionClient, R>(
         o.scope,
         o.key,
       ]);
-      const claimed = await tx.query(
-        `INSERT INTO ${o.table} (scope, key, fingerprint, expires_at) ` +
-          "VALUES ($1, $2, $3, now() + $4 * interval '1 millisecond') ON CONFLICT (scope, key) DO NOTHING " +
-          "RETURNING (extract(epoch from created_at) * 1000)::bigint AS created_ms",
-        [o.scope, o.key, o.fingerprint, o.ttlMs],
-      );
+      const claimed = await tx
+        .query(
+          `INSERT INTO ${o.table} (scope, key, tool, fingerprint, expires_at) ` +
+            "VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') ON CONFLICT (scope, key) DO NOTHING " +
+            "RETURNING (extract(epoch from created_at) * 1000)::bigint AS created_ms",
+          [o.scope, o.key, o.tool, o.fingerprint, o.ttlMs],
+        )
+        .catch((error: unknown) => {
+          throw (error as { code?: unknown } | null)?.code === undefinedColumn
+            ? toolColumnMissing(o, error)
+            : error;
+        });
       const created = claimed.rows[0] as { created_ms: string | number } | undefined;
       if (created === undefined) {
         // Committed by someone else (we waited for them if they were still open): replay, never run.
         const { rows } = await tx.query(
-          "SELECT fingerprint, result, (extract(epoch from created_at) * 1000)::bigint AS created_ms, " +
+          "SELECT tool, fingerprint, result, (extract(epoch from created_at) * 1000)::bigint AS created_ms, " +
             `(extract(epoch from expires_at) * 1000)::bigint AS expires_ms FROM ${o.table} WHERE scope = $1 AND key = $2`,
           [o.scope, o.key],
         );
         await tx.query("ROLLBACK");
-        const row = rows[0] as DedupRow | undefined;
+        const row = rows[0] as StoredRow | undefined;
         if (row === undefined) {
           // Gone between the conflict and the read (rolled back or purged): a new attempt claims it afresh.
           return "gone";
         }
         return replayRow<Awaited<R>>(o, {
+          tool: row.tool,
           fingerprint: row.fingerprint,
           result: row.result,
           createdAt: Number(row.created_ms),

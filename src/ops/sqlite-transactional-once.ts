@@ -5,15 +5,18 @@
 import { sqlIdentifier } from "./sql-identifier.js";
 import type { SqliteDatabaseLike } from "./sql-shapes.js";
 import {
+  type ResolvedTransactional,
   replayRow,
   resolveTransactional,
   storedResult,
   type TransactionalOnceOptions,
   type TransactionalOutcome,
+  toolColumnMissing,
 } from "./transactional-once.js";
 
 /**
- * The dedup table {@link sqliteTransactionalOnce} uses: one row per committed (scope, key); times in epoch ms.
+ * The dedup table {@link sqliteTransactionalOnce} uses: one row per committed (scope, key), with the tool
+ * that committed it; times in epoch ms.
  *
  * @example
  * import Database from "better-sqlite3";
@@ -25,7 +28,7 @@ export function sqliteDedupTableSql(table: string): string {
   const name = sqlIdentifier(table, "table");
   return (
     `CREATE TABLE IF NOT EXISTS ${name} (` +
-    "scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, result TEXT, " +
+    "scope TEXT NOT NULL, key TEXT NOT NULL, tool TEXT NOT NULL, fingerprint TEXT NOT NULL, result TEXT, " +
     "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID"
   );
 }
@@ -36,8 +39,8 @@ const queues = new WeakMap<object, Promise<unknown>>();
 /**
  * Run `write` and record the key in ONE SQLite transaction. The first call runs `write(db)` (it may be
  * async; use the same `db` for the business write); if it throws, everything rolls back and the key
- * stays free. A repeat with the same key and arguments returns the committed result without running;
- * other arguments under the same key throw `idempotency_key_conflict`.
+ * stays free. A repeat of the same tool with the same key and arguments returns the committed result
+ * without running; other arguments, or another tool, under the same key throw `idempotency_key_conflict`.
  *
  * While `write` runs, the connection belongs to this transaction: calls through the same `Database` are
  * queued, and other connections wait on SQLite's write lock (give them a `timeout`, better-sqlite3's
@@ -51,7 +54,7 @@ const queues = new WeakMap<object, Promise<unknown>>();
  * db.exec(sqliteDedupTableSql("order_dedup"));
  * db.exec("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT)");
  * const args = { item: "book" };
- * const outcome = await sqliteTransactionalOnce(db, { table: "order_dedup", key: "turn-7-order", args }, (tx) => {
+ * const outcome = await sqliteTransactionalOnce(db, { table: "order_dedup", tool: "place_order", key: "turn-7-order", args }, (tx) => {
  *   const { lastInsertRowid } = tx.prepare("INSERT INTO orders (item) VALUES (?)").run(args.item) as { lastInsertRowid: number | bigint };
  *   return { orderId: Number(lastInsertRowid) };
  * });
@@ -76,7 +79,7 @@ export async function sqliteTransactionalOnce<D extends SqliteDatabaseLike, R>(
 
 async function transact<D extends SqliteDatabaseLike, R>(
   db: D,
-  o: ReturnType<typeof resolveTransactional>,
+  o: ResolvedTransactional,
   write: (tx: D) => R | Promise<R>,
 ): Promise<TransactionalOutcome<Awaited<R>>> {
   db.exec("BEGIN IMMEDIATE");
@@ -87,16 +90,19 @@ async function transact<D extends SqliteDatabaseLike, R>(
       o.key,
       now,
     );
-    const existing = db
-      .prepare(
-        `SELECT fingerprint, result, created_at, expires_at FROM ${o.table} WHERE scope = ? AND key = ?`,
-      )
-      .get(o.scope, o.key) as
-      | { fingerprint: string; result: string | null; created_at: number; expires_at: number }
+    const existing = selectRow(db, o).get(o.scope, o.key) as
+      | {
+          tool: string | null;
+          fingerprint: string;
+          result: string | null;
+          created_at: number;
+          expires_at: number;
+        }
       | undefined;
     if (existing !== undefined) {
       db.exec("ROLLBACK");
       return replayRow<Awaited<R>>(o, {
+        tool: existing.tool,
         fingerprint: existing.fingerprint,
         result: existing.result,
         createdAt: existing.created_at,
@@ -105,8 +111,8 @@ async function transact<D extends SqliteDatabaseLike, R>(
     }
     const result: Awaited<R> = await write(db);
     db.prepare(
-      `INSERT INTO ${o.table} (scope, key, fingerprint, result, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
-    ).run(o.scope, o.key, o.fingerprint, storedResult(o, result), now, now + o.ttlMs);
+      `INSERT INTO ${o.table} (scope, key, tool, fingerprint, result, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    ).run(o.scope, o.key, o.tool, o.fingerprint, storedResult(o, result), now, now + o.ttlMs);
     db.exec("COMMIT");
     return {
       result,
@@ -116,6 +122,21 @@ async function transact<D extends SqliteDatabaseLike, R>(
     };
   } catch (error) {
     if (db.inTransaction) db.exec("ROLLBACK");
+    throw error;
+  }
+}
+
+/** The repeat's read of the row; on a table made before the tool column, the error that says how to add it. */
+function selectRow(db: SqliteDatabaseLike, o: ResolvedTransactional) {
+  try {
+    return db.prepare(
+      `SELECT tool, fingerprint, result, created_at, expires_at FROM ${o.table} WHERE scope = ? AND key = ?`,
+    );
+  } catch (error) {
+    // SQLite's messages are not translated: this one names the column it could not find.
+    if (error instanceof Error && /\bno such column: tool\b/.test(error.message)) {
+      throw toolColumnMissing(o, error);
+    }
     throw error;
   }
 }

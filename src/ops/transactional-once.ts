@@ -23,6 +23,12 @@ import { sqlIdentifier } from "./sql-identifier.js";
 export interface TransactionalOnceOptions {
   /** The dedup table (see `postgresDedupTableSql` / `sqliteDedupTableSql`). Checked, then quoted. */
   readonly table: string;
+  /**
+   * The operation's name (`"charge"`, `"place_order"`), kept in the row. A key belongs to one operation:
+   * a row committed under another name is a conflict, never a replay, so two call sites that share a
+   * table and a key (a charge and its refund, both keyed by the order id) never answer for each other.
+   */
+  readonly tool: string;
   /** Stable across every repeat of one logical operation. */
   readonly key: string;
   /** A namespace (tenant, user); default "default". */
@@ -40,7 +46,7 @@ export interface TransactionalOnceOptions {
   readonly maxResultBytes?: number | undefined;
   /** Result fields never stored (dotted paths); replays get `"[redacted]"` there. */
   readonly redact?: readonly string[] | undefined;
-  /** Encrypt the stored result (AES-256-GCM, key rotation by id), bound to its row (scope, key, fingerprint). */
+  /** Encrypt the stored result (AES-256-GCM, key rotation by id), bound to its row (scope, key, tool, fingerprint). */
   readonly encryption?: EncryptionOptions | undefined;
   /** Key the fingerprint of `args` (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
   readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
@@ -61,6 +67,7 @@ export interface TransactionalOutcome<R> {
 
 export interface ResolvedTransactional {
   readonly table: string;
+  readonly tool: string;
   readonly key: string;
   readonly scope: string;
   readonly fingerprint: string;
@@ -79,7 +86,11 @@ export function resolveTransactional(
   const owner = "transactionalOnce()";
   const invalid = (option: string, problem: string): never => invalidOption(owner, option, problem);
   const table = sqlIdentifier(options.table, "table", schema);
-  const key = validateKey(options.key, "transactionalOnce");
+  const tool = options.tool;
+  if (typeof tool !== "string" || tool.trim() === "") {
+    invalid("tool", "must be a non-empty string: the name of the operation this key belongs to");
+  }
+  const key = validateKey(options.key, tool);
   const scope = options.scope ?? "default";
   if (typeof scope !== "string" || scope === "") invalid("scope", "must be a non-empty string");
   if ((options.args === undefined) === (options.fingerprint === undefined)) {
@@ -88,6 +99,7 @@ export function resolveTransactional(
   const codec = resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys);
   return {
     table,
+    tool,
     key,
     scope,
     fingerprint: options.fingerprint ?? fingerprintWith(codec?.fingerprintKeys, options.args),
@@ -113,16 +125,29 @@ export function storedResult(o: ResolvedTransactional, result: unknown): string 
   );
 }
 
-/** A committed dedup row seen by a repeat: replay it, or refuse a key reused for other arguments. */
-export function replayRow<R>(
-  o: ResolvedTransactional,
-  row: { fingerprint: string; result: string | null; createdAt: number; expiresAt: number },
-): TransactionalOutcome<R> {
+/** A committed dedup row, as a repeat reads it. */
+export interface DedupRow {
+  /** Null in a row committed before its table had the `tool` column. */
+  readonly tool: string | null;
+  readonly fingerprint: string;
+  readonly result: string | null;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+}
+
+/**
+ * A committed dedup row seen by a repeat: replay it when this tool made it with these arguments;
+ * anything else is a conflict, and nothing runs.
+ */
+export function replayRow<R>(o: ResolvedTransactional, row: DedupRow): TransactionalOutcome<R> {
+  if (row.tool === null) throw untracedRowConflict(o, row);
   const matches =
     o.args === undefined
       ? row.fingerprint === o.fingerprint
       : fingerprintMatches(o.codec?.fingerprintKeys, row.fingerprint, o.fingerprint, o.args);
-  if (!matches) throw new KeyConflictError(pseudoRecord(o, row), o.fingerprint);
+  if (row.tool !== o.tool || !matches) {
+    throw new KeyConflictError(pseudoRecord(o, row.tool, row), o.fingerprint, o.tool);
+  }
   return {
     result: decodeResult(row.result, o.codec, bindingOf(o, row.fingerprint)) as R,
     was_replay: true,
@@ -131,23 +156,51 @@ export function replayRow<R>(
   };
 }
 
-/** A dedup row has no tool: its sealed result is bound to the row's scope, key and fingerprint. */
-const dedupRowTool = "transactionalOnce";
+/**
+ * The table predates the `tool` column: say the one statement that adds it. `cause` is the database's
+ * own error, kept for the reader.
+ */
+export function toolColumnMissing(o: ResolvedTransactional, cause: unknown): IdempotencyError {
+  return new IdempotencyError(
+    ErrorCode.invalidOptions,
+    `transactionalOnce(): the dedup table ${o.table} has no tool column (it was made by an earlier ` +
+      `build). Add it once: ALTER TABLE ${o.table} ADD COLUMN tool text. Rows committed before then ` +
+      "cannot say which tool made them: a repeat of one is refused as a conflict until it expires.",
+    { cause },
+  );
+}
+
+// A row from before the tool column could be this operation's or another's: neither replay nor run.
+function untracedRowConflict(o: ResolvedTransactional, row: DedupRow): KeyConflictError {
+  const calledAt = iso(row.createdAt);
+  return new KeyConflictError(
+    {
+      key: o.key,
+      scope: o.scope,
+      originalTool: "",
+      tool: o.tool,
+      originalFingerprint: row.fingerprint,
+      fingerprint: o.fingerprint,
+      originalCalledAt: calledAt,
+    },
+    `Idempotency key "${o.key}" was committed at ${calledAt} in ${o.table} before the table recorded ` +
+      `tools, so which tool used it is not known: ${o.tool} did not run and replays nothing. If that row ` +
+      `is this operation's, it already happened; if it is another tool's, use a new key. The row holds ` +
+      `the key until ${iso(row.expiresAt)}.`,
+  );
+}
 
 function bindingOf(o: ResolvedTransactional, fingerprint: string): RecordBinding | undefined {
   return o.codec?.encryption === undefined
     ? undefined
-    : { scope: o.scope, key: o.key, tool: dedupRowTool, fingerprint };
+    : { scope: o.scope, key: o.key, tool: o.tool, fingerprint };
 }
 
-function pseudoRecord(
-  o: ResolvedTransactional,
-  row: { fingerprint: string; result: string | null; createdAt: number; expiresAt: number },
-): IdempotencyRecord {
+function pseudoRecord(o: ResolvedTransactional, tool: string, row: DedupRow): IdempotencyRecord {
   return {
     scope: o.scope,
     key: o.key,
-    tool: o.table,
+    tool,
     fingerprint: row.fingerprint,
     status: "completed",
     token: "",
