@@ -140,6 +140,8 @@ const releaseRetryBeyondLeaseMs = 60_000;
  * release it, fenced by the token (a claim that never landed, or a key another caller holds, is left
  * alone). When the store does not answer, keep trying in the background with backoff until it does, for
  * up to a minute past the lease: a repeat that arrives meanwhile waits on the claim as on any other.
+ * A release answered before the failed claim lands would free nothing: the store contract forbids that
+ * order (see IdempotencyStore), so one answered release is enough.
  */
 export async function releaseUnrun<A, R>(c: Call<A, R>, token: string): Promise<void> {
   const release = async () => {

@@ -200,9 +200,25 @@ export interface PurgeRequest {
  * What every store implements. Each method is one atomic operation.
  * Expired records (`expiresAt <= now`) count as absent for claim and get.
  * A store signals "unreachable" by throwing; the core turns it into `store_unavailable` and fails closed.
+ *
+ * A claim that failed must not land later. When `claim` rejects, its reply may have been lost after it
+ * was applied, so the core, which does not run the tool, releases the key with the same token, retrying
+ * in the background until the store answers. If the rejected claim can still be applied after that
+ * release was answered, it lands with nobody behind it: the key is held until the lease passes, and
+ * then judged like a crashed worker's (an `irreversible` tool answers `outcome_unknown` though it never
+ * ran). So once `claim` has rejected, the claim must either have landed before, or never land after, any
+ * operation issued from then on. A store running in process gets this by finishing each operation
+ * before it settles (memory, SQLite); one that sends everything over one connection in order gets it
+ * from that order (Redis: ioredis's offline queue keeps it, and it resends unanswered commands first).
+ * A store that may send the release another way (another connection of a pool, another request) must
+ * undo a late claim itself, as `postgresStore` does when a claim's answer comes after it gave up, and
+ * have the server drop what its caller gave up on. See docs/stores.md, "Your own store".
  */
 export interface IdempotencyStore {
-  /** Insert-if-absent; when a live record exists, return it instead. Two callers can never both claim. */
+  /**
+   * Insert-if-absent; when a live record exists, return it instead. Two callers can never both claim.
+   * Once it has rejected, the claim never takes effect after a later operation (see above).
+   */
   claim(request: ClaimRequest): Promise<ClaimResult>;
   /** Compare-and-swap the owner token of a stale or unknown record. Returns the new record, or null if it moved on. */
   takeover(request: TakeoverRequest): Promise<IdempotencyRecord | null>;
