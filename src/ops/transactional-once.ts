@@ -3,9 +3,9 @@
  * commits, the key is completed with its result; if it rolls back, the key is free again.
  */
 
+import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
-import { validateKey } from "../core/call-input.js";
 import {
   type FingerprintKeyOptions,
   fingerprintMatches,
