@@ -9,6 +9,7 @@
  * (`idempotool/sqlite`, …).
  */
 
+export { validateKey } from "./core/call-input.js";
 export { type CanonicalJsonOptions, canonicalJson } from "./core/canonical-json.js";
 export { type Clock, systemClock } from "./core/clock.js";
 export {
@@ -24,7 +25,6 @@ export {
   StoreFullError,
   StoreUnavailableError,
 } from "./core/errors.js";
-export { validateKey } from "./core/call-input.js";
 export { EventType, type IdempotencyEvent } from "./core/events.js";
 export type { ArgumentField, FieldList } from "./core/field-list.js";
 export { fingerprint, sha256Hex } from "./core/fingerprint.js";

@@ -3,10 +3,11 @@
  * an approval given at `interrupt()` covers exactly the arguments it was shown, under exactly one key.
  * @module
  */
+
+import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
-import { validateKey } from "../core/call-input.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
 import {
   type ApprovalDecision,

@@ -5,6 +5,7 @@
  * renewed while the call runs, as `idempotent()` renews its own.
  */
 import { randomUUID } from "node:crypto";
+import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import {
   ErrorCode,
@@ -19,7 +20,6 @@ import {
   retryAfterMsOf,
   StoreUnavailableError,
 } from "../core/errors.js";
-import { validateKey } from "../core/call-input.js";
 import {
   type FingerprintKeyOptions,
   fingerprintMatches,
