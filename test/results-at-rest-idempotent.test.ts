@@ -239,19 +239,19 @@ describe("encryption means integrity: any changed character of a sealed value is
       const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptPlaintext }, invalid);
       const result = encodeResult({ id: "ch_1", cents: 100 }, 1024, codec, record);
       if (!result.ok || result.text === null) throw new Error("not kept");
-      const failure = encodeFailure(new Error("declined"), { last4: "4242" }, codec, record);
+      const failure = encodeFailure("failed", new Error("declined"), { last4: "4242" }, codec, record);
       let checked = 0;
       for (const text of changed(result.text)) {
         expect(() => decodeResult(text, codec, record), text).toThrow(ResultUndecryptableError);
         checked++;
       }
       for (const text of changed(failure)) {
-        expect(() => decodeFailure(text, codec, record), text).toThrow(ResultUndecryptableError);
+        expect(() => decodeFailure("failed", text, codec, record), text).toThrow(ResultUndecryptableError);
       }
       expect(checked).toBe(result.text.length * 3);
       // And unchanged, both open.
       expect(decodeResult(result.text, codec, record)).toEqual({ id: "ch_1", cents: 100 });
-      expect(decodeFailure(failure, codec, record)).toMatchObject({ message: "declined" });
+      expect(decodeFailure("failed", failure, codec, record)).toMatchObject({ message: "declined" });
     });
   }
 });

@@ -257,10 +257,11 @@ export type UndecryptableReason =
 
 /**
  * A stored result or failure cannot be trusted with the keys given: a missing or wrong key, a value
- * altered at rest or moved from another record, or (with `encryption` configured) a value that is not
- * sealed at all. Never garbage: the caller gets this instead. A record fingerprinted under a key that is
- * not configured gets it too (`unknown_key_id`, `no_encryption_configured`): its arguments cannot be
- * compared, so it is neither replayed nor taken for a conflict.
+ * altered at rest or moved from another record or status, or (with `encryption` configured) a value
+ * that is not sealed at all, or a result or failure that is missing. Never garbage: the caller gets
+ * this instead. A record fingerprinted under a key that is not configured gets it too (`unknown_key_id`,
+ * `no_encryption_configured`): its arguments cannot be compared, so it is neither replayed nor taken for
+ * a conflict.
  * Its code is `result_undecryptable` (500); `reason` says which of those it was.
  */
 export class ResultUndecryptableError extends IdempotencyError {

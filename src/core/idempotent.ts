@@ -177,7 +177,7 @@ async function callOnce<A, R>(
       case RecordStatus.failed:
         emit(c, "replay", record.attempts);
         throw new ReplayedFailureError(
-          decodeFailure(record.error, c.o.codec, bindingFor(c, record)),
+          decodeFailure(RecordStatus.failed, record.error, c.o.codec, bindingFor(c, record)),
           iso(record.createdAt),
           key,
         );
@@ -331,7 +331,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
       record,
       RecordStatus.failed,
       null,
-      encodeFailure(error.cause, error.data, c.o.codec, bindingFor(c, record)),
+      encodeFailure(RecordStatus.failed, error.cause, error.data, c.o.codec, bindingFor(c, record)),
     );
     if (settled === "lost") throw leaseLost(c, record, error.cause);
     emit(c, "failed", record.attempts, error.cause);
@@ -346,7 +346,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
     record,
     RecordStatus.unknown,
     null,
-    encodeFailure(error, undefined, c.o.codec, bindingFor(c, record)),
+    encodeFailure(RecordStatus.unknown, error, undefined, c.o.codec, bindingFor(c, record)),
   );
   if (settled === "lost") throw leaseLost(c, record, error);
   const kept = settled === "store_failed" ? record : settled;
@@ -362,7 +362,7 @@ async function settleThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error
 function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
   emit(c, "replay", record.attempts);
   if (record.result === null) {
-    const problem = decodeResultProblem(record.error);
+    const problem = decodeResultProblem(record.error, c.o.codec, bindingFor(c, record));
     if (problem?.code === ErrorCode.resultTooLarge) {
       throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
     }

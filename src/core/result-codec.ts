@@ -33,8 +33,10 @@ export interface EncryptionOptions {
   readonly current: string;
   /**
    * Only while migrating a store that holds records written before `encryption` was configured: also
-   * replay stored results and failures that are not sealed. Default false: an unsealed value is refused (`ResultUndecryptableError`, reason `not_sealed`), since
-   * anyone who can write the store could have put it there.
+   * replay stored results and failures that are not sealed, and a completed record that keeps no result
+   * as `undefined`. Default false: an unsealed value or an empty result is refused
+   * (`ResultUndecryptableError`, reason `not_sealed`), since anyone who can write the store could have
+   * put it there.
    */
   readonly acceptPlaintext?: boolean | undefined;
 }
@@ -57,15 +59,20 @@ export interface RecordBinding {
   readonly fingerprint: string;
 }
 
-/** Which of a record's fields a sealed value was written to: a result never opens as a failure. */
-export type SealedField = "result" | "failure";
+/**
+ * Which of a record's fields a sealed value was written to, and for a failure under which status: a
+ * result never opens as a failure, a note on why a result was not kept never opens as either, and the
+ * error an unknown outcome keeps never opens as a definitive failure (a record whose status was flipped
+ * from unknown to failed would otherwise replay "it failed" for a call that may have succeeded).
+ */
+export type SealedField = "result" | "result-problem" | "failure:failed" | "failure:unknown";
 
 // Not valid JSON, so a sealed value can never be mistaken for a plaintext result, and vice versa.
 const envelopePrefix = "idempotool:";
 const algorithmPrefix = "idempotool:aes-256-gcm:";
 /** v1 authenticates the key id only; it is still opened, never written. */
 const v1 = "v1";
-/** v2 authenticates the key id, the field and the record (scope, key, tool, fingerprint). */
+/** v2 authenticates the key id, the field (a failure's with its status) and the record it belongs to. */
 const v2 = "v2";
 const keyIdPattern = /^[A-Za-z0-9_.-]{1,64}$/;
 const ivBytes = 12;
@@ -269,5 +276,9 @@ function resolveEncryption(
   if (encryption.acceptPlaintext !== undefined && typeof encryption.acceptPlaintext !== "boolean") {
     invalid("encryption.acceptPlaintext", "must be a boolean");
   }
-  return { keys, current: encryption.current, acceptPlaintext: encryption.acceptPlaintext ?? false };
+  return {
+    keys,
+    current: encryption.current,
+    acceptPlaintext: encryption.acceptPlaintext ?? false,
+  };
 }

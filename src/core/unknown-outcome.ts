@@ -119,11 +119,14 @@ async function verifyTakenOver<A, R>(
         taken,
         RecordStatus.failed,
         null,
-        encodeFailure(outcome.error, outcome.data, c.o.codec, bindingFor(c, taken)),
+        encodeFailure(RecordStatus.failed, outcome.error, outcome.data, c.o.codec, bindingFor(c, taken)),
       );
       if (settled === "lost") throw leaseLost(c, taken);
       emit(c, "replay", taken.attempts);
-      const failure = decodeFailure(encodeFailure(outcome.error, outcome.data));
+      const failure = decodeFailure(
+        RecordStatus.failed,
+        encodeFailure(RecordStatus.failed, outcome.error, outcome.data),
+      );
       throw new ReplayedFailureError(failure, iso(taken.createdAt), c.key);
     }
     default: {
@@ -151,7 +154,8 @@ async function verifyTakenOver<A, R>(
 export function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
   if (record.error === null) return "";
   try {
-    return ` (${decodeFailure(record.error, c.o.codec, bindingFor(c, record)).message})`;
+    const failure = decodeFailure(RecordStatus.unknown, record.error, c.o.codec, bindingFor(c, record));
+    return ` (${failure.message})`;
   } catch {
     // A note only: a record this worker cannot open still fails closed as unknown.
     return "";
