@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { IdempotencyError } from "./errors.js";
 import { ResultUndecryptableError, resolveCodec } from "./result-codec.js";
@@ -205,6 +205,28 @@ describe("serialize with a result codec", () => {
     expect(decodeResultProblem(plain.error)).toMatchObject({ code: "result_too_large" });
   });
 
+  it("opens a v1 value, bound to no record, only while acceptUnboundV1 is true (the default)", () => {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", k1, iv, { authTagLength: 16 });
+    cipher.setAAD(Buffer.from("k1", "utf8"));
+    const body = Buffer.concat([cipher.update('{"id":"ch_old"}', "utf8"), cipher.final()]);
+    const parts = [iv, cipher.getAuthTag(), body].map((bytes) => bytes.toString("base64url"));
+    const v1 = `idempotool:aes-256-gcm:v1:k1:${parts.join(":")}`;
+    for (const acceptUnboundV1 of [undefined, true]) {
+      const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1 }, invalid);
+      expect(decodeResult(v1, codec, record)).toEqual({ id: "ch_old" });
+    }
+    const strict = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1: false }, invalid);
+    expect(() => decodeResult(v1, strict, record)).toThrow(
+      expect.objectContaining({ reason: "unbound_v1", keyId: "k1" }),
+    );
+    expect(() => decodeFailure("failed", v1, strict, record)).toThrow(
+      expect.objectContaining({ reason: "unbound_v1" }),
+    );
+    // What it does not touch: v2 values keep opening.
+    expect(decodeResult(stored("new", strict), strict, record)).toBe("new");
+  });
+
   it("validates the options at configuration time, naming the option", () => {
     expect(() => resolveCodec(undefined, { keys: { k1: randomBytes(16) }, current: "k1" }, invalid)).toThrow(
       /encryption.keys.k1/,
@@ -214,6 +236,9 @@ describe("serialize with a result codec", () => {
     );
     expect(() => resolveCodec(undefined, { keys: { "a:b": k1 }, current: "a:b" }, invalid)).toThrow(/key id/);
     expect(() => resolveCodec(["card..number"], undefined, invalid)).toThrow(/redact/);
+    expect(() =>
+      resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1: "no" as never }, invalid),
+    ).toThrow(/encryption.acceptUnboundV1/);
     expect(resolveCodec(undefined, undefined, invalid)).toBeUndefined();
   });
 });
