@@ -175,6 +175,36 @@ describe("keyed fingerprints", () => {
     expect(runs).toBe(0);
   });
 
+  it("lets a v1 value copied into another record open there until acceptUnboundV1 is false, then refuses every v1 value", async () => {
+    const store = memoryStore();
+    const paid = { cents: 100 };
+    const other = { cents: 5 };
+    const v1 = sealedV1(JSON.stringify({ id: "ch_old" }), "k1", k1);
+    await settleRaw(store, { key: "old", tool: "charge", fingerprint: fingerprint(paid), result: v1 });
+    // Someone who can write the store copies it into a record of other arguments.
+    await settleRaw(store, { key: "copy", tool: "charge", fingerprint: fingerprint(other), result: v1 });
+    let runs = 0;
+    const fn = async () => ({ id: `ch_${++runs}` });
+    const migrating = idempotent(fn, { name: "charge", store, encryption });
+    await expect(migrating(other, { key: "copy" })).resolves.toMatchObject({ result: { id: "ch_old" } });
+    const strict = idempotent(fn, {
+      name: "charge",
+      store,
+      encryption: { ...encryption, acceptUnboundV1: false },
+    });
+    for (const [args, key] of [
+      [paid, "old"],
+      [other, "copy"],
+    ] as const) {
+      await expect(strict(args, { key })).rejects.toMatchObject({
+        name: "ResultUndecryptableError",
+        reason: "unbound_v1",
+        keyId: "k1",
+      });
+    }
+    expect(runs).toBe(0);
+  });
+
   it("matches the plain fingerprints of records written before any key was configured", async () => {
     const store = memoryStore();
     const args = { cents: 100 };
@@ -239,19 +269,19 @@ describe("encryption means integrity: any changed character of a sealed value is
       const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptPlaintext }, invalid);
       const result = encodeResult({ id: "ch_1", cents: 100 }, 1024, codec, record);
       if (!result.ok || result.text === null) throw new Error("not kept");
-      const failure = encodeFailure(new Error("declined"), { last4: "4242" }, codec, record);
+      const failure = encodeFailure("failed", new Error("declined"), { last4: "4242" }, codec, record);
       let checked = 0;
       for (const text of changed(result.text)) {
         expect(() => decodeResult(text, codec, record), text).toThrow(ResultUndecryptableError);
         checked++;
       }
       for (const text of changed(failure)) {
-        expect(() => decodeFailure(text, codec, record), text).toThrow(ResultUndecryptableError);
+        expect(() => decodeFailure("failed", text, codec, record), text).toThrow(ResultUndecryptableError);
       }
       expect(checked).toBe(result.text.length * 3);
       // And unchanged, both open.
       expect(decodeResult(result.text, codec, record)).toEqual({ id: "ch_1", cents: 100 });
-      expect(decodeFailure(failure, codec, record)).toMatchObject({ message: "declined" });
+      expect(decodeFailure("failed", failure, codec, record)).toMatchObject({ message: "declined" });
     });
   }
 });

@@ -253,14 +253,16 @@ export type UndecryptableReason =
   | "unknown_key_id"
   | "authentication_failed"
   | "malformed"
-  | "not_sealed";
+  | "not_sealed"
+  | "unbound_v1";
 
 /**
  * A stored result or failure cannot be trusted with the keys given: a missing or wrong key, a value
- * altered at rest or moved from another record, or (with `encryption` configured) a value that is not
- * sealed at all. Never garbage: the caller gets this instead. A record fingerprinted under a key that is
- * not configured gets it too (`unknown_key_id`, `no_encryption_configured`): its arguments cannot be
- * compared, so it is neither replayed nor taken for a conflict.
+ * altered at rest or moved from another record or status, or (with `encryption` configured) a value
+ * that is not sealed at all, a result or failure that is missing, or a `v1` value once
+ * `acceptUnboundV1` is false. Never garbage: the caller gets this instead. A record fingerprinted under
+ * a key that is not configured gets it too (`unknown_key_id`, `no_encryption_configured`): its
+ * arguments cannot be compared, so it is neither replayed nor taken for a conflict.
  * Its code is `result_undecryptable` (500); `reason` says which of those it was.
  */
 export class ResultUndecryptableError extends IdempotencyError {
@@ -293,6 +295,11 @@ function explain(reason: UndecryptableReason, keyId: string | undefined): string
       return (
         "it is stored in plaintext while `encryption` is configured (the record was written before encryption " +
         "was turned on, or altered at rest); set `encryption.acceptPlaintext` only while migrating such a store"
+      );
+    case "unbound_v1":
+      return (
+        `it is sealed with key "${keyId ?? "?"}" in the v1 envelope of an earlier build, which does not ` +
+        "name its record (it may have been copied from another one), and `encryption.acceptUnboundV1` is false"
       );
   }
 }

@@ -86,7 +86,7 @@ async function afterThrow<A, R>(c: Call<A, R>, record: IdempotencyRecord, error:
     }
     case Action.settleUnknown: {
       const reason = `the tool threw before reporting an outcome (${errorMessage(cause)}), and its ${c.o.effect} effect may have happened`;
-      const stored = encodeFailure(cause, undefined, c.o.codec, bindingFor(c, record));
+      const stored = encodeFailure(RecordStatus.unknown, cause, undefined, c.o.codec, bindingFor(c, record));
       return await settleUnknown(c, record, stored, reason, cause, "run");
     }
     default:
@@ -197,7 +197,7 @@ async function settleFailed<A, R>(
   data: unknown,
   after: After,
 ): Promise<never> {
-  const stored = encodeFailure(cause, data, c.o.codec, bindingFor(c, record));
+  const stored = encodeFailure(RecordStatus.failed, cause, data, c.o.codec, bindingFor(c, record));
   const settled = await settleFenced(c, record, RecordStatus.failed, null, stored);
   const action = decide({ event: "settled", status: "failed", after, answer: answerOf(settled) });
   switch (action) {
@@ -206,9 +206,11 @@ async function settleFailed<A, R>(
     case Action.throwFailure:
       emit(c, "failed", record.attempts, cause);
       throw cause;
-    case Action.replayFailure:
+    case Action.replayFailure: {
       emit(c, "replay", record.attempts);
-      throw new ReplayedFailureError(decodeFailure(encodeFailure(cause, data)), iso(record.createdAt), c.key);
+      const failure = decodeFailure(RecordStatus.failed, encodeFailure(RecordStatus.failed, cause, data));
+      throw new ReplayedFailureError(failure, iso(record.createdAt), c.key);
+    }
     default:
       throw unexpected(action, "a failed settle");
   }

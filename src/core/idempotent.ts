@@ -169,7 +169,7 @@ async function callOnce<A, R>(
       case Action.replayFailure:
         emit(c, "replay", record.attempts);
         throw new ReplayedFailureError(
-          decodeFailure(record.error, c.o.codec, bindingFor(c, record)),
+          decodeFailure(RecordStatus.failed, record.error, c.o.codec, bindingFor(c, record)),
           iso(record.createdAt),
           key,
         );
@@ -269,7 +269,8 @@ function unknownReason<A, R>(c: Call<A, R>, record: IdempotencyRecord, storeNow:
 function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
   if (record.error === null) return "";
   try {
-    return ` (${decodeFailure(record.error, c.o.codec, bindingFor(c, record)).message})`;
+    const failure = decodeFailure(RecordStatus.unknown, record.error, c.o.codec, bindingFor(c, record));
+    return ` (${failure.message})`;
   } catch {
     // A note only: a record this worker cannot open still fails closed as unknown.
     return "";
@@ -279,7 +280,7 @@ function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
 function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
   emit(c, "replay", record.attempts);
   if (record.result === null) {
-    const problem = decodeResultProblem(record.error);
+    const problem = decodeResultProblem(record.error, c.o.codec, bindingFor(c, record));
     if (problem?.code === ErrorCode.resultTooLarge) {
       throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
     }

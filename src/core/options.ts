@@ -106,10 +106,11 @@ export interface IdempotentOptions<A, R> {
   readonly redact?: readonly string[] | undefined;
   /**
    * Encrypt stored results and failures (AES-256-GCM) with your keys, each bound to its record (scope,
-   * key, tool, fingerprint). New records use `current`; older ones are opened by the key id they carry,
-   * so keep a retired key until its records expire. A value no configured key opens for this record,
-   * or one that is not sealed (unless `acceptPlaintext`), is an error (`ResultUndecryptableError`),
-   * never garbage. Also keys the stored fingerprints (see `fingerprintKeys`). See docs/results-at-rest.md.
+   * key, tool, fingerprint) and to the status it was settled with. New records use `current`; older
+   * ones are opened by the key id they carry, so keep a retired key until its records expire. A value
+   * no configured key opens for this record, or one that is not sealed or missing (unless
+   * `acceptPlaintext`), is an error (`ResultUndecryptableError`), never garbage. Also keys the stored
+   * fingerprints (see `fingerprintKeys`). See docs/results-at-rest.md.
    */
   readonly encryption?: EncryptionOptions | undefined;
   /**

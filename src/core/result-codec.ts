@@ -33,16 +33,27 @@ export interface EncryptionOptions {
   readonly current: string;
   /**
    * Only while migrating a store that holds records written before `encryption` was configured: also
-   * replay stored results and failures that are not sealed. Default false: an unsealed value is refused (`ResultUndecryptableError`, reason `not_sealed`), since
-   * anyone who can write the store could have put it there.
+   * replay stored results and failures that are not sealed, and a completed record that keeps no result
+   * as `undefined`. Default false: an unsealed value or an empty result is refused
+   * (`ResultUndecryptableError`, reason `not_sealed`), since anyone who can write the store could have
+   * put it there.
    */
   readonly acceptPlaintext?: boolean | undefined;
+  /**
+   * Also open values sealed by earlier builds in the `v1` envelope, which names no record: anyone who
+   * can write the store can copy one into another record of the same key id, and it opens there.
+   * Default true, so records sealed before an upgrade still replay. Set it to false once every record
+   * sealed by an earlier build has expired (or retire the key ids those builds sealed with): then a `v1`
+   * value is refused (`ResultUndecryptableError`, reason `unbound_v1`).
+   */
+  readonly acceptUnboundV1?: boolean | undefined;
 }
 
 export interface ResolvedEncryption {
   readonly keys: ReadonlyMap<string, Uint8Array>;
   readonly current: string;
   readonly acceptPlaintext: boolean;
+  readonly acceptUnboundV1: boolean;
 }
 
 /**
@@ -57,15 +68,20 @@ export interface RecordBinding {
   readonly fingerprint: string;
 }
 
-/** Which of a record's fields a sealed value was written to: a result never opens as a failure. */
-export type SealedField = "result" | "failure";
+/**
+ * Which of a record's fields a sealed value was written to, and for a failure under which status: a
+ * result never opens as a failure, a note on why a result was not kept never opens as either, and the
+ * error an unknown outcome keeps never opens as a definitive failure (a record whose status was flipped
+ * from unknown to failed would otherwise replay "it failed" for a call that may have succeeded).
+ */
+export type SealedField = "result" | "result-problem" | "failure:failed" | "failure:unknown";
 
 // Not valid JSON, so a sealed value can never be mistaken for a plaintext result, and vice versa.
 const envelopePrefix = "idempotool:";
 const algorithmPrefix = "idempotool:aes-256-gcm:";
-/** v1 authenticates the key id only; it is still opened, never written. */
+/** v1 authenticates the key id only; it is still opened (while `acceptUnboundV1`), never written. */
 const v1 = "v1";
-/** v2 authenticates the key id, the field and the record (scope, key, tool, fingerprint). */
+/** v2 authenticates the key id, the field (a failure's with its status) and the record it belongs to. */
 const v2 = "v2";
 const keyIdPattern = /^[A-Za-z0-9_.-]{1,64}$/;
 const ivBytes = 12;
@@ -102,8 +118,9 @@ export function seal(
 
 /**
  * Open a stored string. Without `encryption`, plaintext passes through and a sealed value is refused;
- * with it, a sealed value must open for this field of this record, and plaintext passes only with
- * `acceptPlaintext`. Throws {@link ResultUndecryptableError}, never returns garbage.
+ * with it, a sealed value must open for this field of this record, plaintext passes only with
+ * `acceptPlaintext`, and a `v1` value only with `acceptUnboundV1`. Throws
+ * {@link ResultUndecryptableError}, never returns garbage.
  */
 export function open(
   text: string,
@@ -130,6 +147,7 @@ export function open(
     throw new ResultUndecryptableError("malformed", undefined);
   }
   if (encryption === undefined) throw new ResultUndecryptableError("no_encryption_configured", keyId);
+  if (version === v1 && !encryption.acceptUnboundV1) throw new ResultUndecryptableError("unbound_v1", keyId);
   const key = encryption.keys.get(keyId);
   if (key === undefined) throw new ResultUndecryptableError("unknown_key_id", keyId);
   const ivBuffer = strictBase64url(iv);
@@ -247,7 +265,7 @@ function resolveEncryption(
   if (typeof encryption !== "object" || encryption === null || typeof encryption.keys !== "object") {
     invalid(
       "encryption",
-      "must be { keys: { [keyId]: 32-byte key }, current: keyId, acceptPlaintext?: boolean }",
+      "must be { keys: { [keyId]: 32-byte key }, current: keyId, acceptPlaintext?: boolean, acceptUnboundV1?: boolean }",
     );
   }
   const keys = new Map<string, Uint8Array>();
@@ -269,5 +287,13 @@ function resolveEncryption(
   if (encryption.acceptPlaintext !== undefined && typeof encryption.acceptPlaintext !== "boolean") {
     invalid("encryption.acceptPlaintext", "must be a boolean");
   }
-  return { keys, current: encryption.current, acceptPlaintext: encryption.acceptPlaintext ?? false };
+  if (encryption.acceptUnboundV1 !== undefined && typeof encryption.acceptUnboundV1 !== "boolean") {
+    invalid("encryption.acceptUnboundV1", "must be a boolean");
+  }
+  return {
+    keys,
+    current: encryption.current,
+    acceptPlaintext: encryption.acceptPlaintext ?? false,
+    acceptUnboundV1: encryption.acceptUnboundV1 ?? true,
+  };
 }

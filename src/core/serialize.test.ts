@@ -1,8 +1,14 @@
-import { randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { IdempotencyError } from "./errors.js";
 import { ResultUndecryptableError, resolveCodec } from "./result-codec.js";
-import { decodeFailure, decodeResult, encodeFailure, encodeResult } from "./serialize.js";
+import {
+  decodeFailure,
+  decodeResult,
+  decodeResultProblem,
+  encodeFailure,
+  encodeResult,
+} from "./serialize.js";
 
 const invalid = (option: string, problem: string): never => {
   throw new IdempotencyError("invalid_options", `${option} ${problem}`);
@@ -60,9 +66,15 @@ describe("serialize with a result codec", () => {
     expect(decodeResult(text, codec, record)).toEqual({ secret: "hunter2" });
     expect(stored({ secret: "hunter2" }, codec)).not.toBe(text); // a fresh IV every time
 
-    const failure = encodeFailure(new Error("card 4242 declined"), { last4: "4242" }, codec, record);
+    const failure = encodeFailure(
+      "failed",
+      new Error("card 4242 declined"),
+      { last4: "4242" },
+      codec,
+      record,
+    );
     expect(failure).not.toContain("4242");
-    expect(decodeFailure(failure, codec, record)).toEqual({
+    expect(decodeFailure("failed", failure, codec, record)).toEqual({
       name: "Error",
       message: "card 4242 declined",
       data: { last4: "4242" },
@@ -99,7 +111,9 @@ describe("serialize with a result codec", () => {
     }
     expect(() =>
       decodeFailure(
+        "failed",
         encodeFailure(
+          "failed",
           new Error("x"),
           undefined,
           resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid),
@@ -124,6 +138,95 @@ describe("serialize with a result codec", () => {
     );
   });
 
+  it("binds a failure to the status it was recorded under: an unknown outcome's error never opens as a definitive failure", () => {
+    const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
+    const note = encodeFailure("unknown", new Error("timed out after the send"), undefined, codec, record);
+    const failure = encodeFailure("failed", new Error("declined"), undefined, codec, record);
+    expect(decodeFailure("unknown", note, codec, record)).toMatchObject({
+      message: "timed out after the send",
+    });
+    expect(decodeFailure("failed", failure, codec, record)).toMatchObject({ message: "declined" });
+    expect(() => decodeFailure("failed", note, codec, record)).toThrow(
+      expect.objectContaining({ reason: "authentication_failed" }),
+    );
+    expect(() => decodeFailure("unknown", failure, codec, record)).toThrow(ResultUndecryptableError);
+  });
+
+  it("seals an undefined result, and with encryption refuses an emptied result or failure unless acceptPlaintext", () => {
+    const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
+    const text = stored(undefined, codec);
+    expect(text.startsWith("idempotool:aes-256-gcm:v2:k1:")).toBe(true);
+    expect(decodeResult(text, codec, record)).toBeUndefined();
+    expect(() => decodeResult(text, codec, { ...record, key: "other" })).toThrow(ResultUndecryptableError);
+    expect(() => decodeResult(null, codec, record)).toThrow(
+      expect.objectContaining({ reason: "not_sealed" }),
+    );
+    expect(() => decodeFailure("failed", null, codec, record)).toThrow(
+      expect.objectContaining({ reason: "not_sealed" }),
+    );
+    const migrating = resolveCodec(
+      undefined,
+      { keys: { k1 }, current: "k1", acceptPlaintext: true },
+      invalid,
+    );
+    expect(decodeResult(null, migrating, record)).toBeUndefined();
+    expect(decodeFailure("failed", null, migrating, record)).toMatchObject({ message: "the tool failed" });
+    // Without encryption nothing changes: undefined is stored as no value.
+    expect(encodeResult(undefined, 100)).toEqual({ ok: true, text: null });
+    expect(decodeResult(null)).toBeUndefined();
+  });
+
+  it("seals the note on a result that was not kept, and refuses one that is not sealed for this record", () => {
+    const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
+    const encoded = encodeResult("x".repeat(50), 10, codec, record);
+    if (encoded.ok) throw new Error("kept");
+    expect(encoded.error).not.toContain("result_too_large");
+    expect(decodeResultProblem(encoded.error, codec, record)).toEqual({
+      code: "result_too_large",
+      sizeBytes: 52,
+      maxBytes: 10,
+    });
+    expect(() => decodeResultProblem(encoded.error, codec, { ...record, key: "other" })).toThrow(
+      ResultUndecryptableError,
+    );
+    const forged = JSON.stringify({ code: "result_unserializable", reason: "forged" });
+    expect(() => decodeResultProblem(forged, codec, record)).toThrow(
+      expect.objectContaining({ reason: "not_sealed" }),
+    );
+    const migrating = resolveCodec(
+      undefined,
+      { keys: { k1 }, current: "k1", acceptPlaintext: true },
+      invalid,
+    );
+    expect(decodeResultProblem(forged, migrating, record)).toMatchObject({ reason: "forged" });
+    // Without encryption the note stays plain JSON, as before.
+    const plain = encodeResult("x".repeat(50), 10);
+    if (plain.ok) throw new Error("kept");
+    expect(decodeResultProblem(plain.error)).toMatchObject({ code: "result_too_large" });
+  });
+
+  it("opens a v1 value, bound to no record, only while acceptUnboundV1 is true (the default)", () => {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", k1, iv, { authTagLength: 16 });
+    cipher.setAAD(Buffer.from("k1", "utf8"));
+    const body = Buffer.concat([cipher.update('{"id":"ch_old"}', "utf8"), cipher.final()]);
+    const parts = [iv, cipher.getAuthTag(), body].map((bytes) => bytes.toString("base64url"));
+    const v1 = `idempotool:aes-256-gcm:v1:k1:${parts.join(":")}`;
+    for (const acceptUnboundV1 of [undefined, true]) {
+      const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1 }, invalid);
+      expect(decodeResult(v1, codec, record)).toEqual({ id: "ch_old" });
+    }
+    const strict = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1: false }, invalid);
+    expect(() => decodeResult(v1, strict, record)).toThrow(
+      expect.objectContaining({ reason: "unbound_v1", keyId: "k1" }),
+    );
+    expect(() => decodeFailure("failed", v1, strict, record)).toThrow(
+      expect.objectContaining({ reason: "unbound_v1" }),
+    );
+    // What it does not touch: v2 values keep opening.
+    expect(decodeResult(stored("new", strict), strict, record)).toBe("new");
+  });
+
   it("validates the options at configuration time, naming the option", () => {
     expect(() => resolveCodec(undefined, { keys: { k1: randomBytes(16) }, current: "k1" }, invalid)).toThrow(
       /encryption.keys.k1/,
@@ -133,6 +236,9 @@ describe("serialize with a result codec", () => {
     );
     expect(() => resolveCodec(undefined, { keys: { "a:b": k1 }, current: "a:b" }, invalid)).toThrow(/key id/);
     expect(() => resolveCodec(["card..number"], undefined, invalid)).toThrow(/redact/);
+    expect(() =>
+      resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1: "no" as never }, invalid),
+    ).toThrow(/encryption.acceptUnboundV1/);
     expect(resolveCodec(undefined, undefined, invalid)).toBeUndefined();
   });
 });

@@ -3,7 +3,9 @@
  * Results are kept as their JSON form: a replay hands back what JSON.parse makes of it.
  * With a {@link ResultCodec}, named result fields are redacted, and with encryption what is stored is
  * sealed for the record it belongs to (its {@link RecordBinding}): every caller that may configure
- * encryption passes it, and only then (no binding is built on the plain path).
+ * encryption passes it, and only then (no binding is built on the plain path). With encryption, every
+ * result, failure and note a settled record keeps is sealed, `undefined` included, so an emptied field
+ * is refused rather than replayed as `undefined` or as a generic failure.
  */
 import { ErrorCode } from "./errors.js";
 import type { StoredFailure } from "./outcomes.js";
@@ -15,6 +17,15 @@ import {
   redactPaths,
   seal,
 } from "./result-codec.js";
+
+/** The status a failure is recorded under: it is sealed with the failure, so it cannot be changed at rest. */
+export type FailureStatus = "failed" | "unknown";
+
+/**
+ * What a sealed `undefined` result holds: it has no JSON form, and the empty string is no JSON text, so it
+ * never stands for a result that has one.
+ */
+const noJsonForm = "";
 
 /** A result ready for the store, or the reason it could not be kept (the call still completed). */
 export type EncodedResult =
@@ -35,6 +46,7 @@ export function encodeResult(
   codec?: ResultCodec,
   record?: RecordBinding,
 ): EncodedResult {
+  const encryption = codec?.encryption;
   let text: string | undefined;
   try {
     text = JSON.stringify(result, refuseLossy);
@@ -43,20 +55,27 @@ export function encodeResult(
     }
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    return notKept({ code: ErrorCode.resultUnserializable, reason });
+    return notKept({ code: ErrorCode.resultUnserializable, reason }, codec, record);
   }
   // undefined (and functions) have no JSON form: the replay hands back undefined.
-  if (text === undefined) return { ok: true, text: null };
+  if (text === undefined) {
+    return { ok: true, text: encryption ? seal(noJsonForm, encryption, "result", record) : null };
+  }
   // Most results are small; only count bytes when the character count could be over the limit.
   if (text.length * 3 > maxBytes) {
     const sizeBytes = Buffer.byteLength(text, "utf8");
-    if (sizeBytes > maxBytes) return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes });
+    if (sizeBytes > maxBytes) {
+      return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes }, codec, record);
+    }
   }
-  return { ok: true, text: codec?.encryption ? seal(text, codec.encryption, "result", record) : text };
+  return { ok: true, text: encryption ? seal(text, encryption, "result", record) : text };
 }
 
-function notKept(problem: ResultProblem): EncodedResult {
-  return { ok: false, error: JSON.stringify(problem), problem };
+/** The note a completed record keeps instead of its result: sealed too, so it cannot be forged at rest. */
+function notKept(problem: ResultProblem, codec?: ResultCodec, record?: RecordBinding): EncodedResult {
+  const text = JSON.stringify(problem);
+  const error = codec?.encryption ? seal(text, codec.encryption, "result-problem", record) : text;
+  return { ok: false, error, problem };
 }
 
 /** JSON would turn these into `{}` and a replay would hand back something the tool never returned. */
@@ -70,13 +89,18 @@ function refuseLossy(this: unknown, _key: string, value: unknown): unknown {
 /**
  * The result a replay hands back. A sealed result is opened with the codec's keys for this record; a
  * missing or wrong key, a value altered at rest or moved from another record, or (with encryption) a
- * value that is not sealed throws `ResultUndecryptableError`.
+ * value that is not sealed or no value at all throws `ResultUndecryptableError`.
  */
 export function decodeResult(text: string | null, codec?: ResultCodec, record?: RecordBinding): unknown {
-  if (text === null) return undefined;
   const encryption = codec?.encryption;
+  if (text === null) {
+    // Sealing keeps even undefined: with encryption, a completed record without a result was emptied at rest.
+    if (encryption === undefined || encryption.acceptPlaintext) return undefined;
+    throw new ResultUndecryptableError("not_sealed", undefined);
+  }
   if (encryption === undefined) return JSON.parse(open(text, undefined, "result", record));
   const opened = open(text, encryption, "result", record);
+  if (opened === noJsonForm) return undefined;
   try {
     return JSON.parse(opened);
   } catch (error) {
@@ -85,25 +109,38 @@ export function decodeResult(text: string | null, codec?: ResultCodec, record?: 
   }
 }
 
-/** Why a completed record kept no result, if it says so. */
-export function decodeResultProblem(error: string | null): ResultProblem | undefined {
+/**
+ * Why a completed record kept no result, if it says so. With encryption the note must open for this
+ * record (or be plaintext under `acceptPlaintext`), else `ResultUndecryptableError`.
+ */
+export function decodeResultProblem(
+  error: string | null,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): ResultProblem | undefined {
   if (error === null) return undefined;
-  const parsed = safeParse(error) as Partial<ResultProblem> | undefined;
+  const parsed = safeParse(open(error, codec?.encryption, "result-problem", record)) as
+    | Partial<ResultProblem>
+    | undefined;
   if (parsed?.code === ErrorCode.resultTooLarge || parsed?.code === ErrorCode.resultUnserializable) {
     return parsed as ResultProblem;
   }
   return undefined;
 }
 
-/** Keep what a caller can use of an error: its name, message, code and the declared data. Never its stack. */
+/**
+ * Keep what a caller can use of an error: its name, message, code and the declared data. Never its stack.
+ * `status` is the status the record is settled with; with encryption it is sealed with the failure.
+ */
 export function encodeFailure(
+  status: FailureStatus,
   error: unknown,
   data?: unknown,
   codec?: ResultCodec,
   record?: RecordBinding,
 ): string {
   const text = failureJson(error, data);
-  return codec?.encryption ? seal(text, codec.encryption, "failure", record) : text;
+  return codec?.encryption ? seal(text, codec.encryption, `failure:${status}`, record) : text;
 }
 
 function failureJson(error: unknown, data: unknown): string {
@@ -124,21 +161,27 @@ function failureJson(error: unknown, data: unknown): string {
 }
 
 /**
- * The failure a replay hands back. A sealed failure that does not open for this record, or (with
- * encryption) one that is not sealed, throws `ResultUndecryptableError`.
+ * The failure a record of this `status` keeps. A sealed failure that does not open for this record and
+ * status, or (with encryption) one that is not sealed or missing, throws `ResultUndecryptableError`.
  */
 export function decodeFailure(
+  status: FailureStatus,
   text: string | null,
   codec?: ResultCodec,
   record?: RecordBinding,
 ): StoredFailure {
+  const encryption = codec?.encryption;
+  // Every failure is sealed with encryption: a missing one was emptied at rest.
+  if (text === null && encryption !== undefined && !encryption.acceptPlaintext) {
+    throw new ResultUndecryptableError("not_sealed", undefined);
+  }
   let parsed: Partial<StoredFailure> | undefined;
   if (text !== null) {
-    parsed = safeParse(open(text, codec?.encryption, "failure", record)) as
+    parsed = safeParse(open(text, encryption, `failure:${status}`, record)) as
       | Partial<StoredFailure>
       | undefined;
     // Only an accepted plaintext value gets here unparsed: it was altered at rest.
-    if (parsed === undefined && codec?.encryption !== undefined) {
+    if (parsed === undefined && encryption !== undefined) {
       throw new ResultUndecryptableError("malformed", undefined);
     }
   }

@@ -191,7 +191,8 @@ export async function checkpoint<R = unknown>(
     }
     switch (record.status) {
       case RecordStatus.completed: {
-        const problem = record.result === null ? decodeResultProblem(record.error) : undefined;
+        const problem =
+          record.result === null ? decodeResultProblem(record.error, codec, bound(record)) : undefined;
         // It ran; only its result was not kept. Never run again, and say why there is nothing to replay.
         if (problem?.code === ErrorCode.resultTooLarge) {
           throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
@@ -202,7 +203,7 @@ export async function checkpoint<R = unknown>(
       }
       case RecordStatus.failed:
         throw new ReplayedFailureError(
-          decodeFailure(record.error, codec, bound(record)),
+          decodeFailure(RecordStatus.failed, record.error, codec, bound(record)),
           iso(record.createdAt),
           key,
         );
@@ -286,9 +287,17 @@ export async function checkpoint<R = unknown>(
         );
       },
       fail: (error, data) =>
-        settle(RecordStatus.failed, null, encodeFailure(error, data, codec, bound(record))),
+        settle(
+          RecordStatus.failed,
+          null,
+          encodeFailure(RecordStatus.failed, error, data, codec, bound(record)),
+        ),
       unknown: (error) =>
-        settle(RecordStatus.unknown, null, encodeFailure(error, undefined, codec, bound(record))),
+        settle(
+          RecordStatus.unknown,
+          null,
+          encodeFailure(RecordStatus.unknown, error, undefined, codec, bound(record)),
+        ),
       async release() {
         if (settled)
           throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);

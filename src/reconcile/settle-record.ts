@@ -131,7 +131,11 @@ export async function apply(
         return {};
       }
       case "failed":
-        await settle(RecordStatus.failed, null, encodeFailure(outcome.error, outcome.data, codec, binding));
+        await settle(
+          RecordStatus.failed,
+          null,
+          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, codec, binding),
+        );
         return {};
       case "not_executed":
         await lease.stop();
@@ -158,7 +162,11 @@ export async function apply(
         }
         const failure = new CompensatedError(`compensated by the reconciler: ${reason}`);
         const data = undone === undefined ? null : undone;
-        await settle(RecordStatus.failed, null, encodeFailure(failure, data, codec, binding));
+        await settle(
+          RecordStatus.failed,
+          null,
+          encodeFailure(RecordStatus.failed, failure, data, codec, binding),
+        );
         return {};
       }
     }

@@ -14,7 +14,7 @@ import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import { invalidOption } from "../core/option-checks.js";
 import { Effect, type VerifyHook } from "../core/options.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
-import { decodeResult } from "../core/serialize.js";
+import { decodeResult, decodeResultProblem } from "../core/serialize.js";
 import type { IdempotencyStore } from "../core/store.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
 
@@ -147,18 +147,19 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
             `${record ? ` (it is ${record.status}; the reconciler resolves stale and unknown ones)` : ""}.`,
         );
       }
+      const binding =
+        codec?.encryption === undefined
+          ? undefined
+          : { scope, key: id.key, tool: options.name, fingerprint: record.fingerprint };
+      // A step too large or unserializable to keep was never stored: compensate without it.
+      const notKept =
+        record.result === null && decodeResultProblem(record.error, codec, binding) !== undefined;
       return compensate(record, {
         key: record.key,
         scope: record.scope,
         tool: record.tool,
         signal: new AbortController().signal,
-        step: decodeResult(
-          record.result,
-          codec,
-          codec?.encryption === undefined
-            ? undefined
-            : { scope, key: id.key, tool: options.name, fingerprint: record.fingerprint },
-        ) as S | undefined,
+        step: notKept ? undefined : (decodeResult(record.result, codec, binding) as S | undefined),
         reason,
       });
     },
