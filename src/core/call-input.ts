@@ -9,11 +9,39 @@ import { loneSurrogateIndex } from "./unicode.js";
 const maxKeyLength = 255;
 
 /**
+ * Every key of a saga's compensation record starts with this; a caller's key may not, so no call's record
+ * can sit where a compensation goes (to block it, or to be replayed as its outcome).
+ */
+export const compensationKeyPrefix = "~compensation~";
+
+// The call options idempotool made for its own compensation calls. A set, not a flag on the object: no
+// caller can forge membership (a Proxy answers any property, never this).
+const ownCompensationCalls = new WeakSet<object>();
+
+/**
+ * Mark call options as idempotool's own call under a compensation key (a saga's compensation). No entry
+ * point exports it, so no caller can make one.
+ */
+export function ownCompensationCall<C extends object>(call: C): C {
+  ownCompensationCalls.add(call);
+  return call;
+}
+
+/**
  * Check a caller's key: a string of 1–255 characters. A missing key is an error, never a fresh UUID.
  * @example
  * validateKey("turn-7-alice", "send_email"); // "turn-7-alice"
  */
 export function validateKey(key: unknown, tool: string): string {
+  return checkKey(key, tool, false);
+}
+
+/** {@link validateKey} for `idempotent()`'s calls: idempotool's own compensation call may use its key. */
+export function validateCallKey(key: unknown, tool: string, call: object): string {
+  return checkKey(key, tool, ownCompensationCalls.has(call));
+}
+
+function checkKey(key: unknown, tool: string, ownCompensation: boolean): string {
   if (key === undefined || key === null) {
     throw new IdempotencyError(
       ErrorCode.keyMissing,
@@ -33,12 +61,10 @@ export function validateKey(key: unknown, tool: string): string {
       `${tool}: the idempotency key must be 1–${maxKeyLength} characters, got ${key.length}.`,
     );
   }
-  if (key.startsWith(similarMarkerPrefix)) {
-    throw new IdempotencyError(
-      ErrorCode.keyInvalid,
-      `${tool}: idempotency keys starting with "${similarMarkerPrefix}" are reserved for idempotool's ` +
-        "near-duplicate markers; choose another key.",
-    );
+  if (key.startsWith(similarMarkerPrefix))
+    throw reserved(tool, similarMarkerPrefix, "near-duplicate markers");
+  if (key.startsWith(compensationKeyPrefix) && !ownCompensation) {
+    throw reserved(tool, compensationKeyPrefix, "saga compensations");
   }
   const lone = loneSurrogateIndex(key);
   if (lone !== -1) {
@@ -49,6 +75,13 @@ export function validateKey(key: unknown, tool: string): string {
     );
   }
   return key;
+}
+
+function reserved(tool: string, prefix: string, what: string): IdempotencyError {
+  return new IdempotencyError(
+    ErrorCode.keyInvalid,
+    `${tool}: idempotency keys starting with "${prefix}" are reserved for idempotool's ${what}; choose another key.`,
+  );
 }
 
 export function validateScope(scope: unknown): string {

@@ -79,6 +79,7 @@ describe("bad input is rejected before any side effect", () => {
     ["an object", { id: 1 }],
     ["holding a lone high surrogate", "order-\ud83d"],
     ["holding a lone low surrogate", "\ude00-order"],
+    ["in the key space of saga compensations", `~compensation~${"0".repeat(64)}`],
   ];
   for (const [label, key] of badKeys) {
     it(`a key that is ${label} is idempotency_key_invalid (400)`, async () => {

@@ -9,7 +9,7 @@ import {
   type ToolContext,
   takeOver,
 } from "./call.js";
-import { validateKey, validateScope } from "./call-input.js";
+import { validateCallKey, validateScope } from "./call-input.js";
 import { Action, decide, found } from "./decide.js";
 import {
   ErrorCode,
@@ -90,7 +90,7 @@ async function callOnce<A, R>(
   options: CallOptions,
 ): Promise<Envelope<Awaited<R>>> {
   // Bad input is rejected here, before the store or the tool is touched.
-  const key = validateKey(options.key ?? o.key?.(args, options), o.name);
+  const key = validateCallKey(options.key ?? o.key?.(args, options), o.name, options);
   const scope = validateScope(options.scope);
   const print = fingerprintWith(o.codec?.fingerprintKeys, o.significant ? o.significant(args) : args, {
     bigint: o.bigint,
