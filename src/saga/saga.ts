@@ -5,18 +5,27 @@
  * for stale claims), so the saga adds the external-id contract, compensation, and its reconciler entry.
  */
 
+import { compensationKeyPrefix, ownCompensationCall } from "../core/call-input.js";
 import type { Clock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
 import type { FieldList } from "../core/field-list.js";
+import { sha256Hex } from "../core/fingerprint.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
 import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import { invalidOption } from "../core/option-checks.js";
 import { Effect, type VerifyHook } from "../core/options.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
 import { decodeResult, decodeResultProblem } from "../core/serialize.js";
-import type { IdempotencyStore } from "../core/store.js";
+import type { IdempotencyRecord, IdempotencyStore } from "../core/store.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
+
+/** One explicit undo: the saga record, the step it keeps, and why (the reason is not fingerprinted). */
+interface Undo<S> {
+  readonly record: IdempotencyRecord;
+  readonly step: S | undefined;
+  readonly reason: string;
+}
 
 /** What a saga's call leaves behind: the downstream's id for the effect, and anything else worth keeping. */
 export interface SagaStep {
@@ -35,7 +44,12 @@ export interface SagaOptions<A, S extends SagaStep> {
    * operator resolves it. A "compensate" answer is left to the reconciler: callers get `outcome_unknown`.
    */
   readonly verify?: ReconcileHook<S> | undefined;
-  /** Undo the effect (refund, correction). Run by the reconciler, or by `saga.compensate()`. */
+  /**
+   * Undo the effect (refund, correction). Run by the reconciler, or by `saga.compensate()`, which runs it
+   * at most once per saga record: there, throw `notExecuted(...)` when nothing was undone (a retry runs it
+   * again), or `definitiveFailure(...)` when it cannot be undone (a retry gets that failure back); any
+   * other throw leaves the undo's outcome unknown.
+   */
   readonly compensate?: CompensateHook<S> | undefined;
   /** As in `idempotent()`: whole ms from 1 to ten years; default 24 h. */
   readonly ttlMs?: number | undefined;
@@ -59,7 +73,29 @@ export interface SagaOptions<A, S extends SagaStep> {
 export interface Saga<A, S extends SagaStep> extends IdempotentTool<A, S> {
   /**
    * Undo a completed saga's effect, explicitly (a duplicate found after the fact). The record stays
-   * completed, so repeats still replay the external id and never call again. Returns what `compensate` returned.
+   * completed, so repeats still replay the external id and never call again. Returns what `compensate`
+   * returned.
+   *
+   * The undo is itself an effect made at most once per saga record, whatever the `reason`: a repeat (a
+   * second click on "undo", a retry after a timeout) gets the first undo's return value back without
+   * calling `compensate`, one made while it runs waits for it (or gets `idempotency_key_in_use` after
+   * `waitMs`), and after a `compensate` that threw, repeats get `outcome_unknown` (the undo may have
+   * happened) unless it threw `notExecuted(...)` (the next call runs it) or `definitiveFailure(...)`
+   * (replayed). See docs/reconcile.md.
+   * @example
+   * import { memoryStore } from "idempotool";
+   * import { saga } from "idempotool/saga";
+   *
+   * const refund = saga({
+   *   name: "issue_refund",
+   *   store: memoryStore(),
+   *   run: async (args: { orderId: string }) => ({ externalId: `re_${args.orderId}` }),
+   *   compensate: async (_record, { step }) => ({ reversed: step?.externalId }),
+   * });
+   * await refund({ orderId: "o-1" }, { key: "refund-o-1" });
+   * const undone = await refund.compensate({ key: "refund-o-1" }, "refunded twice");
+   * const again = await refund.compensate({ key: "refund-o-1" }, "clicked undo again");
+   * // again equals undone ({ reversed: "re_o-1" }), and the refund was reversed once.
    */
   compensate(id: { readonly key: string; readonly scope?: string }, reason: string): Promise<unknown>;
   /** The entry for `reconcile({ tools: { [saga.toolName]: saga.reconciler } })`. */
@@ -126,6 +162,37 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
     ...(options.redact !== undefined ? { redact: options.redact } : {}),
     ...(options.encryption !== undefined ? { encryption: options.encryption } : {}),
   };
+  // An undo is an effect too, so it runs through idempotent() as a tool of its own, irreversible (a throw
+  // leaves it unknown instead of undoing twice), under a key space no caller can reach (compensationKey).
+  const undo = compensate
+    ? idempotent(
+        (u: Undo<S>, { signal }: ToolContext) =>
+          compensate(u.record, {
+            key: u.record.key,
+            scope: u.record.scope,
+            tool: u.record.tool,
+            signal,
+            step: u.step,
+            reason: u.reason,
+          }),
+        {
+          name: `${options.name}:compensate`,
+          store: options.store,
+          effect: Effect.irreversible,
+          // The key names the saga record; the reason is words, and another click with other words is the same undo.
+          significant: () => null,
+          // That fingerprint is a constant: keying it would only tie the undo's replays to a key's life.
+          fingerprintKeys: false,
+          ttlMs: options.ttlMs,
+          leaseMs: options.leaseMs,
+          waitMs: options.waitMs,
+          redact: options.redact,
+          encryption: options.encryption,
+          clock: options.clock,
+          onEvent: options.onEvent,
+        },
+      )
+    : undefined;
   // Already validated by idempotent() above.
   const codec = resolveCodec(options.redact, options.encryption, invalid);
   return Object.assign(tool, {
@@ -134,7 +201,7 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
       id: { readonly key: string; readonly scope?: string },
       reason: string,
     ): Promise<unknown> {
-      if (!compensate) invalid("compensate", "is needed to compensate a saga");
+      if (!undo) invalid("compensate", "is needed to compensate a saga");
       const scope = id.scope ?? "default";
       const record = await options.store.get(
         { scope, key: id.key },
@@ -154,16 +221,19 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
       // A step too large or unserializable to keep was never stored: compensate without it.
       const notKept =
         record.result === null && decodeResultProblem(record.error, codec, binding) !== undefined;
-      return compensate(record, {
-        key: record.key,
-        scope: record.scope,
-        tool: record.tool,
-        signal: new AbortController().signal,
-        step: notKept ? undefined : (decodeResult(record.result, codec, binding) as S | undefined),
-        reason,
-      });
+      const step = notKept ? undefined : (decodeResult(record.result, codec, binding) as S | undefined);
+      const call = ownCompensationCall({ key: compensationKey(record), scope });
+      return (await undo({ record, step, reason }, call)).result;
     },
   });
+}
+
+/**
+ * Where the undo of a saga record is recorded: a key only idempotool's own call may use, one per record
+ * (the same key reused after its record expired is a new effect, with an undo of its own).
+ */
+function compensationKey(record: IdempotencyRecord): string {
+  return `${compensationKeyPrefix}${sha256Hex(`${record.key}\u0000${record.createdAt}`)}`;
 }
 
 function invalid(option: string, problem: string): never {
