@@ -20,6 +20,7 @@ store.migrate();
 // The bank: refunds are found by the reference we send, and can be reversed.
 const bank = new Map<string, { id: string; cents: number; reversed: boolean }>();
 let bankCalls = 0;
+let bankReversals = 0;
 
 const refund = saga({
   name: "issue_refund",
@@ -39,7 +40,9 @@ const refund = saga({
       : { status: "not_executed" };
   },
   compensate: (_record, { step }) => {
+    bankReversals++;
     for (const r of bank.values()) if (r.id === step?.externalId) r.reversed = true;
+    return { reversed: step?.externalId };
   },
 });
 
@@ -76,9 +79,12 @@ try {
   assert.equal(retry.result.externalId, "re_crashed");
   assert.equal(bankCalls, 1);
 
-  // 5. A duplicate found after the fact is undone explicitly.
-  await refund.compensate({ key: "refund-o-1" }, "refunded twice by the support desk");
+  // 5. A duplicate found after the fact is undone explicitly, once: a second click replays the first undo.
+  const undone = await refund.compensate({ key: "refund-o-1" }, "refunded twice by the support desk");
+  const undoneAgain = await refund.compensate({ key: "refund-o-1" }, "clicked undo again");
   assert.equal(bank.get("refund-o-1")?.reversed, true);
+  assert.deepEqual(undoneAgain, undone);
+  assert.equal(bankReversals, 1);
 
   console.log("saga-refund: ok (1 bank call, 1 crash reconciled, 1 compensation)");
 } finally {
