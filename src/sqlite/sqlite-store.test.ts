@@ -359,7 +359,9 @@ describe("sqliteStore", () => {
 
     const purge = sources.find((source) => /^\s*DELETE\b/.test(source) && source.includes("expires_at <="));
     expect(purge).toBeDefined();
-    const plan = real.prepare(`EXPLAIN QUERY PLAN ${purge}`).all(t0, 1000) as { detail: string }[];
+    const plan = real.prepare(`EXPLAIN QUERY PLAN ${purge}`).all({ now: t0, limit: 1000 }) as {
+      detail: string;
+    }[];
     expect(plan.map((step) => step.detail).join("\n")).toMatch(
       /USING (COVERING )?INDEX idempotool_records_expires_at/,
     );

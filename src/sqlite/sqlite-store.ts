@@ -26,7 +26,7 @@ import {
 import { loneSurrogateIndex } from "../core/unicode.js";
 import { busyWaitPerAttemptMs, lockWaiter } from "./lock-wait.js";
 
-/** The part of a better-sqlite3 statement we use. */
+/** The part of a better-sqlite3 statement we use. The store binds by name: one object of `@name`s. */
 export interface SqliteStatement {
   run(...params: unknown[]): { readonly changes: number };
   get(...params: unknown[]): unknown;
@@ -100,18 +100,20 @@ const defaultBusyTimeoutMs = 5000;
 const maxTimerMs = 2_147_483_647;
 const returningWrite = /^\s*(?:INSERT|UPDATE|DELETE)\b/i;
 
-// Read back as raw rows (arrays) and shaped by `toRecord`: better-sqlite3 builds a named row by interning
-// every column name and setting each property through V8's slow path, which costs a replay more than SQLite's
-// own lookup does; an array and one object literal cost a fraction of that.
-const recordColumns =
-  "scope, key, tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts, " +
-  "result, error";
+// Read back as raw rows (arrays) and shaped by `toRecord`, the one place that knows the columns' order:
+// better-sqlite3 builds a named row by interning every column name and setting each property through V8's
+// slow path, which costs a replay more than SQLite's own lookup does; an array and one object literal cost a
+// fraction of that. A settle reads back every column but its outcome, which its request holds: a large
+// result is not copied back out of SQLite.
+const settledColumns =
+  "scope, key, tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts";
+const recordColumns = `${settledColumns}, result, error`;
 
 /** A statement that answers rows. */
 type RowReader = Pick<SqliteStatement, "get" | "all">;
 
-/** A row of `recordColumns`, in that order. */
-type RecordRow = readonly [
+/** A row of `settledColumns`, in that order. */
+type SettledRow = readonly [
   scope: string,
   key: string,
   tool: string,
@@ -123,11 +125,21 @@ type RecordRow = readonly [
   leaseExpiresAt: number,
   expiresAt: number,
   attempts: number,
-  result: string | null,
-  error: string | null,
 ];
 
-function toRecord(row: RecordRow): IdempotencyRecord {
+/** A row of `recordColumns`, in that order. */
+type RecordRow = readonly [...SettledRow, result: string | null, error: string | null];
+
+/** What a settle stored beside the columns it read back. */
+interface Outcome {
+  readonly result: string | null;
+  readonly error: string | null;
+}
+
+/** The record a row holds; a settle's row ends before the outcome, which comes from its request. */
+function toRecord(row: RecordRow): IdempotencyRecord;
+function toRecord(row: SettledRow, outcome: Outcome): IdempotencyRecord;
+function toRecord(row: SettledRow | RecordRow, outcome?: Outcome): IdempotencyRecord {
   return {
     scope: row[0],
     key: row[1],
@@ -140,13 +152,10 @@ function toRecord(row: RecordRow): IdempotencyRecord {
     leaseExpiresAt: row[8],
     expiresAt: row[9],
     attempts: row[10],
-    result: row[11],
-    error: row[12],
+    result: outcome === undefined ? (row as RecordRow)[11] : outcome.result,
+    error: outcome === undefined ? (row as RecordRow)[12] : outcome.error,
   };
 }
-
-/** The columns a settle cannot know from its request, in this order. */
-type SettledRow = readonly [tool: string, fingerprint: string, createdAt: number, attempts: number];
 
 /**
  * Whether SQLite keeps `text` exactly, so a record can be built from the request instead of read back.
@@ -206,81 +215,45 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     prepared ??= prepareStatements(db, table);
     return prepared;
   };
-  // One synchronous attempt per operation; the store runs each through waitForLock below.
+  // One synchronous attempt per operation; the store runs each through waitForLock below. Statements bind
+  // by name, most straight from the request: its fields are the statements' parameters.
   const attempts = {
     claim: (request: ClaimRequest) => {
       const s = statements();
       return s.claimOnce(request) ?? s.claimLocked(request);
     },
 
-    takeover: ({ scope, key, fromToken, token, leaseMs, ttlMs, now }: TakeoverRequest) => {
-      const leaseExpiresAt = now + leaseMs;
-      const row = statements().takeover.get(
-        token,
-        leaseExpiresAt,
-        leaseExpiresAt + ttlMs,
-        now,
-        scope,
-        key,
-        fromToken,
-        now,
-        now,
-      );
+    takeover: (request: TakeoverRequest) => {
+      const row = statements().takeover.get(request);
       return row === undefined ? null : toRecord(row as RecordRow);
     },
 
-    settle: ({ scope, key, token, status, result, error, ttlMs, now }: SettleRequest) => {
+    settle: (request: SettleRequest) => {
       const s = statements();
-      const expiresAt = now + ttlMs;
-      const params = [status, result, error, now, now, expiresAt, scope, key, token] as const;
-      if (
-        !storedExactly(result) ||
-        !storedExactly(error) ||
-        !storedExactly(scope) ||
-        !storedExactly(key) ||
-        !storedExactly(token)
-      ) {
-        const row = s.settleReadBack.get(...params);
+      if (!storedExactly(request.result) || !storedExactly(request.error)) {
+        const row = s.settleReadBack.get(request);
         return row === undefined ? null : toRecord(row as RecordRow);
       }
-      // Everything else the record holds is in the request: read back only what it is not, never the result.
-      const row = s.settle.get(...params) as SettledRow | undefined;
-      if (row === undefined) return null;
-      return {
-        scope,
-        key,
-        tool: row[0],
-        fingerprint: row[1],
-        status,
-        token,
-        createdAt: row[2],
-        updatedAt: now,
-        leaseExpiresAt: now,
-        expiresAt,
-        attempts: row[3],
-        result,
-        error,
-      };
+      // The outcome is stored as the request holds it: read back everything but it, never the result.
+      const row = s.settle.get(request);
+      return row === undefined ? null : toRecord(row as SettledRow, request);
     },
 
-    renew: ({ scope, key, token, leaseMs, ttlMs, now }: RenewRequest) => {
-      const leaseExpiresAt = now + leaseMs;
-      return (
-        statements().renew.run(leaseExpiresAt, leaseExpiresAt + ttlMs, now, scope, key, token).changes === 1
-      );
+    renew: (request: RenewRequest) => {
+      return statements().renew.run(request).changes === 1;
     },
 
-    release: ({ scope, key, token }: ReleaseRequest) => {
-      return statements().release.run(scope, key, token).changes === 1;
+    release: (request: ReleaseRequest) => {
+      return statements().release.run(request).changes === 1;
     },
 
     get: ({ scope, key }: RecordId, now: number) => {
-      const row = statements().get.get(scope, key, now);
+      const row = statements().get.get({ scope, key, now });
       return row === undefined ? undefined : toRecord(row as RecordRow);
     },
 
     delete: ({ scope, key }: RecordId) => {
-      return statements().delete.run(scope, key).changes === 1;
+      return statements().delete.run({ scope, key }).changes === 1;
     },
 
     list: (query: ListQuery) => {
@@ -289,7 +262,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     purge: ({ now, limit }: PurgeRequest) => {
       const max = purgeLimit("sqliteStore", limit);
-      return { deleted: statements().purge.run(now, max).changes };
+      return { deleted: statements().purge.run({ now, limit: max }).changes };
     },
   };
   // Every operation, reads included (a reader can meet a lock too, e.g. while another connection
@@ -389,42 +362,45 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     return { get: (...params) => statement.all(...params)[0], all: (...params) => statement.all(...params) };
   };
 
-  // One statement inserts, or replaces an expired record; a live record (in progress, stale or settled)
-  // fails the WHERE and is left alone, so two claimants can never both change a row.
+  // One statement writes the claimed record (bound by its field names): it inserts, or replaces an expired
+  // record; a live record (in progress, stale or settled) fails the WHERE and is left alone, so two
+  // claimants can never both change a row.
   const claimSql = `INSERT INTO ${t} (scope, key, tool, fingerprint, status, token, created_at, updated_at,
        lease_expires_at, expires_at, attempts, result, error)
-     VALUES (?, ?, ?, ?, 'in_progress', ?, ?, ?, ?, ?, 1, NULL, NULL)
+     VALUES (@scope, @key, @tool, @fingerprint, @status, @token, @createdAt, @updatedAt,
+       @leaseExpiresAt, @expiresAt, @attempts, @result, @error)
      ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
-       status = 'in_progress', token = excluded.token, created_at = excluded.created_at,
+       status = excluded.status, token = excluded.token, created_at = excluded.created_at,
        updated_at = excluded.updated_at, lease_expires_at = excluded.lease_expires_at,
-       expires_at = excluded.expires_at, attempts = 1, result = NULL, error = NULL
+       expires_at = excluded.expires_at, attempts = excluded.attempts, result = excluded.result,
+       error = excluded.error
      WHERE expires_at <= excluded.created_at`;
   const claim = db.prepare(claimSql);
   // The same claim for a request SQLite cannot store exactly (see storedExactly): the record comes back as stored.
   const claimReadBack = reader(`${claimSql} RETURNING ${recordColumns}`);
-  const get = reader(`SELECT ${recordColumns} FROM ${t} WHERE scope = ? AND key = ? AND expires_at > ?`);
+  const get = reader(
+    `SELECT ${recordColumns} FROM ${t} WHERE scope = @scope AND key = @key AND expires_at > @now`,
+  );
 
   // Read first: a repeat (the common case for an idempotency store) finds its holder without taking
   // the write lock, and a live record seen by that read is a correct answer at that instant.
   // Returns undefined only when another claimant wrote between the read and the insert.
   const claimOnce = (request: ClaimRequest): ClaimResult | undefined => {
-    const { scope, key, now } = request;
-    const holder = get.get(scope, key, now);
+    const { now } = request;
+    const holder = get.get(request);
     if (holder !== undefined) return { claimed: false, record: toRecord(holder as RecordRow), now };
     const record = claimedRecord(request, now);
-    const { tool, fingerprint, token, leaseExpiresAt, expiresAt } = record;
-    const params = [scope, key, tool, fingerprint, token, now, now, leaseExpiresAt, expiresAt] as const;
     if (
-      !storedExactly(scope) ||
-      !storedExactly(key) ||
-      !storedExactly(tool) ||
-      !storedExactly(fingerprint) ||
-      !storedExactly(token)
+      !storedExactly(record.scope) ||
+      !storedExactly(record.key) ||
+      !storedExactly(record.tool) ||
+      !storedExactly(record.fingerprint) ||
+      !storedExactly(record.token)
     ) {
-      const row = claimReadBack.get(...params);
+      const row = claimReadBack.get(record);
       return row === undefined ? undefined : { claimed: true, record: toRecord(row as RecordRow), now };
     }
-    if (claim.run(...params).changes !== 1) return undefined;
+    if (claim.run(record).changes !== 1) return undefined;
     return { claimed: true, record, now };
   };
   // Lost a race: answer again under the write lock (BEGIN IMMEDIATE), where no other connection can move the row.
@@ -438,44 +414,48 @@ function prepareStatements(db: SqliteDatabase, table: string) {
   const list = (query: ListQuery): ListPage => {
     const limit = listLimit("sqliteStore", query.limit);
     const where: string[] = [];
-    const params: unknown[] = [];
-    const filter = (condition: string, ...values: unknown[]) => {
+    // One extra row tells whether another page exists, so the last page carries no cursor.
+    const params: Record<string, unknown> = { limit: limit + 1 };
+    const filter = (condition: string, values: Record<string, unknown>) => {
       where.push(condition);
-      params.push(...values);
+      Object.assign(params, values);
     };
-    if (query.scope !== undefined) filter("scope = ?", query.scope);
-    if (query.tool !== undefined) filter("tool = ?", query.tool);
-    if (query.status !== undefined) filter("status = ?", query.status);
+    if (query.scope !== undefined) filter("scope = @scope", { scope: query.scope });
+    if (query.tool !== undefined) filter("tool = @tool", { tool: query.tool });
+    if (query.status !== undefined) filter("status = @status", { status: query.status });
     if (query.keyPrefix) {
       // A range, not LIKE: % and _ in a prefix are plain characters, and the primary key serves the range.
-      filter("key >= ?", query.keyPrefix);
+      filter("key >= @keyPrefix", { keyPrefix: query.keyPrefix });
       const upper = keyPrefixUpperBound(query.keyPrefix);
-      if (upper !== undefined) filter("key < ?", upper);
+      if (upper !== undefined) filter("key < @keyUpperBound", { keyUpperBound: upper });
     }
-    if (query.createdBefore !== undefined) filter("created_at < ?", query.createdBefore);
-    if (query.createdAfter !== undefined) filter("created_at >= ?", query.createdAfter);
+    if (query.createdBefore !== undefined) {
+      filter("created_at < @createdBefore", { createdBefore: query.createdBefore });
+    }
+    if (query.createdAfter !== undefined)
+      filter("created_at >= @createdAfter", { createdAfter: query.createdAfter });
     if (query.cursor !== undefined) {
       const after = decodeListCursor("sqliteStore", query.cursor);
-      filter("(scope, key) > (?, ?)", after.scope, after.key);
+      filter("(scope, key) > (@afterScope, @afterKey)", { afterScope: after.scope, afterKey: after.key });
     }
     const sql =
       `SELECT ${recordColumns} FROM ${t}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}` +
-      " ORDER BY scope, key LIMIT ?";
+      " ORDER BY scope, key LIMIT @limit";
     let statement = listStatements.get(sql);
     if (!statement) {
       statement = reader(sql);
       listStatements.set(sql, statement);
     }
-    // One extra row tells whether another page exists, so the last page carries no cursor.
-    const records = (statement.all(...params, limit + 1) as RecordRow[]).map(toRecord);
+    const records = (statement.all(params) as RecordRow[]).map((row) => toRecord(row));
     if (records.length <= limit) return { records };
     records.length = limit;
     const last = records[limit - 1]!;
     return { records, nextCursor: encodeListCursor(last) };
   };
 
-  const settleSql = `UPDATE ${t} SET status = ?, result = ?, error = ?, updated_at = ?, lease_expires_at = ?,
-       expires_at = ? WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')`;
+  const settleSql = `UPDATE ${t} SET status = @status, result = @result, error = @error, updated_at = @now,
+       lease_expires_at = @now, expires_at = @now + @ttlMs
+     WHERE scope = @scope AND key = @key AND token = @token AND status IN ('in_progress', 'unknown')`;
 
   return {
     claimOnce,
@@ -483,26 +463,29 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     get,
     list,
     takeover: reader(
-      `UPDATE ${t} SET token = ?, status = 'in_progress', lease_expires_at = ?,
-         expires_at = MAX(expires_at, ?), attempts = attempts + 1, updated_at = ?, result = NULL
-       WHERE scope = ? AND key = ? AND token = ? AND expires_at > ?
-         AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ?))
+      `UPDATE ${t} SET token = @token, status = 'in_progress', lease_expires_at = @now + @leaseMs,
+         expires_at = MAX(expires_at, @now + @leaseMs + @ttlMs), attempts = attempts + 1, updated_at = @now,
+         result = NULL
+       WHERE scope = @scope AND key = @key AND token = @fromToken AND expires_at > @now
+         AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= @now))
        RETURNING ${recordColumns}`,
     ),
-    settle: reader(`${settleSql} RETURNING tool, fingerprint, created_at, attempts`),
+    settle: reader(`${settleSql} RETURNING ${settledColumns}`),
     settleReadBack: reader(`${settleSql} RETURNING ${recordColumns}`),
     renew: db.prepare(
-      `UPDATE ${t} SET lease_expires_at = ?, expires_at = MAX(expires_at, ?), updated_at = ?
-       WHERE scope = ? AND key = ? AND token = ? AND status = 'in_progress'`,
+      `UPDATE ${t} SET lease_expires_at = @now + @leaseMs,
+         expires_at = MAX(expires_at, @now + @leaseMs + @ttlMs), updated_at = @now
+       WHERE scope = @scope AND key = @key AND token = @token AND status = 'in_progress'`,
     ),
     release: db.prepare(
-      `DELETE FROM ${t} WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')`,
+      `DELETE FROM ${t}
+       WHERE scope = @scope AND key = @key AND token = @token AND status IN ('in_progress', 'unknown')`,
     ),
-    delete: db.prepare(`DELETE FROM ${t} WHERE scope = ? AND key = ?`),
+    delete: db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key`),
     // Walks the expires_at index from the oldest, so the cost follows what expired, not the table size.
     purge: db.prepare(
       `DELETE FROM ${t} WHERE rowid IN
-         (SELECT rowid FROM ${t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`,
+         (SELECT rowid FROM ${t} WHERE expires_at <= @now ORDER BY expires_at LIMIT @limit)`,
     ),
   };
 }
