@@ -1,5 +1,14 @@
 import { keyPrefixUpperBound } from "../core/list-paging.js";
-import type { IdempotencyRecord, ListQuery, RecordId } from "../core/store.js";
+import type {
+  ClaimRequest,
+  IdempotencyRecord,
+  ListQuery,
+  RecordId,
+  ReleaseRequest,
+  RenewRequest,
+  SettleRequest,
+  TakeoverRequest,
+} from "../core/store.js";
 
 /** Which clock a statement judges time by: PostgreSQL's own, or the `now` the core sent. */
 export type PostgresClock = "server" | "request";
@@ -11,32 +20,36 @@ export interface Statement {
 }
 
 /**
+ * A statement whose parameters have names. pg binds only by position ($1, $2 …), so the names are numbered
+ * in one place (see `named`): the text refers to each parameter by its name, and `values` lays the fields of
+ * one object, most often the request itself, out in that same order.
+ */
+export interface NamedStatement<P> {
+  readonly text: string;
+  /** The parameters from `params`; `now`, where the statement judges time, is the clock parameter. */
+  values(params: P, now?: number): unknown[];
+}
+
+/**
  * Every statement the store runs against one table. Each is a single statement, so each operation is
- * one round trip. Parameter positions are fixed per statement; `$n` marked "now" takes the core's `now`
- * under the request clock, and the clock offset (ms, normally 0) under the server clock.
+ * one round trip. The parameter `now` takes the core's `now` under the request clock, and the clock
+ * offset (ms, normally 0) under the server clock.
  */
 export interface PostgresStatements {
   /** Creates the table and its index if missing, then refuses a table that is not an ordinary logged one. */
   readonly migrate: string;
-  /**
-   * $1 scope, $2 key, $3 tool, $4 fingerprint, $5 token, $6 now, $7 leaseMs, $8 ttlMs. Answers one
-   * `ClaimRow`, or no row when it lost a race to a commit newer than its snapshot (see claimSql).
-   */
-  readonly claim: string;
-  /** $1 scope, $2 key, $3 fromToken, $4 token, $5 now, $6 leaseMs, $7 ttlMs. */
-  readonly takeover: string;
-  /** $1 scope, $2 key, $3 token, $4 status, $5 result, $6 error, $7 now, $8 ttlMs. Answers a `SettleRow`. */
-  readonly settle: string;
-  /** $1 scope, $2 key, $3 token, $4 now, $5 leaseMs, $6 ttlMs. */
-  readonly renew: string;
-  /** $1 scope, $2 key, $3 token. */
-  readonly release: string;
-  /** $1 scope, $2 key, $3 now. */
-  readonly get: string;
-  /** $1 scope, $2 key. */
-  readonly delete: string;
-  /** $1 now, $2 limit. */
-  readonly purge: string;
+  /** Answers one `ClaimRow`, or no row when it lost a race to a newer commit than its snapshot (claimSql). */
+  readonly claim: NamedStatement<ClaimRequest>;
+  /** Answers a `RecordRow`, or no row. */
+  readonly takeover: NamedStatement<TakeoverRequest>;
+  /** Answers a `SettleRow`, or no row. */
+  readonly settle: NamedStatement<SettleRequest>;
+  readonly renew: NamedStatement<RenewRequest>;
+  readonly release: NamedStatement<ReleaseRequest>;
+  /** Answers a `RecordRow`, or no row. */
+  readonly get: NamedStatement<RecordId>;
+  readonly delete: NamedStatement<RecordId>;
+  readonly purge: NamedStatement<{ readonly limit: number }>;
   /** The filters of `query` as one statement, asking for `limit + 1` rows so a last page can be told. */
   list(query: ListQuery, limit: number, after: RecordId | undefined): Statement;
 }
@@ -51,107 +64,185 @@ export interface TableName {
 export const notLoggedSqlState = "55000";
 export const notLoggedPrefix = "idempotool: ";
 
-// Aliased and cast so a row comes back already shaped as an IdempotencyRecord: pg returns bigint as a
+// Aliased and cast so a row comes back with a record's field names (see toRecord): pg returns bigint as a
 // string, float8 as a number, and epoch milliseconds stay exact in a float8 for the next 285,000 years.
-const recordColumns =
-  'scope, key, tool, fingerprint, status, token, created_at::float8 AS "createdAt", ' +
-  'updated_at::float8 AS "updatedAt", lease_expires_at::float8 AS "leaseExpiresAt", ' +
-  'expires_at::float8 AS "expiresAt", attempts, result, error';
+// A settle returns these: its request holds the scope, the key and the outcome.
+const settledColumns = [
+  "tool",
+  "fingerprint",
+  "status",
+  "token",
+  'created_at::float8 AS "createdAt"',
+  'updated_at::float8 AS "updatedAt"',
+  'lease_expires_at::float8 AS "leaseExpiresAt"',
+  'expires_at::float8 AS "expiresAt"',
+  "attempts",
+];
+// A claim's holder: its scope and key are the request's (the primary key compares bytes).
+const holderColumns = [...settledColumns, "result", "error"];
+const recordColumns = ["scope", "key", ...holderColumns].join(", ");
+
+/** The row of a settle: the record but its scope, key and outcome. */
+export type SettleRow = Omit<IdempotencyRecord, "scope" | "key" | "result" | "error">;
+
+/** The row of a claim's holder: the record but its scope and key. */
+export type HolderRow = Omit<IdempotencyRecord, "scope" | "key">;
+
+/** The row of a whole record (get, takeover, list). */
+export type RecordRow = IdempotencyRecord;
 
 /**
  * What a claim answers. A won claim carries only the judging clock: every other field of the new record
  * follows from the request and that instant, so the holder's columns are null. A lost claim carries the
- * live holder (its scope and key are the request's: the primary key compares bytes).
+ * live holder.
  */
-export interface ClaimRow {
+export interface ClaimRow extends HolderRow {
   readonly claimed: boolean;
   readonly now: number;
-  readonly tool: string;
-  readonly fingerprint: string;
-  readonly status: IdempotencyRecord["status"];
-  readonly token: string;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  readonly leaseExpiresAt: number;
-  readonly expiresAt: number;
-  readonly attempts: number;
+}
+
+/** What a settle stored beside the columns it returns. */
+export interface Outcome {
   readonly result: string | null;
   readonly error: string | null;
 }
 
-/** What a settle answers: the fields of the settled record that its request does not already hold. */
-export interface SettleRow {
-  readonly tool: string;
-  readonly fingerprint: string;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  readonly expiresAt: number;
-  readonly attempts: number;
+/**
+ * The record a row holds, the one place a row becomes a record: a whole row; a claim's holder, under the
+ * request's id; or a settle's row, under the request's id and with the outcome it stored.
+ */
+export function toRecord(row: RecordRow): IdempotencyRecord;
+export function toRecord(row: HolderRow, id: RecordId): IdempotencyRecord;
+export function toRecord(row: SettleRow, id: RecordId, outcome: Outcome): IdempotencyRecord;
+export function toRecord(
+  row: SettleRow & Partial<RecordId & Outcome>,
+  id: RecordId = row as RecordRow,
+  outcome: Outcome = row as RecordRow,
+): IdempotencyRecord {
+  return {
+    scope: id.scope,
+    key: id.key,
+    tool: row.tool,
+    fingerprint: row.fingerprint,
+    status: row.status,
+    token: row.token,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+    leaseExpiresAt: row.leaseExpiresAt,
+    expiresAt: row.expiresAt,
+    attempts: row.attempts,
+    result: outcome.result,
+    error: outcome.error,
+  };
+}
+
+/**
+ * A statement with named parameters: `names` numbers them ($1 is the first name), `text` writes the SQL
+ * with each parameter's placeholder looked up by its name, and `values` reads the parameters from one
+ * object by name, in that order. The name `now` is the clock parameter, passed beside the object.
+ */
+function named<const N extends string>(
+  names: readonly N[],
+  text: (p: { readonly [K in N]: string }) => string,
+): NamedStatement<{ readonly [K in Exclude<N, "now">]: unknown }> {
+  const placeholders = Object.fromEntries(names.map((name, i) => [name, `$${i + 1}`]));
+  return {
+    text: text(placeholders as { readonly [K in N]: string }),
+    values: (params, now) =>
+      names.map((name) => (name === "now" ? now : (params as Record<string, unknown>)[name])),
+  };
 }
 
 /**
  * The statements for one table and one clock.
  * @example
  * const s = postgresStatements({ schema: undefined, table: "idempotool_records" }, "server");
- * await pool.query({ text: s.get, values: ["tenant-1", "order-42", 0] });
+ * await pool.query({ text: s.get.text, values: s.get.values({ scope: "tenant-1", key: "order-42" }, 0) });
  */
 export function postgresStatements(name: TableName, clock: PostgresClock): PostgresStatements {
   const t = name.schema === undefined ? `"${name.table}"` : `"${name.schema}"."${name.table}"`;
   // statement_timestamp() is stable within a statement, so every use below sees one instant (written out
   // where needed: cheaper than joining a one-row CTE); a plain parameter under the request clock. Either
   // way one clock judges every comparison in a statement.
-  const now = (n: number) =>
+  const at = (nowParam: string) =>
     clock === "server"
-      ? `(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint + $${n}::bigint)`
-      : `$${n}::bigint`;
+      ? `(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint + ${nowParam}::bigint)`
+      : `${nowParam}::bigint`;
 
   return {
     migrate: migrateSql(t, name),
 
     // One round trip in the common cases; see the comment above claimSql.
-    claim: claimSql(t, now(6)),
+    claim: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
+      claimSql(t, p, at(p.now)),
+    ),
 
-    takeover: `UPDATE ${t} SET token = $4, status = 'in_progress', lease_expires_at = ${now(5)} + $6::bigint,
-        expires_at = greatest(expires_at, ${now(5)} + $6::bigint + $7::bigint), attempts = attempts + 1,
-        updated_at = ${now(5)}, result = NULL
-      WHERE scope = $1 AND key = $2 AND token = $3 AND expires_at > ${now(5)}
-        AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ${now(5)}))
-      RETURNING ${recordColumns}`,
+    takeover: named(["scope", "key", "fromToken", "token", "now", "leaseMs", "ttlMs"], (p) => {
+      const now = at(p.now);
+      return `UPDATE ${t} SET token = ${p.token}, status = 'in_progress',
+          lease_expires_at = ${now} + ${p.leaseMs}::bigint,
+          expires_at = greatest(expires_at, ${now} + ${p.leaseMs}::bigint + ${p.ttlMs}::bigint),
+          attempts = attempts + 1, updated_at = ${now}, result = NULL
+        WHERE scope = ${p.scope} AND key = ${p.key} AND token = ${p.fromToken} AND expires_at > ${now}
+          AND (status = 'unknown' OR (status = 'in_progress' AND lease_expires_at <= ${now}))
+        RETURNING ${recordColumns}`;
+    }),
 
-    // Returns only what the request does not hold: result and error go back as they were sent, and a
-    // large result is not shipped back over the wire.
-    settle: `UPDATE ${t} SET status = $4, result = $5, error = $6, updated_at = ${now(7)},
-        lease_expires_at = ${now(7)}, expires_at = ${now(7)} + $8::bigint
-      WHERE scope = $1 AND key = $2 AND token = $3 AND status IN ('in_progress', 'unknown')
-      RETURNING tool, fingerprint, created_at::float8 AS "createdAt", updated_at::float8 AS "updatedAt",
-        expires_at::float8 AS "expiresAt", attempts`,
+    // Returns all but what the request holds: result and error go back as they were sent, and a large
+    // result is not shipped back over the wire.
+    settle: named(["scope", "key", "token", "status", "result", "error", "now", "ttlMs"], (p) => {
+      const now = at(p.now);
+      return `UPDATE ${t} SET status = ${p.status}, result = ${p.result}, error = ${p.error},
+          updated_at = ${now}, lease_expires_at = ${now}, expires_at = ${now} + ${p.ttlMs}::bigint
+        WHERE scope = ${p.scope} AND key = ${p.key} AND token = ${p.token}
+          AND status IN ('in_progress', 'unknown')
+        RETURNING ${settledColumns.join(", ")}`;
+    }),
 
-    renew: `UPDATE ${t} SET lease_expires_at = ${now(4)} + $5::bigint,
-        expires_at = greatest(expires_at, ${now(4)} + $5::bigint + $6::bigint), updated_at = ${now(4)}
-      WHERE scope = $1 AND key = $2 AND token = $3 AND status = 'in_progress'
-      RETURNING 1 AS renewed`,
+    renew: named(["scope", "key", "token", "now", "leaseMs", "ttlMs"], (p) => {
+      const now = at(p.now);
+      return `UPDATE ${t} SET lease_expires_at = ${now} + ${p.leaseMs}::bigint,
+          expires_at = greatest(expires_at, ${now} + ${p.leaseMs}::bigint + ${p.ttlMs}::bigint),
+          updated_at = ${now}
+        WHERE scope = ${p.scope} AND key = ${p.key} AND token = ${p.token} AND status = 'in_progress'
+        RETURNING 1 AS renewed`;
+    }),
 
-    release: `DELETE FROM ${t}
-      WHERE scope = $1 AND key = $2 AND token = $3 AND status IN ('in_progress', 'unknown')
-      RETURNING 1 AS released`,
+    release: named(
+      ["scope", "key", "token"],
+      (p) => `DELETE FROM ${t}
+        WHERE scope = ${p.scope} AND key = ${p.key} AND token = ${p.token}
+          AND status IN ('in_progress', 'unknown')
+        RETURNING 1 AS released`,
+    ),
 
-    get: `SELECT ${recordColumns} FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > ${now(3)}`,
+    get: named(
+      ["scope", "key", "now"],
+      (p) => `SELECT ${recordColumns} FROM ${t}
+        WHERE scope = ${p.scope} AND key = ${p.key} AND expires_at > ${at(p.now)}`,
+    ),
 
-    delete: `DELETE FROM ${t} WHERE scope = $1 AND key = $2 RETURNING 1 AS deleted`,
+    delete: named(
+      ["scope", "key"],
+      (p) => `DELETE FROM ${t} WHERE scope = ${p.scope} AND key = ${p.key} RETURNING 1 AS deleted`,
+    ),
 
-    // The inner SELECT walks the expires_at index from the oldest entry and stops after $2 rows, so the
+    // The inner SELECT walks the expires_at index from the oldest entry and stops after `limit` rows, so the
     // cost follows what expired, not the table's size; ctid then finds each row without another index
     // lookup. The outer WHERE repeats the expiry test: if a claim replaced or a settle extended a row
     // since the inner read, PostgreSQL re-checks the newest version (READ COMMITTED) and leaves it alone.
-    purge: `WITH clock AS (SELECT ${now(1)} AS now),
-      gone AS (
-        DELETE FROM ${t} USING clock
-        WHERE ${t}.ctid = ANY (ARRAY(
-            SELECT ctid FROM ${t} WHERE expires_at <= (SELECT now FROM clock)
-            ORDER BY expires_at LIMIT $2::bigint))
-          AND ${t}.expires_at <= clock.now
-        RETURNING 1)
-      SELECT count(*)::int AS deleted FROM gone`,
+    purge: named(
+      ["now", "limit"],
+      (p) => `WITH clock AS (SELECT ${at(p.now)} AS now),
+        gone AS (
+          DELETE FROM ${t} USING clock
+          WHERE ${t}.ctid = ANY (ARRAY(
+              SELECT ctid FROM ${t} WHERE expires_at <= (SELECT now FROM clock)
+              ORDER BY expires_at LIMIT ${p.limit}::bigint))
+            AND ${t}.expires_at <= clock.now
+          RETURNING 1)
+        SELECT count(*)::int AS deleted FROM gone`,
+    ),
 
     list(query, limit, after) {
       const where: string[] = [];
@@ -206,16 +297,19 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
  * next statement's snapshot is taken after that commit and sees the holder. So a claim is one round trip
  * unless it lost such a race, and never reports a holder it did not see committed.
  */
-function claimSql(t: string, now: string): string {
+function claimSql(
+  t: string,
+  p: { readonly [K in "scope" | "key" | "tool" | "fingerprint" | "token" | "leaseMs" | "ttlMs"]: string },
+  now: string,
+): string {
+  // The holder's columns take their names and types from the first branch; the claim's are nulls.
   return `WITH live AS MATERIALIZED (
-      SELECT tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts,
-        result, error
-      FROM ${t} WHERE scope = $1 AND key = $2 AND expires_at > ${now}),
+      SELECT * FROM ${t} WHERE scope = ${p.scope} AND key = ${p.key} AND expires_at > ${now}),
     claimed AS (
       INSERT INTO ${t} AS held (scope, key, tool, fingerprint, status, token, created_at, updated_at,
         lease_expires_at, expires_at, attempts)
-      SELECT $1, $2, $3, $4, 'in_progress', $5, ${now}, ${now}, ${now} + $7::bigint,
-        ${now} + $7::bigint + $8::bigint, 1
+      SELECT ${p.scope}, ${p.key}, ${p.tool}, ${p.fingerprint}, 'in_progress', ${p.token}, ${now}, ${now},
+        ${now} + ${p.leaseMs}::bigint, ${now} + ${p.leaseMs}::bigint + ${p.ttlMs}::bigint, 1
       WHERE NOT EXISTS (SELECT FROM live)
       ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
         status = excluded.status, token = excluded.token, created_at = excluded.created_at,
@@ -223,15 +317,11 @@ function claimSql(t: string, now: string): string {
         expires_at = excluded.expires_at, attempts = excluded.attempts, result = NULL, error = NULL
       WHERE held.expires_at <= excluded.created_at
       RETURNING 1)
-    SELECT true AS claimed, ${now}::float8 AS now, NULL::text AS tool, NULL::text AS fingerprint,
-      NULL::text AS status, NULL::text AS token, NULL::float8 AS "createdAt", NULL::float8 AS "updatedAt",
-      NULL::float8 AS "leaseExpiresAt", NULL::float8 AS "expiresAt", NULL::integer AS attempts,
-      NULL::text AS result, NULL::text AS error
-    FROM claimed
+    SELECT false AS claimed, ${now}::float8 AS now, ${holderColumns.join(", ")}
+    FROM live
     UNION ALL
-    SELECT false, ${now}::float8, tool, fingerprint, status, token, created_at::float8, updated_at::float8,
-      lease_expires_at::float8, expires_at::float8, attempts, result, error
-    FROM live`;
+    SELECT true, ${now}::float8, ${holderColumns.map(() => "NULL").join(", ")}
+    FROM claimed`;
 }
 
 /**

@@ -1,12 +1,7 @@
 import { createHash } from "node:crypto";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
-import {
-  type ClaimResult,
-  claimedRecord,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-} from "../core/store.js";
+import { type ClaimResult, claimedRecord, type IdempotencyStore } from "../core/store.js";
 import { boundedQueries } from "./bounded-query.js";
 import {
   type PgQueryable,
@@ -16,10 +11,13 @@ import {
 } from "./postgres-options.js";
 import {
   type ClaimRow,
+  type NamedStatement,
   notLoggedPrefix,
   notLoggedSqlState,
   postgresStatements,
+  type RecordRow,
   type SettleRow,
+  toRecord,
 } from "./postgres-statements.js";
 
 /** An idempotency store on a PostgreSQL table. */
@@ -63,7 +61,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   // Named after a hash of their text, so stores on different tables never share a name on one connection.
   const names = new Map<string, string>();
   if (o.preparedStatements) {
-    for (const text of [s.claim, s.takeover, s.settle, s.renew, s.release, s.get, s.delete, s.purge]) {
+    for (const { text } of [s.claim, s.takeover, s.settle, s.renew, s.release, s.get, s.delete, s.purge]) {
       names.set(text, `idempotool_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`);
     }
   }
@@ -103,6 +101,13 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   };
   /** The "now" parameter: the core's time, or the offset added to the server's. */
   const now = (requestNow: number) => (o.clock === "server" ? o.offsetMs() : requestNow);
+  /** Runs a statement with its parameters taken by name from `params` (most often the request itself). */
+  const runNamed = <P>(operation: string, statement: NamedStatement<P>, params: P, requestNow?: number) =>
+    run(
+      operation,
+      statement.text,
+      statement.values(params, requestNow === undefined ? undefined : now(requestNow)),
+    );
 
   return {
     client,
@@ -110,39 +115,22 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     migrate,
 
     async claim(request): Promise<ClaimResult> {
-      const { scope, key, tool, fingerprint, token, leaseMs, ttlMs } = request;
-      rejectNul(scope, key, tool);
+      const { scope, key } = request;
+      rejectNul(scope, key, request.tool);
       for (let attempt = 1; ; attempt++) {
-        const values = [scope, key, tool, fingerprint, token, now(request.now), leaseMs, ttlMs];
+        const values = s.claim.values(request, now(request.now));
         // A claim that timed out may still land. Its caller was told the store is unavailable and never
         // runs the tool, so the store gives the key back as soon as the late answer shows the claim.
         const giveBack = (rows: readonly unknown[]) => {
           if ((rows[0] as ClaimRow | undefined)?.claimed !== true) return;
-          send("release", s.release, [scope, key, token]).catch(() => {});
+          send("release", s.release.text, s.release.values(request)).catch(() => {});
         };
-        const row = (await run("claim", s.claim, values, giveBack))[0] as ClaimRow | undefined;
+        const row = (await run("claim", s.claim.text, values, giveBack))[0] as ClaimRow | undefined;
         if (row?.claimed === true) {
           // The statement computed the same from the same request and instant, in exact integer arithmetic.
           return { claimed: true, record: claimedRecord(request, row.now), now: row.now };
         }
-        if (row) {
-          const record: IdempotencyRecord = {
-            scope,
-            key,
-            tool: row.tool,
-            fingerprint: row.fingerprint,
-            status: row.status,
-            token: row.token,
-            createdAt: row.createdAt,
-            updatedAt: row.updatedAt,
-            leaseExpiresAt: row.leaseExpiresAt,
-            expiresAt: row.expiresAt,
-            attempts: row.attempts,
-            result: row.result,
-            error: row.error,
-          };
-          return { claimed: false, record, now: row.now };
-        }
+        if (row) return { claimed: false, record: toRecord(row, request), now: row.now };
         // No row: the holder committed after this statement's snapshot (see claimSql). Look again.
         if (attempt === claimAttempts) {
           throw new Error(
@@ -152,73 +140,40 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       }
     },
 
-    async takeover({ scope, key, fromToken, token, leaseMs, ttlMs, now: requestNow }) {
-      const rows = await run("takeover", s.takeover, [
-        scope,
-        key,
-        fromToken,
-        token,
-        now(requestNow),
-        leaseMs,
-        ttlMs,
-      ]);
-      return (rows[0] as IdempotencyRecord | undefined) ?? null;
+    async takeover(request) {
+      const [row] = (await runNamed("takeover", s.takeover, request, request.now)) as RecordRow[];
+      return row ? toRecord(row) : null;
     },
 
-    async settle({ scope, key, token, status, result, error, ttlMs, now: requestNow }) {
-      const rows = await run("settle", s.settle, [
-        scope,
-        key,
-        token,
-        status,
-        result,
-        error,
-        now(requestNow),
-        ttlMs,
-      ]);
-      const row = rows[0] as SettleRow | undefined;
-      if (!row) return null;
-      // The statement stored status, result and error as given, so they come back from the request.
-      return {
-        scope,
-        key,
-        tool: row.tool,
-        fingerprint: row.fingerprint,
-        status,
-        token,
-        createdAt: row.createdAt,
-        updatedAt: row.updatedAt,
-        leaseExpiresAt: row.updatedAt,
-        expiresAt: row.expiresAt,
-        attempts: row.attempts,
-        result,
-        error,
-      };
+    async settle(request) {
+      const [row] = (await runNamed("settle", s.settle, request, request.now)) as SettleRow[];
+      // The statement stored result and error as given, so they come back from the request.
+      return row ? toRecord(row, request, request) : null;
     },
 
-    async renew({ scope, key, token, leaseMs, ttlMs, now: requestNow }) {
-      const rows = await run("renew", s.renew, [scope, key, token, now(requestNow), leaseMs, ttlMs]);
-      return rows.length === 1;
+    async renew(request) {
+      return (await runNamed("renew", s.renew, request, request.now)).length === 1;
     },
 
-    async release({ scope, key, token }) {
-      return (await run("release", s.release, [scope, key, token])).length === 1;
+    async release(request) {
+      return (await runNamed("release", s.release, request)).length === 1;
     },
 
-    async get({ scope, key }, requestNow) {
-      const rows = await run("get", s.get, [scope, key, now(requestNow)]);
-      return rows[0] as IdempotencyRecord | undefined;
+    async get(id, requestNow) {
+      const [row] = (await runNamed("get", s.get, id, requestNow)) as RecordRow[];
+      return row ? toRecord(row) : undefined;
     },
 
-    async delete({ scope, key }) {
-      return (await run("delete", s.delete, [scope, key])).length === 1;
+    async delete(id) {
+      return (await runNamed("delete", s.delete, id)).length === 1;
     },
 
     async list(query) {
       const limit = listLimit("postgresStore", query.limit);
       const after = query.cursor === undefined ? undefined : decodeListCursor("postgresStore", query.cursor);
       const statement = s.list(query, limit, after);
-      const records = (await run("list", statement.text, statement.values)) as IdempotencyRecord[];
+      const rows = (await run("list", statement.text, statement.values)) as RecordRow[];
+      const records = rows.map((row) => toRecord(row));
       // One row beyond the limit says whether another page exists, so the last page carries no cursor.
       if (records.length <= limit) return { records };
       records.length = limit;
@@ -228,7 +183,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
 
     async purge({ now: requestNow, limit }) {
       const max = purgeLimit("postgresStore", limit);
-      const [row] = (await run("purge", s.purge, [now(requestNow), max])) as { deleted: number }[];
+      const [row] = (await runNamed("purge", s.purge, { limit: max }, requestNow)) as { deleted: number }[];
       return { deleted: row?.deleted ?? 0 };
     },
   };
