@@ -138,67 +138,48 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     prefix,
 
     async claim(request) {
-      const reply = await run(claimScript, nameOf(request), [
-        clockNow(request.now),
-        clockOffset(),
-        request.tool,
-        request.fingerprint,
-        request.token,
-        String(request.leaseMs),
-        String(request.ttlMs),
-      ]);
+      const reply = await run(
+        claimScript,
+        nameOf(request),
+        claimScript.argv(request, clockNow(request.now), clockOffset()),
+      );
       if (typeof reply === "number")
         return { claimed: true, record: claimedRecord(request, reply), now: reply };
       const [now, value] = Array.isArray(reply) ? (reply as [number, unknown]) : [Number.NaN, reply];
       return { claimed: false, record: toRecord(request.scope, request.key, value), now };
     },
 
-    async takeover({ scope, key, fromToken, token, leaseMs, ttlMs, now }) {
-      const reply = await run(takeoverScript, nameOf({ scope, key }), [
-        clockNow(now),
-        clockOffset(),
-        fromToken,
-        token,
-        String(leaseMs),
-        String(ttlMs),
-      ]);
-      return reply === null ? null : toRecord(scope, key, reply);
+    async takeover(request) {
+      const reply = await run(
+        takeoverScript,
+        nameOf(request),
+        takeoverScript.argv(request, clockNow(request.now), clockOffset()),
+      );
+      return reply === null ? null : toRecord(request.scope, request.key, reply);
     },
 
-    async settle({ scope, key, token, status, result, error, ttlMs, now }) {
-      const reply = await run(settleScript, nameOf({ scope, key }), [
-        clockNow(now),
-        clockOffset(),
-        token,
-        status,
-        result === null ? "0" : "1",
-        result ?? "",
-        error === null ? "0" : "1",
-        error ?? "",
-        String(ttlMs),
-      ]);
-      return reply === null ? null : toRecord(scope, key, reply, { result, error });
+    async settle(request) {
+      const reply = await run(
+        settleScript,
+        nameOf(request),
+        settleScript.argv(request, clockNow(request.now), clockOffset()),
+      );
+      // The reply stops before the outcome, which the request holds.
+      return reply === null ? null : toRecord(request.scope, request.key, reply, request);
     },
 
-    async renew({ scope, key, token, leaseMs, ttlMs, now }) {
-      const reply = await run(renewScript, nameOf({ scope, key }), [
-        clockNow(now),
-        clockOffset(),
-        token,
-        String(leaseMs),
-        String(ttlMs),
-      ]);
-      return reply === 1;
+    async renew(request) {
+      const argv = renewScript.argv(request, clockNow(request.now), clockOffset());
+      return (await run(renewScript, nameOf(request), argv)) === 1;
     },
 
-    async release({ scope, key, token }) {
-      const reply = await run(releaseScript, nameOf({ scope, key }), [token]);
-      return reply === 1;
+    async release(request) {
+      return (await run(releaseScript, nameOf(request), releaseScript.argv(request))) === 1;
     },
 
-    async get({ scope, key }, now) {
-      const reply = await run(getScript, nameOf({ scope, key }), [clockNow(now), clockOffset()]);
-      return reply === null ? undefined : toRecord(scope, key, reply);
+    async get(id, now) {
+      const reply = await run(getScript, nameOf(id), getScript.argv(undefined, clockNow(now), clockOffset()));
+      return reply === null ? undefined : toRecord(id.scope, id.key, reply);
     },
 
     async delete(id) {
@@ -260,7 +241,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         for (let next = 0; next < ours.length && deleted < max; ) {
           const batch = ours.slice(next, next + Math.min(max - deleted, 256));
           next += batch.length;
-          const args = [clockNow(now), clockOffset()];
+          const args = purgeScript.argv(undefined, clockNow(now), clockOffset());
           const replies = await Promise.all(batch.map((name) => run(purgeScript, name, args)));
           deleted += replies.filter((reply) => reply === 1).length;
         }

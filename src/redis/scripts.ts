@@ -8,15 +8,30 @@
  *
  * Every script but release, peek and delete starts with the same two arguments, the clock it judges by:
  * ARGV[1] is the caller's time in epoch ms, or "" for the server's `TIME`; ARGV[2] is an offset in ms
- * added to the server's time (0 outside tests).
+ * added to the server's time (0 outside tests). The rest have names: each script lists them once, with
+ * how each is made from the request, and that list both reads them into Lua locals of the same names
+ * and lays them out in ARGV in the same order (see `script`).
  */
 import { createHash } from "node:crypto";
+import type { ClaimRequest, RenewRequest, SettleRequest, TakeoverRequest } from "../core/store.js";
 
 export interface RedisScript {
   readonly name: string;
   readonly lua: string;
   readonly sha: string;
 }
+
+/** A script and the one list of its named arguments, for requests of type R. */
+export interface ScriptOf<R> extends RedisScript {
+  /**
+   * The script's ARGV for `request`: the clock's two if it judges time (`now`, "" for the server's clock,
+   * and `offset`, as above; without them, the server's clock and no offset), then its named arguments.
+   */
+  argv(request: R, now?: string, offset?: string): string[];
+}
+
+/** How a script's named arguments are made from its request, in ARGV order; each name is a Lua local. */
+type Arguments<R> = { readonly [name: string]: (request: R) => string };
 
 // Scripts start with the clock and the path most calls take (a replay reads the expiry and returns),
 // and define what a write needs after it: Lua creates a script's local functions on every call.
@@ -74,18 +89,50 @@ local function store(v, at)
 end
 `;
 
-function script(name: string, lua: string): RedisScript {
-  return { name, lua, sha: createHash("sha1").update(lua).digest("hex") };
+/**
+ * A script whose body reads its arguments by name: `args` numbers them (after the clock's two when
+ * `clocked`) and the script opens by reading each into a local of that name, so the order the store
+ * sends them in and the order the Lua reads them in are one list.
+ */
+function script<R = undefined>(
+  name: string,
+  clocked: boolean,
+  args: Arguments<R>,
+  body: string,
+): ScriptOf<R> {
+  const names = Object.keys(args);
+  const encoders = Object.values(args);
+  const first = clocked ? 3 : 1;
+  const locals =
+    names.length === 0
+      ? ""
+      : `local ${names.join(", ")} = ${names.map((_, i) => `ARGV[${first + i}]`).join(", ")}\n`;
+  const lua = `${clocked ? clock : ""}${locals}${body}`;
+  const argv = clocked
+    ? (request: R, now = "", offset = "0") => {
+        const values = [now, offset];
+        for (const encode of encoders) values.push(encode(request));
+        return values;
+      }
+    : (request: R) => encoders.map((encode) => encode(request));
+  return { name, lua, sha: createHash("sha1").update(lua).digest("hex"), argv };
 }
 
 /**
- * ARGV[3..7]: tool, fingerprint, token, leaseMs, ttlMs.
  * Returns now (an integer) when it claimed, or {now, value} with the live holder's value. A value that
  * is not a record is handed back too, so the caller refuses it rather than have it overwritten.
  */
-export const claimScript = script(
+export const claimScript = script<ClaimRequest>(
   "claim",
-  `${clock}
+  true,
+  {
+    tool: (r) => r.tool,
+    fingerprint: (r) => r.fingerprint,
+    token: (r) => r.token,
+    leaseMs: (r) => String(r.leaseMs),
+    ttlMs: (r) => String(r.ttlMs),
+  },
+  `
 local v = redis.call('GET', KEYS[1])
 if v then
   local expires = tonumber(string.match(v, '^%-?%d+'))
@@ -94,84 +141,104 @@ end
 ${codec}${recordCheck}${write}
 -- An expired record is replaced whole (none of its strings may carry over); anything else is refused.
 if v and not is_record(v) then return {now, v} end
-local lease = now + tonumber(ARGV[6])
-local expires = lease + tonumber(ARGV[7])
-store(head(expires, 'in_progress', lease, now, now, 1, #ARGV[5], #ARGV[3], #ARGV[4], '-', '-') ..
-  ARGV[5] .. ARGV[3] .. ARGV[4], expires)
+local lease = now + tonumber(leaseMs)
+local expires = lease + tonumber(ttlMs)
+store(head(expires, 'in_progress', lease, now, now, 1, #token, #tool, #fingerprint, '-', '-') ..
+  token .. tool .. fingerprint, expires)
 return now
 `,
 );
 
-/** ARGV[3..6]: fromToken, token, leaseMs, ttlMs. Returns the new record's value, or nil. */
-export const takeoverScript = script(
+/** Returns the new record's value, or nil. */
+export const takeoverScript = script<TakeoverRequest>(
   "takeover",
-  `${clock}${codec}${write}
+  true,
+  {
+    fromToken: (r) => r.fromToken,
+    token: (r) => r.token,
+    leaseMs: (r) => String(r.leaseMs),
+    ttlMs: (r) => String(r.ttlMs),
+  },
+  `${codec}${write}
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local e, s, l, c, a, nt, ntool, nf, _, ne, at = string.match(v, layout)
-if not e or tonumber(e) <= now or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return false end
+if not e or tonumber(e) <= now or string.sub(v, at, at + nt - 1) ~= fromToken then return false end
 if not (s == 'unknown' or (s == 'in_progress' and tonumber(l) <= now)) then return false end
-local lease = now + tonumber(ARGV[5])
-local expires = math.max(tonumber(e), lease + tonumber(ARGV[6]))
+local lease = now + tonumber(leaseMs)
+local expires = math.max(tonumber(e), lease + tonumber(ttlMs))
 -- The new owner starts without a result; an error (why the record was unknown) stays. It comes last.
 local err = ''
 if ne ~= '-' and ne ~= '0' then err = string.sub(v, -tonumber(ne)) end
-v = head(expires, 'in_progress', lease, c, now, a + 1, #ARGV[4], ntool, nf, '-', ne) ..
-  ARGV[4] .. string.sub(v, at + nt, at + nt + ntool + nf - 1) .. err
+v = head(expires, 'in_progress', lease, c, now, a + 1, #token, ntool, nf, '-', ne) ..
+  token .. string.sub(v, at + nt, at + nt + ntool + nf - 1) .. err
 store(v, expires)
 return v
 `,
 );
 
 /**
- * ARGV[3..8]: token, status, hasResult ("1"/"0"), result, hasError, error, then ARGV[9] ttlMs.
  * Returns the settled record's value up to its fingerprint (the caller has the result and error it
- * sent, and they are not sent back), or nil.
+ * sent, and they are not sent back), or nil. A null result or error is sent as "" with its flag "0".
  */
-export const settleScript = script(
+export const settleScript = script<SettleRequest>(
   "settle",
-  `${clock}${codec}${write}
+  true,
+  {
+    token: (r) => r.token,
+    status: (r) => r.status,
+    hasResult: (r) => (r.result === null ? "0" : "1"),
+    result: (r) => r.result ?? "",
+    hasError: (r) => (r.error === null ? "0" : "1"),
+    error: (r) => r.error ?? "",
+    ttlMs: (r) => String(r.ttlMs),
+  },
+  `${codec}${write}
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local e, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
 -- Past the window too, while the record is still here: nobody claimed the key since.
 if not e or not (s == 'in_progress' or s == 'unknown') then return false end
-if string.sub(v, at, at + nt - 1) ~= ARGV[3] then return false end
-local expires = now + tonumber(ARGV[9])
-local nr, ne, result, err = '-', '-', '', ''
-if ARGV[5] == '1' then nr, result = #ARGV[6], ARGV[6] end
-if ARGV[7] == '1' then ne, err = #ARGV[8], ARGV[8] end
-local settled = head(expires, ARGV[4], now, c, now, a, nt, ntool, nf, nr, ne) ..
+if string.sub(v, at, at + nt - 1) ~= token then return false end
+local expires = now + tonumber(ttlMs)
+local nr, ne = '-', '-'
+if hasResult == '1' then nr = #result end
+if hasError == '1' then ne = #error end
+local settled = head(expires, status, now, c, now, a, nt, ntool, nf, nr, ne) ..
   string.sub(v, at, at + nt + ntool + nf - 1)
-store(settled .. result .. err, expires)
+store(settled .. result .. error, expires)
 return settled
 `,
 );
 
-/** ARGV[3..5]: token, leaseMs, ttlMs. Returns 1 when renewed, else 0. */
-export const renewScript = script(
+/** Returns 1 when renewed, else 0. */
+export const renewScript = script<RenewRequest>(
   "renew",
-  `${clock}${codec}${write}
+  true,
+  { token: (r) => r.token, leaseMs: (r) => String(r.leaseMs), ttlMs: (r) => String(r.ttlMs) },
+  `${codec}${write}
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local e, s, _, c, a, nt, ntool, nf, nr, ne, at = string.match(v, layout)
-if not e or s ~= 'in_progress' or string.sub(v, at, at + nt - 1) ~= ARGV[3] then return 0 end
-local lease = now + tonumber(ARGV[4])
-local expires = math.max(tonumber(e), lease + tonumber(ARGV[5]))
+if not e or s ~= 'in_progress' or string.sub(v, at, at + nt - 1) ~= token then return 0 end
+local lease = now + tonumber(leaseMs)
+local expires = math.max(tonumber(e), lease + tonumber(ttlMs))
 -- Only the header changes: everything from the token on is kept as it is.
 store(head(expires, s, lease, c, now, a, nt, ntool, nf, nr, ne) .. string.sub(v, at), expires)
 return 1
 `,
 );
 
-/** ARGV[1]: token. Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. */
-export const releaseScript = script(
+/** Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. */
+export const releaseScript = script<{ readonly token: string }>(
   "release",
+  false,
+  { token: (r) => r.token },
   `${codec}
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local e, s, _, _, _, nt, _, _, _, _, at = string.match(v, layout)
-if not e or not (s == 'in_progress' or s == 'unknown') or string.sub(v, at, at + nt - 1) ~= ARGV[1] then return 0 end
+if not e or not (s == 'in_progress' or s == 'unknown') or string.sub(v, at, at + nt - 1) ~= token then return 0 end
 return redis.call('DEL', KEYS[1])
 `,
 );
@@ -179,7 +246,9 @@ return redis.call('DEL', KEYS[1])
 /** Returns the live record's value, or nil (a value that is not a record is handed back: the caller refuses it). */
 export const getScript = script(
   "get",
-  `${clock}
+  true,
+  {},
+  `
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local expires = tonumber(string.match(v, '^%-?%d+'))
@@ -191,15 +260,17 @@ return v
 );
 
 /** For list: the record's value whatever its expiry (nil when absent). Takes no clock. */
-export const peekScript = script("peek", "return redis.call('GET', KEYS[1])");
+export const peekScript = script("peek", false, {}, "return redis.call('GET', KEYS[1])");
 
 /** Returns 1 when it deleted the record, else 0. Takes no clock. */
-export const deleteScript = script("delete", "return redis.call('DEL', KEYS[1])");
+export const deleteScript = script("delete", false, {}, "return redis.call('DEL', KEYS[1])");
 
 /** Returns 1 when the record had expired and was deleted, else 0. */
 export const purgeScript = script(
   "purge",
-  `${clock}
+  true,
+  {},
+  `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local expires = tonumber(string.match(v, '^%-?%d+'))
