@@ -12,9 +12,10 @@
  *
  * Faults, within a budget of FAULTS for the whole run: a command finds the store unreachable (not applied,
  * the worker sees a failure), or is applied with its reply lost (the worker sees a failure), or is applied
- * and sent again later by the client (the worker hears only the second answer). A worker crashes while it
- * holds a claim (running the tool, or waiting for verify); a crash anywhere else is a worker that takes no
- * further step, and a pause is a worker that takes no step while time passes: the interleavings cover both.
+ * and sent again later by the client (the worker hears only the second answer). An outage may last through
+ * the retries of one settle and still counts as one fault. A worker crashes while it holds a claim (running
+ * the tool, or waiting for verify); a crash anywhere else is a worker that takes no further step, and a
+ * pause is a worker that takes no step while time passes: the interleavings cover both.
  *
  * Ghost state, kept for the properties and never read by the protocol: the window by the documented rule
  * (ttl after the last sign of life), the effects of each tool in it, and which workers may still have one.
@@ -467,6 +468,7 @@ proctype Worker(byte me) {
   byte lastRenew;
   byte mine;      /* the window of the claim it holds */
   bit lost;       /* a renewal was refused: the tool's signal aborted, renewals stop */
+  bit outage;     /* its last settle found the store unreachable: the retry may too */
   byte f_token, f_waited, outcome;
 
 claim:
@@ -624,7 +626,12 @@ execute: /* the tool runs under the claim, renewed */
 
 settle: /* settle under the owner token; a refusal is read back; a store error is tried up to three times */
   atomic {
-    pick_fault(mode, C_SETTLE);
+    if
+    :: outage -> mode = M_UNREACHABLE; printf("t%d w%d: settle: the store is still unreachable\n", now, W)
+    :: true -> outage = 0; pick_fault(mode, C_SETTLE)
+    fi;
+    /* An outage is one fault, however many of the retries it spans. */
+    outage = (mode == M_UNREACHABLE);
     if
     :: mode == M_UNREACHABLE -> reply = R_FAILED
     :: else ->
@@ -705,7 +712,7 @@ done:
   atomic {
     NOT_HOLDING(own);
     act = 0; mode = 0; reply = 0; answer = 0; own = 0; seen = 0; seenRes = 0; verdict = 0;
-    st = 0; res = 0; afterVerify = 0; tries = 0; lastRenew = 0; mine = 0; lost = 0
+    st = 0; res = 0; afterVerify = 0; tries = 0; lastRenew = 0; mine = 0; lost = 0; outage = 0
   }
 }
 
