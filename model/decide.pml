@@ -38,6 +38,8 @@
 #define OUTCOME_NOT_EXECUTED 7
 #define OUTCOME_UNKNOWN 8
 #define OUTCOME_HOOK_FAILED 9
+#define CLAIM_HELD 1
+#define CLAIM_LOST 2
 #define AFTER_RUN 1
 #define AFTER_VERIFY 2
 #define ANSWER_SETTLED 1
@@ -183,21 +185,26 @@ inline decide_tool(f_outcome, f_effect, act) {
   fi
 }
 
-/* verified (outcome: completed | failed | not_executed | unknown | hook_failed) */
-inline decide_verified(f_outcome, act) {
+/* verified (outcome: completed | failed | not_executed | unknown | hook_failed; claim: held | lost) */
+inline decide_verified(f_outcome, f_claim, act) {
   if
-  :: f_outcome == OUTCOME_NOT_EXECUTED ->
-     act = ACT_RUN /* The earlier attempt never took effect: run now. */
+  :: f_outcome == OUTCOME_NOT_EXECUTED && f_claim == CLAIM_LOST ->
+     act = ACT_LEASE_LOST /* Another caller took the record while verify ran: running now could be a second effect. */
   :: else ->
      if
-     :: f_outcome == OUTCOME_COMPLETED ->
-        act = ACT_SETTLE_COMPLETED /* Record the outcome verify found. */
+     :: f_outcome == OUTCOME_NOT_EXECUTED ->
+        act = ACT_RUN /* The earlier attempt never took effect: run now. */
      :: else ->
         if
-        :: f_outcome == OUTCOME_FAILED ->
-           act = ACT_SETTLE_FAILED /* Record the failure verify found. */
+        :: f_outcome == OUTCOME_COMPLETED ->
+           act = ACT_SETTLE_COMPLETED /* Record the outcome verify found. */
         :: else ->
-           act = ACT_SETTLE_UNKNOWN /* Verify could not tell: it stays unknown. */
+           if
+           :: f_outcome == OUTCOME_FAILED ->
+              act = ACT_SETTLE_FAILED /* Record the failure verify found. */
+           :: else ->
+              act = ACT_SETTLE_UNKNOWN /* Verify could not tell: it stays unknown. */
+           fi
         fi
      fi
   fi

@@ -563,14 +563,18 @@ verify: /* the hook answers while this worker holds the claim, renewed */
        :: verdict = OUTCOME_UNKNOWN
        :: verdict = OUTCOME_HOOK_FAILED
        fi;
-       decide_verified(verdict, act);
-       printf("t%d w%d: verify said {outcome:%d} -> {act:%d}\n", now, W, verdict, act);
+       /* A renewal fenced by the token says whether this worker still holds the record. */
+       st_renew(own, reply);
+       decide_verified(verdict, (reply == R_OK -> CLAIM_HELD : CLAIM_LOST), act);
+       printf("t%d w%d: verify said {outcome:%d, claim:%d} -> {act:%d}\n", now, W, verdict, (reply == R_OK -> CLAIM_HELD : CLAIM_LOST), act);
+       reply = 0;
        lastRenew = 0; lost = 0;
        if
        :: act == ACT_RUN -> begin_run()
        :: act == ACT_SETTLE_COMPLETED -> st = STATUS_COMPLETED; res = seenRes
        :: act == ACT_SETTLE_FAILED -> st = STATUS_FAILED; res = seenRes
        :: act == ACT_SETTLE_UNKNOWN -> st = STATUS_UNKNOWN; res = 0
+       :: act == ACT_LEASE_LOST
        fi;
        afterVerify = (act != ACT_RUN);
        if
@@ -586,6 +590,7 @@ verify: /* the hook answers while this worker holds the claim, renewed */
   if
   :: act == ACT_RUN -> goto execute
   :: act == CRASHED -> goto done
+  :: act == ACT_LEASE_LOST -> printf("t%d w%d: lease_lost (verify answered after the record was taken)\n", now, W); goto done
   :: else -> goto settle
   fi;
 

@@ -148,6 +148,13 @@ describe("decide()", () => {
     expect(decided("failed")).toBe(Action.settleFailed);
     expect(decided("unknown")).toBe(Action.settleUnknown);
     expect(decided("hook_failed")).toBe(Action.settleUnknown);
+    // Running needs the claim still held; a settle is fenced by the store anyway.
+    expect(decide({ event: "verified", outcome: "not_executed", claim: "lost" })).toBe(Action.leaseLost);
+    for (const outcome of ["completed", "failed", "unknown", "hook_failed"] as const) {
+      expect(decide({ event: "verified", outcome, claim: "lost" })).toBe(
+        decide({ event: "verified", outcome, claim: "held" }),
+      );
+    }
   });
 
   it("reports a settle another owner refused as lease_lost, and otherwise the outcome settled", () => {

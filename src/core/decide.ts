@@ -104,6 +104,8 @@ export const domains = {
   /** The verify hook answered (or threw, or answered something unrecognised: `hook_failed`). */
   verified: {
     outcome: ["completed", "failed", "not_executed", "unknown", "hook_failed"],
+    /** Does this call still hold the record when the hook answers (a fenced renewal tells)? */
+    claim: ["held", "lost"],
   },
   /** A settle was answered (a refusal is read back first: it may be this owner's own, resent). */
   settled: {
@@ -244,6 +246,11 @@ export const table: { readonly [E in CallEvent]: readonly Row<E>[] } = {
     },
   ],
   verified: [
+    {
+      when: { outcome: "not_executed", claim: "lost" },
+      act: Action.leaseLost,
+      why: "Another caller took the record while verify ran: running now could be a second effect.",
+    },
     {
       when: { outcome: "not_executed" },
       act: Action.run,

@@ -11,6 +11,7 @@ import {
   leaseLost,
   releaseFenced,
   settleFenced,
+  storeFailure,
 } from "./call.js";
 import { Action, decide, type Facts } from "./decide.js";
 import {
@@ -123,8 +124,11 @@ export async function verifyEarlierAttempt<A, R>(
       answered === "unknown"
         ? answered
         : "hook_failed",
+    claim: (await stillHeld(c, taken)) ? "held" : "lost",
   });
   switch (action) {
+    case Action.leaseLost:
+      throw leaseLost(c, taken);
     case Action.run:
       return execute(c, taken);
     case Action.settleCompleted:
@@ -145,6 +149,25 @@ export async function verifyEarlierAttempt<A, R>(
     }
   }
   throw unexpected(action, `verify answered ${String(answered)}`);
+}
+
+/**
+ * Whether this call still holds the record, by a renewal fenced by its token: the hook may have answered
+ * after the lease passed and another caller took the record. A store that does not answer is reported.
+ */
+async function stillHeld<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<boolean> {
+  try {
+    return await c.o.store.renew({
+      scope: c.scope,
+      key: c.key,
+      token: record.token,
+      leaseMs: c.o.leaseMs,
+      ttlMs: c.o.ttlMs,
+      now: c.o.clock.now(),
+    });
+  } catch (error) {
+    throw storeFailure(c, "renew", error);
+  }
 }
 
 type After = "run" | "verify";

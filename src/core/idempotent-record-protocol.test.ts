@@ -290,3 +290,42 @@ describe("lost replies never block a key and never mislead the caller", () => {
     expect(record).toMatchObject({ status: "completed", attempts: 2 });
   });
 });
+
+describe("verify answers after the record was taken from it", () => {
+  it("does not run on a not_executed verdict once another caller holds the record: lease_lost, no second effect", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    let sent = 0;
+    const send = async () => {
+      sent += 1;
+      if (sent === 1) throw new Error("gateway timeout");
+      return { sent };
+    };
+    await rejection(idempotent(send, { name: "send_sms", store, clock })({}, { key: "k" }));
+    expect(sent).toBe(1);
+
+    // The hook answers late: meanwhile another caller took the record over (its lease passed, say).
+    const retry = idempotent(send, {
+      name: "send_sms",
+      store,
+      clock,
+      verify: async (record) => {
+        const taken = await store.takeover({
+          scope: record.scope,
+          key: record.key,
+          fromToken: record.token,
+          token: "another-caller",
+          leaseMs: 60_000,
+          ttlMs: 60_000,
+          now: record.leaseExpiresAt,
+        });
+        expect(taken).not.toBeNull();
+        return { status: "not_executed" };
+      },
+    });
+    const error = await rejection(retry({}, { key: "k" }));
+    expect(error).toMatchObject({ code: "lease_lost" });
+    expect(sent).toBe(1);
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.token).toBe("another-caller");
+  });
+});
