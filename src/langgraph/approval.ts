@@ -9,6 +9,7 @@ import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import { iso } from "../core/time.js";
 import {
   type ApprovalDecision,
   type ApprovalRequest,
@@ -96,7 +97,7 @@ export function requestApproval<A>(
     key,
     fingerprint: print,
     args,
-    requested_at: new Date((options.clock ?? systemClock).now()).toISOString(),
+    requested_at: iso((options.clock ?? systemClock).now()),
   };
   // First pass: throws GraphInterrupt, which must reach LangGraph. On resume: the reviewer's answer.
   const decision = readDecision(options.interrupt(request), toolName);

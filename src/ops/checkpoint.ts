@@ -4,13 +4,13 @@
  * evidence, and a retry fails closed (or waits) instead of running the effect again. The claim is
  * renewed while the call runs, as `idempotent()` renews its own.
  */
+
 import { randomUUID } from "node:crypto";
 import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import {
   ErrorCode,
   IdempotencyError,
-  iso,
   KeyConflictError,
   KeyInUseError,
   LeaseLostError,
@@ -44,6 +44,7 @@ import {
   RecordStatus,
   settleOwn,
 } from "../core/store.js";
+import { iso } from "../core/time.js";
 
 /** What a checkpoint guards: one call of one tool under one key. */
 export interface CheckpointOptions {

@@ -5,7 +5,7 @@
 
 import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
-import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
+import { ErrorCode, IdempotencyError, KeyConflictError } from "../core/errors.js";
 import {
   type FingerprintKeyOptions,
   fingerprintMatches,
@@ -17,6 +17,7 @@ import type { EncryptionOptions, RecordBinding, ResultCodec } from "../core/resu
 import { resolveCodec } from "../core/result-codec.js";
 import { decodeResult, encodeResult } from "../core/serialize.js";
 import type { IdempotencyRecord } from "../core/store.js";
+import { iso } from "../core/time.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 
 /** What one transactional call is: the dedup table, the key and what it is for. */
