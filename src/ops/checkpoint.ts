@@ -26,7 +26,13 @@ import {
   fingerprintWith,
 } from "../core/keyed-fingerprint.js";
 import { startLease } from "../core/lease.js";
-import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
+import {
+  durationOption,
+  invalidOption,
+  invalidOptionFor,
+  maxTtlMs,
+  sizeOption,
+} from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { type EncryptionOptions, type RecordBinding, resolveCodec } from "../core/result-codec.js";
@@ -136,8 +142,8 @@ export async function checkpoint<R = unknown>(
   options: CheckpointOptions,
 ): Promise<Checkpoint<R>> {
   const owner = "checkpoint()";
-  const invalid = (option: string, problem: string): never => invalidOption(owner, option, problem);
-  if (typeof options.tool !== "string" || options.tool === "") invalid("tool", "must be a non-empty string");
+  if (typeof options.tool !== "string" || options.tool === "")
+    invalidOption(owner, "tool", "must be a non-empty string");
   const key = validateKey(options.key, options.tool);
   const scope = options.scope ?? "default";
   const clock = options.clock ?? systemClock;
@@ -145,7 +151,12 @@ export async function checkpoint<R = unknown>(
   const ttlMs = durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs });
   const waitMs = durationOption(owner, "waitMs", options.waitMs, defaults.waitMs, { min: 0 });
   const maxResultBytes = sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes);
-  const codec = resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys);
+  const codec = resolveCodec(
+    options.redact,
+    options.encryption,
+    invalidOptionFor(owner),
+    options.fingerprintKeys,
+  );
   const print = fingerprintWith(codec?.fingerprintKeys, options.args);
   const bound = (record: IdempotencyRecord): RecordBinding | undefined =>
     codec?.encryption === undefined
