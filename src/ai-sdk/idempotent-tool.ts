@@ -9,7 +9,7 @@ import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { intentFieldsOf, intentKey } from "../loops/intent-key.js";
+import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
 import {
   type ModelOutput,
   modelOutputOf,
@@ -18,8 +18,8 @@ import {
   outputModeOf,
   type ReplayMarker,
   replayMarkerOf,
-} from "../loops/model-output.js";
-import { toolCallErrorOf } from "../loops/tool-call-error.js";
+} from "../tool-calls/model-output.js";
+import { toolCallErrorOf } from "../tool-calls/tool-call-error.js";
 import { turnIdFromMessages } from "./turn-id.js";
 
 /** Options of {@link idempotentTool}: those of `idempotent()` (the key is derived), and the key policy. */

@@ -8,15 +8,15 @@ import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type Tool, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { Effect, IdempotentOptions } from "../core/options.js";
-import { intentFieldsOf, intentKey } from "./intent-key.js";
-import { modelOutputOf, type OutputMode, outputModeOf } from "./model-output.js";
+import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
+import { modelOutputOf, type OutputMode, outputModeOf } from "../tool-calls/model-output.js";
 import {
   type ThrownKind,
   ToolCallError,
   ToolCallErrorCode,
   thrownKindOf,
   toolCallErrorOf,
-} from "./tool-call-error.js";
+} from "../tool-calls/tool-call-error.js";
 
 /** Options of {@link loopTool}: those of `idempotent()` (the key comes from the turn), and how the loop calls it. */
 export interface LoopToolOptions<A, R> extends Omit<IdempotentOptions<A, R>, "key"> {
