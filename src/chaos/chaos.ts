@@ -110,7 +110,7 @@ export interface ChaosOptions {
  * @example
  * // test/tools.ts
  * import { idempotent } from "idempotool";
- * import type { ChaosContext } from "idempotool/testing";
+ * import type { ChaosContext } from "idempotool/chaos";
  *
  * export const sendEmail = ({ store, probe, leaseMs }: ChaosContext) =>
  *   idempotent(
@@ -122,7 +122,7 @@ export interface ChaosOptions {
  *   );
  *
  * // test/send-email.test.ts
- * import { chaos } from "idempotool/testing";
+ * import { chaos } from "idempotool/chaos";
  *
  * const report = await chaos("./test/tools.ts#sendEmail", { args: { to: "alice@example.com" } });
  * report.ok; // true: every source produced one email
