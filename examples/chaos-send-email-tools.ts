@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { idempotent } from "idempotool";
-import type { ChaosContext } from "idempotool/testing";
+import type { ChaosContext } from "idempotool/chaos";
 
 export interface Email {
   readonly to: string;

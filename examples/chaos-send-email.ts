@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { type ChaosReport, chaos } from "idempotool/testing";
+import { type ChaosReport, chaos } from "idempotool/chaos";
 import type { Email } from "./chaos-send-email-tools.js";
 
 const tools = join(import.meta.dirname, "chaos-send-email-tools.ts");

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import * as aiSdk from "../src/ai-sdk/index.js";
 import * as loops from "../src/loops/index.js";
+import { runtimeImportGraph } from "./fixtures/import-graph.js";
 
 const src = join(import.meta.dirname, "../src");
 
@@ -60,5 +61,21 @@ describe.each([
       );
       for (const specifier of runtimeImports) expect(specifier, file).toMatch(/^(\.\.?\/|node:)/);
     }
+  });
+});
+
+describe("idempotool/ai-sdk and idempotool/loops", () => {
+  it("load nothing of each other: what both need lives in a folder of its own", () => {
+    const fromAiSdk = [...runtimeImportGraph(join(src, "ai-sdk/index.ts")).files];
+    const fromLoops = [...runtimeImportGraph(join(src, "loops/index.ts")).files];
+    expect(fromAiSdk.filter((file) => file.startsWith(join(src, "loops")))).toEqual([]);
+    expect(fromLoops.filter((file) => file.startsWith(join(src, "ai-sdk")))).toEqual([]);
+  });
+
+  it("export the names they share as the same values, so an error caught from one is an instance of the other's", () => {
+    expect(aiSdk.OutputMode).toBe(loops.OutputMode);
+    expect(aiSdk.ToolCallError).toBe(loops.ToolCallError);
+    expect(aiSdk.ToolCallErrorCode).toBe(loops.ToolCallErrorCode);
+    expect(aiSdk.intentKey).toBe(loops.intentKey);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * `chaos()` from idempotool/testing: a tool under every repeat source of DESIGN §1, effects counted by
+ * `chaos()` from idempotool/chaos: a tool under every repeat source of DESIGN §1, effects counted by
  * a probe across processes. A plain function must show double effects; the same tool wrapped with
  * idempotent() must produce one effect per intended call under every source, the crash included.
  */
@@ -7,7 +7,6 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { idempotent, isIdempotencyError } from "../src/index.js";
 import {
   type ChaosContext,
   type ChaosProgress,
@@ -15,7 +14,8 @@ import {
   chaosProbe,
   RepeatSource,
   type SourceResult,
-} from "../src/testing/index.js";
+} from "../src/chaos/index.js";
+import { idempotent, isIdempotencyError } from "../src/index.js";
 
 const tools = join(import.meta.dirname, "fixtures", "chaos-send-email.ts");
 const args = { to: "alice@example.com", subject: "Minutes" };

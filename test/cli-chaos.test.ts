@@ -3,7 +3,7 @@
  * the tool under every repeat source with progress per source, and exits 1 on a double effect.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { ChaosReport } from "../src/testing/index.js";
+import type { ChaosReport } from "../src/chaos/index.js";
 import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
 
 const tools = "test/fixtures/chaos-send-email.ts";

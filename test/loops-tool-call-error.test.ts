@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { KeyConflictError } from "../src/core/errors.js";
 import type { IdempotencyRecord } from "../src/core/store.js";
-import { toolCallErrorOf } from "../src/loops/tool-call-error.js";
+import { toolCallErrorOf } from "../src/tool-calls/tool-call-error.js";
 
 const emailRecord: IdempotencyRecord = {
   scope: "default",

@@ -10,6 +10,7 @@ import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { idempotentTool } from "../src/ai-sdk/index.js";
 import { listMcpTools } from "../src/audit/index.js";
+import { chaos } from "../src/chaos/index.js";
 import { idempotencyMiddleware, idempotentFetch } from "../src/http/index.js";
 import {
   type IdempotencyStore,
@@ -27,7 +28,7 @@ import { postgresStore } from "../src/postgres/index.js";
 import { reconcileOnce, startReconciler } from "../src/reconcile/index.js";
 import { redisStore } from "../src/redis/index.js";
 import { saga } from "../src/saga/index.js";
-import { chaos, fakeClock } from "../src/testing/index.js";
+import { fakeClock } from "../src/testing/index.js";
 import {
   badValues,
   expectInvalidOption,

@@ -16,6 +16,7 @@ import type {
 } from "../src/ai-sdk/index.js";
 import { idempotentTools } from "../src/ai-sdk/index.js";
 import type { AuditOptions, ListMcpToolsOptions } from "../src/audit/index.js";
+import type { ChaosOptions } from "../src/chaos/index.js";
 import type { ExpressIdempotencyOptions, ExpressLikeRequest } from "../src/http/express.js";
 import type { FastifyIdempotencyOptions } from "../src/http/fastify.js";
 import type { HonoIdempotencyOptions } from "../src/http/hono.js";
@@ -47,7 +48,7 @@ import type { ReconcileOptions, ReconcileTool, StartReconcilerOptions } from "..
 import type { RedisStoreOptions } from "../src/redis/index.js";
 import type { SagaOptions } from "../src/saga/index.js";
 import { type SqliteStoreOptions, sqliteStore } from "../src/sqlite/index.js";
-import type { ChaosOptions, ConformanceOptions } from "../src/testing/index.js";
+import type { ConformanceOptions } from "../src/testing/index.js";
 
 type OptionalKeys<T> = { [K in keyof T]-?: Record<never, never> extends Pick<T, K> ? K : never }[keyof T];
 /** The optional fields of T that refuse an explicit `undefined` under exactOptionalPropertyTypes. */

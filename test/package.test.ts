@@ -4,15 +4,42 @@
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { runtimeImportGraph } from "./fixtures/import-graph.js";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
   exports: Record<string, unknown>;
   bin: Record<string, string>;
+};
+
+/**
+ * The folders of dist/ each entry loads: its own, the core, and only what it is about. The conformance
+ * suite loads no concrete store; chaos runs tools on SQLite; the two agent-loop entries share tool-calls/.
+ */
+const foldersLoaded: Record<string, string[]> = {
+  ".": [".", "core"],
+  "./sqlite": ["core", "sqlite"],
+  "./testing": ["core", "testing"],
+  "./chaos": ["chaos", "core", "sqlite"],
+  "./otel": ["core", "otel"],
+  "./ops": ["core", "ops"],
+  "./audit": ["audit", "core"],
+  "./reconcile": ["core", "reconcile"],
+  "./saga": ["core", "saga"],
+  "./postgres": ["core", "postgres"],
+  "./redis": ["core", "redis"],
+  "./mcp": ["core", "mcp"],
+  "./ai-sdk": ["ai-sdk", "core", "tool-calls"],
+  "./loops": ["core", "loops", "tool-calls"],
+  "./http": ["core", "http"],
+  "./http/hono": ["core", "http"],
+  "./http/express": ["core", "http"],
+  "./http/fastify": ["core", "http"],
+  "./langgraph": ["core", "langgraph"],
 };
 
 /** What each subpath must export, and nothing is re-exported by `export *`. */
@@ -27,7 +54,8 @@ const expected: Record<string, string[]> = {
     "fingerprint",
   ],
   "./sqlite": ["sqliteStore"],
-  "./testing": ["storeConformanceCases", "fakeClock", "chaos", "chaosProbe", "recordToolCalls"],
+  "./testing": ["storeConformanceCases", "fakeClock", "recordToolCalls"],
+  "./chaos": ["chaos", "chaosProbe", "RepeatSource", "SourceVerdict"],
   "./otel": ["otelEvents", "composeEventHooks"],
   "./ops": [
     "postgresTransactionalOnce",
@@ -67,6 +95,7 @@ describe("the package", () => {
         .filter((p) => p !== "./package.json")
         .sort(),
     ).toEqual(Object.keys(expected).sort());
+    expect(Object.keys(foldersLoaded).sort()).toEqual(Object.keys(expected).sort());
   });
 
   for (const [subpath, names] of Object.entries(expected)) {
@@ -75,6 +104,18 @@ describe("the package", () => {
       const specifier = subpath === "." ? "idempotool" : `idempotool${subpath.slice(1)}`;
       const module = (await import(specifier)) as Record<string, unknown>;
       for (const name of names) expect(module[name], `${specifier} exports ${name}`).toBeDefined();
+    });
+  }
+
+  for (const [subpath, folders] of Object.entries(foldersLoaded)) {
+    it(`idempotool${subpath === "." ? "" : subpath.slice(1)} loads only dist/{${folders.join(",")}} and no store driver`, () => {
+      const entry = join(root, (pkg.exports[subpath] as { default: string }).default);
+      const graph = runtimeImportGraph(entry);
+      const loaded = new Set([...graph.files].map((file) => dirname(relative(join(root, "dist"), file))));
+      expect([...loaded].sort()).toEqual(folders);
+      expect([...graph.packages].filter((name) => /^(better-sqlite3|pg|ioredis)(\/|$)/.test(name))).toEqual(
+        [],
+      );
     });
   }
 

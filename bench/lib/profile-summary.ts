@@ -48,7 +48,7 @@ export function categoryOf(frame: CallFrame): string {
   if (file === "in-flight.js") return "in-flight registry";
   if (file === "idempotent.js" || file === "call.js" || file === "options.js")
     return "call flow (idempotent, call)";
-  if (file === "errors.js") return "envelope dates (iso)";
+  if (file === "time.js") return "envelope dates (iso)";
   if (url === "node:internal/process/task_queues" || fn === "runMicrotasks")
     return "microtask queue (promises)";
   if (url.includes("/bench/")) return "bench loop";

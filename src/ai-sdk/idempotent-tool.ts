@@ -6,9 +6,10 @@ import type { Tool, ToolExecutionOptions } from "ai";
 import { IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { intentFieldsOf, intentKey } from "../loops/intent-key.js";
+import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
 import {
   type ModelOutput,
   modelOutputOf,
@@ -17,8 +18,8 @@ import {
   outputModeOf,
   type ReplayMarker,
   replayMarkerOf,
-} from "../loops/model-output.js";
-import { toolCallErrorOf } from "../loops/tool-call-error.js";
+} from "../tool-calls/model-output.js";
+import { toolCallErrorOf } from "../tool-calls/tool-call-error.js";
 import { turnIdFromMessages } from "./turn-id.js";
 
 /** Options of {@link idempotentTool}: those of `idempotent()` (the key is derived), and the key policy. */
@@ -143,15 +144,12 @@ export function idempotentTool<INPUT, OUTPUT, MODE extends OutputMode = "envelop
   const mode = outputModeOf(options.output, label) as MODE;
   for (const hook of ["turnId", "key"] as const) {
     if (options[hook] !== undefined && typeof options[hook] !== "function") {
-      throw new IdempotencyError("invalid_options", `${label}: option \`${hook}\` must be a function.`);
+      invalidOption(label, hook, "must be a function");
     }
   }
   const scopeOption = options.scope;
   if (scopeOption !== undefined && typeof scopeOption !== "string" && typeof scopeOption !== "function") {
-    throw new IdempotencyError(
-      "invalid_options",
-      `${label}: option \`scope\` must be a string or a function.`,
-    );
+    invalidOption(label, "scope", "must be a string or a function");
   }
 
   const keyOf = (input: INPUT, execution: ToolExecutionOptions): string => {

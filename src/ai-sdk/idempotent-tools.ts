@@ -4,7 +4,7 @@
 import type { InferToolInput, InferToolOutput, Tool, ToolSet } from "ai";
 import { IdempotencyError } from "../core/errors.js";
 import type { IdempotentOptions } from "../core/options.js";
-import type { ModelOutput, OutputMode } from "../loops/model-output.js";
+import type { ModelOutput, OutputMode } from "../tool-calls/model-output.js";
 import { type IdempotentToolOptions, idempotentTool } from "./idempotent-tool.js";
 
 /** The input type of a tool of a tool set. */

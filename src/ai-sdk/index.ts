@@ -29,16 +29,16 @@
  * @module
  */
 
-export { intentKey } from "../loops/intent-key.js";
+export { intentKey } from "../tool-calls/intent-key.js";
 export type {
   EnvelopeOutput,
   MergedOutput,
   ModelOutput,
   RecentSimilarCall,
   ReplayMarker,
-} from "../loops/model-output.js";
-export { OutputMode } from "../loops/model-output.js";
-export { ToolCallError, ToolCallErrorCode } from "../loops/tool-call-error.js";
+} from "../tool-calls/model-output.js";
+export { OutputMode } from "../tool-calls/model-output.js";
+export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 export type { IdempotentToolOptions } from "./idempotent-tool.js";
 export { idempotentTool, toolContextOf } from "./idempotent-tool.js";
 export type { IdempotentToolSet, IdempotentToolsOptions, PerToolOptions } from "./idempotent-tools.js";

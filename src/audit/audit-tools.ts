@@ -10,6 +10,8 @@ import { findIdempotencyKey, type KeyField } from "./idempotency-key.js";
 import { type Recommendation, recommendMechanism, ToolLayer } from "./mechanism.js";
 import { readToolDefinitions, type ToolDefinition, ToolFormat } from "./tool-definition.js";
 
+const owner = "auditTools()";
+
 /** How one tool fared. */
 export const Verdict = {
   ok: "ok",
@@ -107,16 +109,16 @@ export function auditTools(tools: unknown, options: AuditOptions = {}): AuditRep
 }
 
 function resolveAuditOptions(options: AuditOptions) {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const layers = Object.values(ToolLayer) as string[];
   if (options.layer !== undefined && !layers.includes(options.layer)) {
-    invalid("layer", `must be one of ${layers.map((l) => `"${l}"`).join(", ")}`);
+    invalidOption(owner, "layer", `must be one of ${layers.map((l) => `"${l}"`).join(", ")}`);
   }
   if (
     options.ignore !== undefined &&
     (!Array.isArray(options.ignore) || options.ignore.some((n) => typeof n !== "string"))
   ) {
-    invalid("ignore", "must be an array of tool names");
+    invalidOption(owner, "ignore", "must be an array of tool names");
   }
   return { layer: options.layer, ignore: new Set(options.ignore ?? []), strict: options.strict === true };
 }
@@ -184,8 +186,4 @@ function judge(
     };
   }
   return { verdict: Verdict.fail, finding: `side-effectful with no idempotency key${lookalike}` };
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption("auditTools()", option, problem);
 }

@@ -81,14 +81,14 @@ function toolEntries(input: unknown): { entries: readonly unknown[]; path: strin
     if (Array.isArray(input.functions)) return { entries: input.functions, path: "functions" };
     if (typeof input.name === "string" || isObject(input.function)) return { entries: [input], path: "tool" };
   }
-  throw invalid(
+  throw unreadable(
     "the input is not a tool list: expected an array of tools, { tools: [...] } (MCP tools/list, an OpenAI or " +
       "Anthropic request), { result: { tools } }, { functions: [...] } or a single tool",
   );
 }
 
 function readTool(entry: unknown, path: string): ToolDefinition {
-  if (!isObject(entry)) throw invalid(`${path} is not an object`);
+  if (!isObject(entry)) throw unreadable(`${path} is not an object`);
   if (isObject(entry.function)) {
     const fn = entry.function;
     return tool(path, ToolFormat.openaiChat, fn.name, fn.description, fn.parameters, undefined);
@@ -105,7 +105,7 @@ function readTool(entry: unknown, path: string): ToolDefinition {
   if ("parameters" in entry) {
     return tool(path, ToolFormat.openaiFunction, entry.name, entry.description, entry.parameters, undefined);
   }
-  throw invalid(
+  throw unreadable(
     `${path} is not an OpenAI, Anthropic or MCP tool definition (it has none of function, parameters, ` +
       "input_schema or inputSchema)",
   );
@@ -119,15 +119,15 @@ function tool(
   schema: unknown,
   annotations: unknown,
 ): ToolDefinition {
-  if (typeof name !== "string" || name.length === 0) throw invalid(`${path} has no name`);
+  if (typeof name !== "string" || name.length === 0) throw unreadable(`${path} has no name`);
   if (description !== undefined && description !== null && typeof description !== "string") {
-    throw invalid(`${path} (${name}): description must be a string`);
+    throw unreadable(`${path} (${name}): description must be a string`);
   }
   if (schema !== undefined && schema !== null && !isObject(schema)) {
-    throw invalid(`${path} (${name}): its input schema must be an object`);
+    throw unreadable(`${path} (${name}): its input schema must be an object`);
   }
   if (annotations !== undefined && annotations !== null && !isObject(annotations)) {
-    throw invalid(`${path} (${name}): annotations must be an object`);
+    throw unreadable(`${path} (${name}): annotations must be an object`);
   }
   return {
     name,
@@ -147,6 +147,7 @@ function readAnnotations(raw: Json): ToolAnnotations {
   return hints;
 }
 
-function invalid(problem: string): IdempotencyError {
+/** The definitions are data the caller read from somewhere, not options: `invalid_arguments`. */
+function unreadable(problem: string): IdempotencyError {
   return new IdempotencyError("invalid_arguments", `Cannot read the tool definitions: ${problem}.`);
 }

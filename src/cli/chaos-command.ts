@@ -3,8 +3,8 @@
  * store, with progress per source, and exit 1 on any double effect.
  */
 import { type Command, InvalidArgumentError } from "commander";
-import { type ChaosReport, chaos, SourceVerdict } from "../testing/chaos.js";
-import { RepeatSource } from "../testing/chaos-sources.js";
+import { type ChaosReport, chaos, SourceVerdict } from "../chaos/chaos.js";
+import { RepeatSource } from "../chaos/chaos-sources.js";
 import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
@@ -25,7 +25,7 @@ const sources = Object.values(RepeatSource);
 const examples = `
 The export is either a tool wrapped with idempotent(), or a factory that builds the tool on the run's
 store: (ctx: { store, probe, leaseMs }) => tool, where tool is a wrapped tool or a plain async function.
-The tool calls ctx.probe() (or chaosProbe() from idempotool/testing) where its effect happens.
+The tool calls ctx.probe() (or chaosProbe() from idempotool/chaos) where its effect happens.
 Sources: ${sources.join(", ")}.
 
 Examples:

@@ -5,6 +5,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { decodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, type ListQuery, RecordStatus } from "../core/store.js";
+import { iso, parseDuration, shortDuration } from "../core/time.js";
 import { positiveInteger } from "./arguments.js";
 import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
@@ -12,20 +13,11 @@ import { printable, type Styles, styles, table, terminalJson } from "./output.js
 import { redactUrl } from "./redact.js";
 import { type OpenedStore, type OpenOptions, openStore, parseStoreUrl } from "./store-url.js";
 
-const units: Record<string, number> = {
-  ms: 1,
-  s: 1_000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-  w: 604_800_000,
-};
-
 /** `10m`, `2h`, `7d`, `90s`, `500ms`: a duration in milliseconds. */
 export function duration(value: string): number {
-  const match = /^(\d+)(ms|s|m|h|d|w)$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError("must be a duration like 90s, 10m, 2h or 7d");
-  return Number(match[1]) * units[match[2]!]!;
+  const ms = parseDuration(value);
+  if (ms === undefined) throw new InvalidArgumentError("must be a duration like 90s, 10m, 2h or 7d");
+  return ms;
 }
 
 export interface StoreFlags {
@@ -134,8 +126,8 @@ export function inspectCommand(command: Command, context: CommandContext): void 
           printable(r.tool),
           paint(s, r.status),
           String(r.attempts),
-          new Date(r.createdAt).toISOString(),
-          age(now - r.createdAt),
+          iso(r.createdAt),
+          shortDuration(now - r.createdAt),
           note(r, now),
         ]);
         for (const line of table(
@@ -228,10 +220,10 @@ export function recordJson(r: IdempotencyRecord): Record<string, unknown> {
     status: r.status,
     fingerprint: r.fingerprint,
     attempts: r.attempts,
-    createdAt: new Date(r.createdAt).toISOString(),
-    updatedAt: new Date(r.updatedAt).toISOString(),
-    leaseExpiresAt: new Date(r.leaseExpiresAt).toISOString(),
-    expiresAt: new Date(r.expiresAt).toISOString(),
+    createdAt: iso(r.createdAt),
+    updatedAt: iso(r.updatedAt),
+    leaseExpiresAt: iso(r.leaseExpiresAt),
+    expiresAt: iso(r.expiresAt),
     result: parsed(r.result),
     error: parsed(r.error),
   };
@@ -246,19 +238,12 @@ export function paint(s: Styles, status: string): string {
 
 function note(r: IdempotencyRecord, now: number): string {
   // An expired record no longer counts: the next claim of its key starts afresh, and purge removes it.
-  if (r.expiresAt <= now) return `expired ${age(now - r.expiresAt)} ago; purge removes it`;
+  if (r.expiresAt <= now) return `expired ${shortDuration(now - r.expiresAt)} ago; purge removes it`;
   if (r.status === RecordStatus.unknown) return "needs a verify hook or an operator";
   if (r.status === RecordStatus.inProgress) {
-    return r.leaseExpiresAt <= now ? "stale: lease passed" : `lease ${age(r.leaseExpiresAt - now)} left`;
+    return r.leaseExpiresAt <= now
+      ? "stale: lease passed"
+      : `lease ${shortDuration(r.leaseExpiresAt - now)} left`;
   }
-  return `expires in ${age(r.expiresAt - now)}`;
-}
-
-/** 42s, 5m, 3h, 2d. */
-export function age(ms: number): string {
-  const abs = Math.max(ms, 0);
-  if (abs < 60_000) return `${Math.floor(abs / 1000)}s`;
-  if (abs < 3_600_000) return `${Math.floor(abs / 60_000)}m`;
-  if (abs < 86_400_000) return `${Math.floor(abs / 3_600_000)}h`;
-  return `${Math.floor(abs / 86_400_000)}d`;
+  return `expires in ${shortDuration(r.expiresAt - now)}`;
 }

@@ -4,12 +4,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { type Clock, systemClock } from "./clock.js";
-import { IdempotencyError, iso, LeaseLostError, StoreUnavailableError } from "./errors.js";
+import { IdempotencyError, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { ResolvedOptions } from "./options.js";
 import { ownerToken } from "./owner-token.js";
 import type { RecentSimilarCall } from "./similar.js";
 import { type IdempotencyRecord, settleOwn } from "./store.js";
+import { iso } from "./time.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
 export interface Envelope<R> {

@@ -3,7 +3,6 @@ import { ApprovalMismatchError } from "../langgraph/approval-mismatch-error.js";
 import {
   IdempotencyError,
   isIdempotencyError,
-  iso,
   KeyConflictError,
   KeyInUseError,
   LeaseLostError,
@@ -106,38 +105,6 @@ describe("isIdempotencyError", () => {
     expect(mismatch.originalFingerprint).toBe("a".repeat(64));
     expect(mismatch.originalTool).toBe("send_email");
     expect(mismatch.message).toContain("An approval covers exactly the arguments it was shown");
-  });
-});
-
-describe("iso", () => {
-  it("formats epoch ms exactly as Date#toISOString, across the fast range and its edges", () => {
-    const samples = [
-      0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000 /* 2000-02-29 */, 951_868_800_000,
-      4_107_542_400_000 /* 2100-03-01 */, 1_767_225_600_000, 253_402_300_799_999 /* 9999-12-31 */,
-      253_402_300_800_000, -1, -62_198_755_200_000, 8.64e15, 1.5,
-    ];
-    // A deterministic spread over 1970–9999, every leap-year rule included.
-    let x = 12_345;
-    for (let i = 0; i < 20_000; i++) {
-      x = (x * 1_103_515_245 + 12_345) % 2 ** 31;
-      samples.push(Math.floor((x / 2 ** 31) * 253_402_300_800_000));
-    }
-    for (const ms of samples) expect(iso(ms), String(ms)).toBe(new Date(ms).toISOString());
-  });
-
-  it("stays exact when the same seconds come back, interleaved (the envelope's two times per call)", () => {
-    const created = 1_767_225_599_000; // 2025-12-31T23:59:59.000Z
-    const expires = created + 86_400_000;
-    for (let ms = 0; ms < 3_000; ms += 7) {
-      for (const at of [created + ms, expires + ms, created + 2 * ms, expires - ms]) {
-        expect(iso(at), String(at)).toBe(new Date(at).toISOString());
-      }
-    }
-  });
-
-  it("throws as Date does for a time no Date can hold", () => {
-    expect(() => iso(Number.NaN)).toThrow(RangeError);
-    expect(() => iso(8.64e15 + 1)).toThrow(RangeError);
   });
 });
 

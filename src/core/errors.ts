@@ -1,4 +1,5 @@
 import type { IdempotencyRecord } from "./store.js";
+import { iso } from "./time.js";
 
 /** Every error code the library raises, with the HTTP status an API would answer with. */
 export const ErrorCode = {
@@ -363,64 +364,4 @@ export function isIdempotencyError(value: unknown, code?: ErrorCode): boolean {
     code
   ];
   return value.code === code && (errorClass === undefined || value instanceof errorClass);
-}
-
-const pad2 = (n: number) => (n < 10 ? `0${n}` : `${n}`);
-const pad3 = (n: number) => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
-
-// An envelope formats two times per call (when the key was first claimed, until when it holds), and calls
-// come in bursts: their seconds repeat. The text up to the second is kept for the last few seconds seen.
-const secondsKept = 4;
-const keptSeconds: number[] = new Array<number>(secondsKept).fill(-1);
-const keptPrefixes: string[] = new Array<string>(secondsKept).fill("");
-let nextKept = 0;
-
-/**
- * Date#toISOString for epoch ms, without a Date for the years 1970–9999 (other values go to Date).
- * @example
- * iso(0); // "1970-01-01T00:00:00.000Z"
- */
-export function iso(epochMs: number): string {
-  if (!(epochMs >= 0 && epochMs < 253_402_300_800_000) || !Number.isInteger(epochMs)) {
-    return new Date(epochMs).toISOString();
-  }
-  const second = Math.floor(epochMs / 1000);
-  const millis = pad3(epochMs - second * 1000);
-  for (let i = 0; i < secondsKept; i++) {
-    if (keptSeconds[i] === second) return `${keptPrefixes[i]}${millis}Z`;
-  }
-  const prefix = secondPrefix(second);
-  keptSeconds[nextKept] = second;
-  keptPrefixes[nextKept] = prefix;
-  nextKept = (nextKept + 1) % secondsKept;
-  return `${prefix}${millis}Z`;
-}
-
-/**
- * "YYYY-MM-DDTHH:MM:SS." for a second since the epoch: the civil date from the day count (the inverse of
- * H. Hinnant's days_from_civil).
- */
-function secondPrefix(epochSecond: number): string {
-  const days = Math.floor(epochSecond / 86_400);
-  let rest = epochSecond - days * 86_400;
-  const z = days + 719_468;
-  const era = Math.floor(z / 146_097);
-  const dayOfEra = z - era * 146_097;
-  const yearOfEra = Math.floor(
-    (dayOfEra -
-      Math.floor(dayOfEra / 1460) +
-      Math.floor(dayOfEra / 36_524) -
-      Math.floor(dayOfEra / 146_096)) /
-      365,
-  );
-  const dayOfYear = dayOfEra - (365 * yearOfEra + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100));
-  const mp = Math.floor((5 * dayOfYear + 2) / 153);
-  const day = dayOfYear - Math.floor((153 * mp + 2) / 5) + 1;
-  const month = mp < 10 ? mp + 3 : mp - 9;
-  const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0);
-  const hours = Math.floor(rest / 3_600);
-  rest -= hours * 3_600;
-  const minutes = Math.floor(rest / 60);
-  const seconds = rest - minutes * 60;
-  return `${year}-${pad2(month)}-${pad2(day)}T${pad2(hours)}:${pad2(minutes)}:${pad2(seconds)}.`;
 }

@@ -17,7 +17,6 @@ import { Action, decide, type Facts } from "./decide.js";
 import {
   ErrorCode,
   IdempotencyError,
-  iso,
   OutcomeUnknownError,
   ResultTooLargeError,
   StoreUnavailableError,
@@ -29,6 +28,7 @@ import { bindingFor } from "./record-binding.js";
 import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
+import { iso } from "./time.js";
 
 /** Run the tool under a claim this call owns, and record what happened. */
 export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {

@@ -14,7 +14,6 @@ import { Action, decide, found } from "./decide.js";
 import {
   ErrorCode,
   IdempotencyError,
-  iso,
   KeyConflictError,
   KeyInUseError,
   OutcomeUnknownError,
@@ -38,7 +37,7 @@ import { bindingFor } from "./record-binding.js";
 import { decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
 import { type RecentSimilarCall, similarMarkerKey } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
-
+import { iso } from "./time.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
   (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;

@@ -11,6 +11,7 @@ import type { Call } from "./call.js";
 import { type CanonicalJsonOptions, canonicalJson } from "./canonical-json.js";
 import { ResultUndecryptableError } from "./errors.js";
 import { fingerprint } from "./fingerprint.js";
+import type { InvalidOption } from "./option-checks.js";
 
 /** Secrets that key stored fingerprints, by id; new records use `current`. */
 export interface FingerprintKeyOptions {
@@ -95,7 +96,7 @@ function keyedFingerprint(
 export function resolveFingerprintKeys(
   option: FingerprintKeyOptions | false | undefined,
   encryption: { readonly keys: ReadonlyMap<string, Uint8Array>; readonly current: string } | undefined,
-  invalid: (option: string, problem: string) => never,
+  invalid: InvalidOption,
 ): ResolvedFingerprintKeys | undefined {
   if (option === false) return undefined;
   if (option === undefined) {

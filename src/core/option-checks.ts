@@ -54,6 +54,17 @@ export function invalidOption(owner: string, option: string, problem: string): n
   throw new IdempotencyError(ErrorCode.invalidOptions, `${owner}: option \`${option}\` ${problem}.`);
 }
 
+/** How a check shared by several factories (redact, encryption) reports a bad option as its caller's. */
+export type InvalidOption = (option: string, problem: string) => never;
+
+/**
+ * The {@link InvalidOption} of one factory: `invalidOptionFor("saga()")`; with `prefix`, the option sits
+ * inside another, as in ``reconcile(): option `tools.charge.redact` …``.
+ */
+export function invalidOptionFor(owner: string, prefix = ""): InvalidOption {
+  return (option, problem) => invalidOption(owner, `${prefix}${option}`, problem);
+}
+
 /**
  * A duration option in whole milliseconds, from `min` (1 by default) to `max` ({@link maxTimerMs} by
  * default); `fallback` when it is not given. Anything else (NaN, ±Infinity, a fraction, a string, a

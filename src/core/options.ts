@@ -2,7 +2,7 @@ import { type Clock, systemClock } from "./clock.js";
 import type { IdempotencyEvent } from "./events.js";
 import { type FieldList, fieldListOf, pickFields } from "./field-list.js";
 import type { FingerprintKeyOptions } from "./keyed-fingerprint.js";
-import { durationOption, invalidOption, maxTtlMs, sizeOption } from "./option-checks.js";
+import { durationOption, invalidOption, invalidOptionFor, maxTtlMs, sizeOption } from "./option-checks.js";
 import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result-codec.js";
 import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -171,31 +171,32 @@ const effects = new Set<string>(Object.values(Effect));
 
 /** Validate and complete the options once, at configuration time, naming the option at fault. */
 export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): ResolvedOptions<A, R> {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   if (typeof options.name !== "string" || options.name.trim() === "") {
-    invalid("name", "must be a non-empty string");
+    invalidOption(owner, "name", "must be a non-empty string");
   }
   const store = options.store;
   if (typeof store !== "object" || store === null || typeof store.claim !== "function") {
-    invalid("store", "must be an idempotency store (memoryStore(), sqliteStore(), …)");
+    invalidOption(owner, "store", "must be an idempotency store (memoryStore(), sqliteStore(), …)");
   }
   const effect = options.effect ?? Effect.irreversible;
   if (!effects.has(effect)) {
-    invalid("effect", `must be one of ${[...effects].map((e) => `"${e}"`).join(", ")}`);
+    invalidOption(owner, "effect", `must be one of ${[...effects].map((e) => `"${e}"`).join(", ")}`);
   }
   // Bounded so a timer can hold the lease and the wait, and `now + leaseMs + ttlMs` is always a date.
   const ttlMs = durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs });
   const leaseMs = durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs);
   const waitMs = durationOption(owner, "waitMs", options.waitMs, defaults.waitMs, { min: 0 });
   const maxResultBytes = sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes);
-  if (options.verify && options.reconcile) invalid("reconcile", "give either verify or reconcile, not both");
+  if (options.verify && options.reconcile)
+    invalidOption(owner, "reconcile", "give either verify or reconcile, not both");
   for (const hook of ["verify", "reconcile", "key", "onEvent"] as const) {
     if (options[hook] !== undefined && typeof options[hook] !== "function") {
-      invalid(hook, "must be a function");
+      invalidOption(owner, hook, "must be a function");
     }
   }
   if (options.bigint !== undefined && options.bigint !== "reject" && options.bigint !== "string") {
-    invalid("bigint", 'must be "reject" or "string"');
+    invalidOption(owner, "bigint", 'must be "reject" or "string"');
   }
   if (ttlMs < warnBelowTtlMs) {
     process.emitWarning(
@@ -215,7 +216,7 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     key: options.key,
     verify: options.verify ?? options.reconcile,
     maxResultBytes,
-    codec: resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys),
+    codec: resolveCodec(options.redact, options.encryption, invalidOptionFor(owner), options.fingerprintKeys),
     similar: resolveSimilar(options.name, options.similar),
     clock: options.clock ?? systemClock,
     onEvent: options.onEvent,
@@ -227,9 +228,11 @@ function resolveSimilar<A>(
   similar: IdempotentOptions<A, unknown>["similar"],
 ): ResolvedSimilar<A> | undefined {
   if (similar === undefined) return undefined;
-  if (typeof similar !== "object" || similar === null) invalid("similar", "must be { fields, windowMs? }");
+  if (typeof similar !== "object" || similar === null)
+    invalidOption(owner, "similar", "must be { fields, windowMs? }");
   const pick = significantPicker(name, "similar.fields", similar.fields);
-  if (pick === undefined) invalid("similar.fields", "must be an array of field names or a function");
+  if (pick === undefined)
+    invalidOption(owner, "similar.fields", "must be an array of field names or a function");
   const windowMs = durationOption(owner, "similar.windowMs", similar.windowMs, defaults.similarWindowMs, {
     max: maxTtlMs,
   });
@@ -242,10 +245,8 @@ function significantPicker<A>(
   fields: FieldList<A> | ((args: A) => unknown) | undefined,
 ) {
   if (fields === undefined || typeof fields === "function") return fields;
-  const names = fieldListOf(fields, (problem) => invalid(option, `${problem} (or be a function)`));
+  const names = fieldListOf(fields, (problem) =>
+    invalidOption(owner, option, `${problem} (or be a function)`),
+  );
   return (args: A): unknown => pickFields(args, names, tool, option);
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }

@@ -10,6 +10,7 @@ import {
   type ResolvedFingerprintKeys,
   resolveFingerprintKeys,
 } from "./keyed-fingerprint.js";
+import type { InvalidOption } from "./option-checks.js";
 
 export { ResultUndecryptableError, type UndecryptableReason } from "./errors.js";
 
@@ -223,7 +224,7 @@ function redactOne(node: unknown, path: readonly string[], depth: number): void 
 export function resolveCodec(
   redact: readonly string[] | undefined,
   encryption: EncryptionOptions | undefined,
-  invalid: (option: string, problem: string) => never,
+  invalid: InvalidOption,
   fingerprintKeys?: FingerprintKeyOptions | false,
 ): ResultCodec | undefined {
   if (redact === undefined && encryption === undefined && (fingerprintKeys ?? false) === false) {
@@ -238,10 +239,7 @@ export function resolveCodec(
 }
 
 /** Validate `redact` (dotted field paths) and split each path into its segments. */
-export function redactionPaths(
-  redact: readonly string[] | undefined,
-  invalid: (option: string, problem: string) => never,
-): string[][] {
+export function redactionPaths(redact: readonly string[] | undefined, invalid: InvalidOption): string[][] {
   const paths: string[][] = [];
   if (redact === undefined) return paths;
   if (!Array.isArray(redact)) invalid("redact", 'must be an array of dotted field paths ("card.number")');
@@ -258,10 +256,7 @@ export function redactionPaths(
   return paths;
 }
 
-function resolveEncryption(
-  encryption: EncryptionOptions,
-  invalid: (option: string, problem: string) => never,
-): ResolvedEncryption {
+function resolveEncryption(encryption: EncryptionOptions, invalid: InvalidOption): ResolvedEncryption {
   if (typeof encryption !== "object" || encryption === null || typeof encryption.keys !== "object") {
     invalid(
       "encryption",

@@ -1,6 +1,7 @@
 import { createCipheriv, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { IdempotencyError } from "./errors.js";
+import { invalidOptionFor } from "./option-checks.js";
 import { ResultUndecryptableError, resolveCodec } from "./result-codec.js";
 import {
   decodeFailure,
@@ -10,9 +11,7 @@ import {
   encodeResult,
 } from "./serialize.js";
 
-const invalid = (option: string, problem: string): never => {
-  throw new IdempotencyError("invalid_options", `${option} ${problem}`);
-};
+const invalid = invalidOptionFor("resolveCodec()");
 const k1 = randomBytes(32);
 const k2 = randomBytes(32);
 /** The record every sealed value in these tests belongs to. */

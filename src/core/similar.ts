@@ -6,11 +6,12 @@
  * The hint is advisory. It lives in the same store as a marker record per (scope, tool, similar fields),
  * kept for the window; a lost or raced marker only loses a hint, never an outcome.
  */
+
 import { randomUUID } from "node:crypto";
-import { iso } from "./errors.js";
 import { sha256Hex } from "./fingerprint.js";
 import { fingerprintWith, type ResolvedFingerprintKeys } from "./keyed-fingerprint.js";
 import type { IdempotencyStore } from "./store.js";
+import { iso } from "./time.js";
 
 /** What the envelope of a near-duplicate call carries. */
 export interface RecentSimilarCall {

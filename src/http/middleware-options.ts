@@ -4,7 +4,14 @@
 import type { Clock } from "../core/clock.js";
 import type { IdempotencyEvent } from "../core/events.js";
 import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
-import { durationOption, invalidOption, maxTimerMs, maxTtlMs, sizeOption } from "../core/option-checks.js";
+import {
+  durationOption,
+  invalidOption,
+  invalidOptionFor,
+  maxTimerMs,
+  maxTtlMs,
+  sizeOption,
+} from "../core/option-checks.js";
 import { Effect } from "../core/options.js";
 import { type EncryptionOptions, redactionPaths, resolveCodec } from "../core/result-codec.js";
 import type { IdempotencyStore } from "../core/store.js";
@@ -130,27 +137,28 @@ export function recordsByDefault(status: number): boolean {
 }
 
 export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): ResolvedMiddlewareOptions {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const methods = options.methods ?? ["POST", "PATCH"];
   if (
     !Array.isArray(methods) ||
     methods.length === 0 ||
     methods.some((m) => typeof m !== "string" || m === "")
   ) {
-    invalid("methods", "must be a non-empty array of method names");
+    invalidOption(owner, "methods", "must be a non-empty array of method names");
   }
   if (options.required !== undefined && typeof options.required !== "boolean") {
-    invalid("required", "must be a boolean");
+    invalidOption(owner, "required", "must be a boolean");
   }
   if (options.record !== undefined && typeof options.record !== "function")
-    invalid("record", "must be a function");
+    invalidOption(owner, "record", "must be a function");
   const replayHeaders = options.replayHeaders ?? defaultReplayHeaders;
   if (!Array.isArray(replayHeaders) || replayHeaders.some((h) => typeof h !== "string" || h === "")) {
-    invalid("replayHeaders", "must be an array of header names");
+    invalidOption(owner, "replayHeaders", "must be an array of header names");
   }
   const refused = replayHeaders.filter((h) => neverReplayedHeaders.has(h.toLowerCase()));
   if (refused.length > 0) {
-    invalid(
+    invalidOption(
+      owner,
       "replayHeaders",
       `must not name ${refused.join(", ")}: cookies, credentials and framing headers are never stored`,
     );
@@ -165,13 +173,13 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
     max: Math.floor(maxTimerMs / 1000),
   });
   if (options.problemTypeBase !== undefined && typeof options.problemTypeBase !== "string") {
-    invalid("problemTypeBase", "must be a string");
+    invalidOption(owner, "problemTypeBase", "must be a string");
   }
   if (options.effect !== undefined && !Object.values(Effect).includes(options.effect)) {
-    invalid("effect", `must be one of ${Object.values(Effect).join(", ")}`);
+    invalidOption(owner, "effect", `must be one of ${Object.values(Effect).join(", ")}`);
   }
   // Checked here to name this function; the core tool resolves them again.
-  resolveCodec(undefined, options.encryption, invalid, options.fingerprintKeys);
+  resolveCodec(undefined, options.encryption, invalidOptionFor(owner), options.fingerprintKeys);
   return {
     methods: new Set(methods.map((m) => m.toUpperCase())),
     routes: compileRoutes(options.routes, "routes"),
@@ -180,21 +188,18 @@ export function resolveMiddlewareOptions(options: SharedMiddlewareOptions): Reso
     replayHeaders: new Set(replayHeaders.map((h) => h.toLowerCase())),
     retryAfterSeconds,
     problemTypeBase: options.problemTypeBase,
-    redact: redactionPaths(options.redact, invalid),
+    redact: redactionPaths(options.redact, invalidOptionFor(owner)),
   };
 }
 
 /** The `scope` option of every flavour, checked when the middleware is made: it has no default. */
 export function scopeOption<F extends (...args: never[]) => unknown>(scope: F): F {
   if (typeof scope !== "function") {
-    invalid(
+    invalidOption(
+      owner,
       "scope",
       "must be a function returning the request's authenticated principal, so one client can never replay another's response",
     );
   }
   return scope;
-}
-
-export function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }

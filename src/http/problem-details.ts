@@ -2,12 +2,14 @@
  * RFC 9457 problem details: how the middleware answers an idempotency error, and how the client reads
  * one (or a Stripe-style `{ error: { code, message } }` body) back.
  */
+
 import {
   ErrorCode,
   type IdempotencyError,
   OutcomeUnknownError,
   ResultTooLargeError,
 } from "../core/errors.js";
+import { iso } from "../core/time.js";
 import { HttpHeader } from "./idempotency-key-header.js";
 
 /** An RFC 9457 problem, with idempotool's stable `code` as an extension member. */
@@ -57,7 +59,7 @@ export function responseTooLarge(error: ResultTooLargeError): ResultTooLargeErro
   told.message =
     `The response was ${error.sizeBytes} bytes, over the ${error.maxBytes}-byte limit (maxResponseBytes), so it was not kept for replay.` +
     (error.record
-      ? ` The request with this Idempotency-Key already completed at ${new Date(error.record.updatedAt).toISOString()}: it will not run again.`
+      ? ` The request with this Idempotency-Key already completed at ${iso(error.record.updatedAt)}: it will not run again.`
       : "");
   return told;
 }
@@ -98,7 +100,7 @@ function publicDetail(error: IdempotencyError): string {
   }
   if (error instanceof OutcomeUnknownError) {
     return (
-      `The first request with this Idempotency-Key (received at ${new Date(error.record.createdAt).toISOString()}) ` +
+      `The first request with this Idempotency-Key (received at ${iso(error.record.createdAt)}) ` +
       "failed or was cut off before it answered, and may have taken effect. It will not run again under this key " +
       "until the server's operator resolves it: check whether it took effect before you send it again under a new key."
     );

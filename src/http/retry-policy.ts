@@ -38,7 +38,7 @@ export const retryDefaults: RetryPolicy = {
 
 export function resolveRetry(options: RetryOptions | undefined): RetryPolicy {
   if (options === undefined) return retryDefaults;
-  if (typeof options !== "object" || options === null) invalid("retry", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "retry", "must be an object");
   return {
     maxAttempts: sizeOption(owner, "retry.maxAttempts", options.maxAttempts, retryDefaults.maxAttempts),
     maxElapsedMs: delay("retry.maxElapsedMs", options.maxElapsedMs, retryDefaults.maxElapsedMs),
@@ -78,8 +78,4 @@ export function parseRetryAfter(value: string | null, now: number): number | und
 /** Every delay here ends up in a timer, so it is bounded by what a timer holds. */
 function delay(name: string, value: number | undefined, fallback: number): number {
   return durationOption(owner, name, value, fallback, { min: 0 });
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }

@@ -4,6 +4,8 @@
  */
 import { invalidOption } from "../core/option-checks.js";
 
+const owner = "idempotencyMiddleware()";
+
 /** Path patterns and expressions matched against the URL path, or a predicate of the whole request. */
 export type RouteMatcher = readonly (string | RegExp)[] | ((request: Request) => boolean);
 
@@ -14,11 +16,11 @@ export function compileRoutes(
 ): (request: Request) => boolean {
   if (routes === undefined) return () => true;
   if (typeof routes === "function") return routes;
-  if (!Array.isArray(routes)) invalid(option, "must be an array of path patterns or a function");
+  if (!Array.isArray(routes)) invalidOption(owner, option, "must be an array of path patterns or a function");
   const expressions = routes.map((route, index) => {
     if (route instanceof RegExp) return route;
     if (typeof route !== "string" || !route.startsWith("/")) {
-      invalid(`${option}[${index}]`, 'must be a path pattern starting with "/", or a RegExp');
+      invalidOption(owner, `${option}[${index}]`, 'must be a path pattern starting with "/", or a RegExp');
     }
     return patternToRegExp(route);
   });
@@ -41,8 +43,4 @@ function patternToRegExp(pattern: string): RegExp {
     else source += `/${segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`;
   });
   return new RegExp(`^${source}/?$`);
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption("idempotencyMiddleware()", option, problem);
 }

@@ -9,6 +9,8 @@ import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
+import { iso } from "../core/time.js";
 import {
   type ApprovalDecision,
   type ApprovalRequest,
@@ -84,10 +86,7 @@ export function requestApproval<A>(
   const toolName = requireToolName(tool, "requestApproval");
   const key = validateKey(options?.key, toolName);
   if (typeof options?.interrupt !== "function") {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `requestApproval(${toolName}): option \`interrupt\` must be LangGraph's interrupt function.`,
-    );
+    invalidOption(`requestApproval(${toolName})`, "interrupt", "must be LangGraph's interrupt function");
   }
   const print = fingerprint(args, { path: "args" });
   const request: ApprovalRequest<A> = {
@@ -96,7 +95,7 @@ export function requestApproval<A>(
     key,
     fingerprint: print,
     args,
-    requested_at: new Date((options.clock ?? systemClock).now()).toISOString(),
+    requested_at: iso((options.clock ?? systemClock).now()),
   };
   // First pass: throws GraphInterrupt, which must reach LangGraph. On resume: the reviewer's answer.
   const decision = readDecision(options.interrupt(request), toolName);

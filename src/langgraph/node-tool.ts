@@ -4,6 +4,7 @@
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
 import { keyFromCheckpoint, type NodeConfig } from "./checkpoint-key.js";
 import { keyFromState } from "./state-key.js";
 
@@ -89,9 +90,10 @@ export function nodeTool<A, R, S extends KeySource>(
   }
   const source = options?.key;
   if (source !== KeySource.state && source !== KeySource.checkpoint) {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `nodeTool(${tool.toolName}): option \`key\` must be "state" or "checkpoint", got ${String(source)}.`,
+    invalidOption(
+      `nodeTool(${tool.toolName})`,
+      "key",
+      `must be "state" or "checkpoint", got ${String(source)}`,
     );
   }
   // async, so a key that cannot be derived rejects the promise like every other refusal.

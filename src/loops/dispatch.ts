@@ -3,6 +3,7 @@
  * intents run once.
  */
 import { IdempotencyError } from "../core/errors.js";
+import { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 import {
   checkTurn,
   type LoopTool,
@@ -11,7 +12,6 @@ import {
   type ToolCallRequest,
   type TurnOptions,
 } from "./loop-tool.js";
-import { ToolCallError, ToolCallErrorCode } from "./tool-call-error.js";
 
 /** Options of {@link dispatchToolCalls} and the provider loops: the turn, and a hook per outcome. */
 export interface DispatchOptions extends TurnOptions {

@@ -26,6 +26,17 @@
  * );
  * @module
  */
+
+export { intentKey } from "../tool-calls/intent-key.js";
+export type {
+  EnvelopeOutput,
+  MergedOutput,
+  ModelOutput,
+  RecentSimilarCall,
+  ReplayMarker,
+} from "../tool-calls/model-output.js";
+export { OutputMode } from "../tool-calls/model-output.js";
+export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 export type {
   AnthropicContentBlockLike,
   AnthropicMessageLike,
@@ -35,7 +46,6 @@ export type {
 export { runAnthropicToolUses } from "./anthropic.js";
 export type { DispatchOptions } from "./dispatch.js";
 export { dispatchToolCalls } from "./dispatch.js";
-export { intentKey } from "./intent-key.js";
 export type {
   LoopTool,
   LoopToolOptions,
@@ -44,16 +54,7 @@ export type {
   TurnOptions,
 } from "./loop-tool.js";
 export { loopTool } from "./loop-tool.js";
-export type {
-  EnvelopeOutput,
-  MergedOutput,
-  ModelOutput,
-  RecentSimilarCall,
-  ReplayMarker,
-} from "./model-output.js";
-export { OutputMode } from "./model-output.js";
 export type { OpenAIChatMessageLike, OpenAIChatToolCallLike, OpenAIToolMessage } from "./openai-chat.js";
 export { runOpenAIToolCalls } from "./openai-chat.js";
 export type { OpenAIFunctionCallOutput, OpenAIResponsesItemLike } from "./openai-responses.js";
 export { runOpenAIResponsesCalls } from "./openai-responses.js";
-export { ToolCallError, ToolCallErrorCode } from "./tool-call-error.js";

@@ -6,16 +6,17 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { IdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type Tool, type ToolContext } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
 import type { Effect, IdempotentOptions } from "../core/options.js";
-import { intentFieldsOf, intentKey } from "./intent-key.js";
-import { modelOutputOf, type OutputMode, outputModeOf } from "./model-output.js";
+import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
+import { modelOutputOf, type OutputMode, outputModeOf } from "../tool-calls/model-output.js";
 import {
   type ThrownKind,
   ToolCallError,
   ToolCallErrorCode,
   thrownKindOf,
   toolCallErrorOf,
-} from "./tool-call-error.js";
+} from "../tool-calls/tool-call-error.js";
 
 /** Options of {@link loopTool}: those of `idempotent()` (the key comes from the turn), and how the loop calls it. */
 export interface LoopToolOptions<A, R> extends Omit<IdempotentOptions<A, R>, "key"> {
@@ -139,7 +140,7 @@ export function loopTool<A, R>(execute: Tool<A, R>, options: LoopToolOptions<A, 
   const where = `loopTool(${name})`;
   const parse = options.parse;
   if (parse !== undefined && typeof parse !== "function") {
-    throw new IdempotencyError("invalid_options", `${where}: option \`parse\` must be a function.`);
+    invalidOption(where, "parse", "must be a function");
   }
   const fields = intentFieldsOf(options.intentFields, where);
   const mode = outputModeOf(options.output, where);

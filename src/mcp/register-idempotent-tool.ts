@@ -12,11 +12,14 @@ import type {
   ToolAnnotations,
 } from "@modelcontextprotocol/sdk/types.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { DefinitiveFailure, NotExecuted } from "../core/outcomes.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
-import { flavourOf, invalid, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
+import { flavourOf, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
+
+const owner = "registerIdempotentTool()";
 
 /** The name of the input field every idempotent MCP tool requires. */
 export const keyField = "idempotency_key";
@@ -118,23 +121,29 @@ export function registerIdempotentTool<
 ): RegisteredTool {
   type Args = ShapeOutput<InputShape>;
   if (typeof server !== "object" || server === null || typeof server.registerTool !== "function") {
-    invalid("server", "must be an McpServer");
+    invalidOption(owner, "server", "must be an McpServer");
   }
-  if (typeof config !== "object" || config === null) invalid("config", "must be an object");
-  if (typeof handler !== "function") invalid("handler", "must be the tool's function");
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof config !== "object" || config === null) invalidOption(owner, "config", "must be an object");
+  if (typeof handler !== "function") invalidOption(owner, "handler", "must be the tool's function");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const { scope: scopeOption, z: zOption, ...core } = options;
-  if (scopeOption !== undefined && typeof scopeOption !== "function") invalid("scope", "must be a function");
+  if (scopeOption !== undefined && typeof scopeOption !== "function")
+    invalidOption(owner, "scope", "must be a function");
   const scopeOf = scopeOption ?? defaultScope;
 
   const inputShape = rawShape(config.inputSchema, "inputSchema");
   if (Object.hasOwn(inputShape, keyField)) {
-    invalid("inputSchema", `already has \`${keyField}\`: leave it out, registerIdempotentTool adds it`);
+    invalidOption(
+      owner,
+      "inputSchema",
+      `already has \`${keyField}\`: leave it out, registerIdempotentTool adds it`,
+    );
   }
   const outputShape =
     config.outputSchema === undefined ? undefined : rawShape(config.outputSchema, "outputSchema");
   if (outputShape && Object.hasOwn(outputShape, structuredField)) {
-    invalid(
+    invalidOption(
+      owner,
       "outputSchema",
       `already has \`${structuredField}\`: leave it out, registerIdempotentTool adds it`,
     );
@@ -244,10 +253,14 @@ function infoSchema(z: ZodNamespace): AnySchema {
 
 function rawShape<S extends ZodRawShapeCompat>(shape: S, option: string): S {
   if (typeof shape !== "object" || shape === null || Array.isArray(shape)) {
-    invalid(option, "must be a raw shape of zod schemas ({ field: z.string() })");
+    invalidOption(owner, option, "must be a raw shape of zod schemas ({ field: z.string() })");
   }
   if ("_zod" in shape || "_def" in shape) {
-    invalid(option, "must be a raw shape ({ field: z.string() }), not a zod object: pass its `.shape`");
+    invalidOption(
+      owner,
+      option,
+      "must be a raw shape ({ field: z.string() }), not a zod object: pass its `.shape`",
+    );
   }
   return shape;
 }

@@ -1,5 +1,4 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { aboutDuration } from "../core/about-duration.js";
 import {
   IdempotencyError,
   KeyConflictError,
@@ -13,6 +12,7 @@ import type { Envelope } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import type { RecentSimilarCall } from "../core/similar.js";
+import { aboutDuration, iso } from "../core/time.js";
 
 /** What every successful result carries, in `structuredContent._idempotency` and `_meta`. */
 export interface IdempotencyInfo {
@@ -259,8 +259,4 @@ function explain(error: unknown, key: string, thrown: ThrownKind | undefined, ef
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function iso(epochMs: number): string {
-  return new Date(epochMs).toISOString();
 }

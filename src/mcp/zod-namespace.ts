@@ -3,6 +3,8 @@ import type { AnySchema, ZodRawShapeCompat } from "@modelcontextprotocol/sdk/ser
 import { IdempotencyError } from "../core/errors.js";
 import { invalidOption } from "../core/option-checks.js";
 
+const owner = "registerIdempotentTool()";
+
 /** A string schema under construction; zod 3 and zod 4 (classic) both chain this way. */
 export interface ZodStringBuilder {
   min(length: number, message?: string): ZodStringBuilder;
@@ -40,13 +42,15 @@ export function flavourOf(shape: ZodRawShapeCompat, option: string): ZodFlavour 
   for (const [field, schema] of Object.entries(shape)) {
     const own = schemaFlavour(schema);
     if (own === undefined) {
-      invalid(
+      invalidOption(
+        owner,
         option,
         `must be a raw shape of zod schemas ({ field: z.string() }); \`${field}\` is not a zod schema`,
       );
     }
     if (flavour !== undefined && own !== flavour) {
-      invalid(
+      invalidOption(
+        owner,
         option,
         "mixes zod 3 and zod 4 schemas, which the MCP SDK refuses: build every field with one zod",
       );
@@ -78,11 +82,12 @@ function schemaFlavour(value: unknown): ZodFlavour | undefined {
 export function zodNamespace(flavour: ZodFlavour | undefined, given: ZodNamespace | undefined): ZodNamespace {
   if (given !== undefined) {
     if (typeof given !== "object" || given === null || typeof given.string !== "function") {
-      invalid("z", 'must be a zod namespace (import { z } from "zod")');
+      invalidOption(owner, "z", 'must be a zod namespace (import { z } from "zod")');
     }
     const built = schemaFlavour(given.string());
     if (flavour !== undefined && built !== flavour) {
-      invalid(
+      invalidOption(
+        owner,
         "z",
         `builds zod ${built === "v4" ? "4" : "3"} schemas but the tool's schemas are zod ${flavour === "v4" ? "4" : "3"}: pass the z your schemas are built with`,
       );
@@ -107,8 +112,4 @@ export function zodNamespace(flavour: ZodFlavour | undefined, given: ZodNamespac
   }
   loaded.set(flavour, namespace);
   return namespace;
-}
-
-export function invalid(option: string, problem: string): never {
-  return invalidOption("registerIdempotentTool()", option, problem);
 }

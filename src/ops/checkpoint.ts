@@ -4,13 +4,13 @@
  * evidence, and a retry fails closed (or waits) instead of running the effect again. The claim is
  * renewed while the call runs, as `idempotent()` renews its own.
  */
+
 import { randomUUID } from "node:crypto";
 import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import {
   ErrorCode,
   IdempotencyError,
-  iso,
   KeyConflictError,
   KeyInUseError,
   LeaseLostError,
@@ -26,7 +26,13 @@ import {
   fingerprintWith,
 } from "../core/keyed-fingerprint.js";
 import { startLease } from "../core/lease.js";
-import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
+import {
+  durationOption,
+  invalidOption,
+  invalidOptionFor,
+  maxTtlMs,
+  sizeOption,
+} from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { type EncryptionOptions, type RecordBinding, resolveCodec } from "../core/result-codec.js";
@@ -44,6 +50,7 @@ import {
   RecordStatus,
   settleOwn,
 } from "../core/store.js";
+import { iso } from "../core/time.js";
 
 /** What a checkpoint guards: one call of one tool under one key. */
 export interface CheckpointOptions {
@@ -135,8 +142,8 @@ export async function checkpoint<R = unknown>(
   options: CheckpointOptions,
 ): Promise<Checkpoint<R>> {
   const owner = "checkpoint()";
-  const invalid = (option: string, problem: string): never => invalidOption(owner, option, problem);
-  if (typeof options.tool !== "string" || options.tool === "") invalid("tool", "must be a non-empty string");
+  if (typeof options.tool !== "string" || options.tool === "")
+    invalidOption(owner, "tool", "must be a non-empty string");
   const key = validateKey(options.key, options.tool);
   const scope = options.scope ?? "default";
   const clock = options.clock ?? systemClock;
@@ -144,7 +151,12 @@ export async function checkpoint<R = unknown>(
   const ttlMs = durationOption(owner, "ttlMs", options.ttlMs, defaults.ttlMs, { max: maxTtlMs });
   const waitMs = durationOption(owner, "waitMs", options.waitMs, defaults.waitMs, { min: 0 });
   const maxResultBytes = sizeOption(owner, "maxResultBytes", options.maxResultBytes, defaults.maxResultBytes);
-  const codec = resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys);
+  const codec = resolveCodec(
+    options.redact,
+    options.encryption,
+    invalidOptionFor(owner),
+    options.fingerprintKeys,
+  );
   const print = fingerprintWith(codec?.fingerprintKeys, options.args);
   const bound = (record: IdempotencyRecord): RecordBinding | undefined =>
     codec?.encryption === undefined

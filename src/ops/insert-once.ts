@@ -58,12 +58,13 @@ function statement(
   const schema = dialect === "postgres";
   const table = sqlIdentifier(request.table, "table", schema);
   const columns = Object.keys(request.values ?? {});
-  if (columns.length === 0) invalid("values must name at least one column");
+  if (columns.length === 0) invalidRequest("values must name at least one column");
   if (!Array.isArray(request.conflict) || request.conflict.length === 0) {
-    invalid("conflict must name the columns of a unique constraint");
+    invalidRequest("conflict must name the columns of a unique constraint");
   }
   for (const column of request.conflict) {
-    if (!Object.hasOwn(request.values, column)) invalid(`conflict column "${column}" must be in values`);
+    if (!Object.hasOwn(request.values, column))
+      invalidRequest(`conflict column "${column}" must be in values`);
   }
   const compared = comparedColumns(request);
   const quoted = columns.map((c) => sqlIdentifier(c, "column"));
@@ -92,9 +93,10 @@ function comparedColumns(request: InsertOnceRequest): readonly string[] {
   if (request.compare === undefined) {
     return Object.keys(request.values).filter((c) => !request.conflict.includes(c));
   }
-  if (!Array.isArray(request.compare)) invalid("compare must be a list of columns");
+  if (!Array.isArray(request.compare)) invalidRequest("compare must be a list of columns");
   for (const column of request.compare) {
-    if (!Object.hasOwn(request.values, column)) invalid(`compare column "${column}" must be in values`);
+    if (!Object.hasOwn(request.values, column))
+      invalidRequest(`compare column "${column}" must be in values`);
   }
   return request.compare;
 }
@@ -150,7 +152,8 @@ function fingerprintText(value: unknown): string {
   }
 }
 
-function invalid(problem: string): never {
+/** The columns are the arguments of one insert, not options of a factory: `invalid_arguments`. */
+function invalidRequest(problem: string): never {
   throw new IdempotencyError(ErrorCode.invalidArguments, `insertOnce(): ${problem}.`);
 }
 

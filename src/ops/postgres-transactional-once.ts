@@ -2,6 +2,7 @@
  * OP-2 on PostgreSQL: the dedup row is inserted in the caller's transaction, first, so a concurrent
  * repeat blocks on the unique key until this transaction commits (then replays) or rolls back (then runs).
  */
+import { iso } from "../core/time.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 import type { PgPoolLike, PgTransactionClient } from "./sql-shapes.js";
 import {
@@ -136,7 +137,7 @@ async function attempt<C extends PgTransactionClient, R>(
       return {
         result,
         was_replay: false,
-        original_called_at: new Date(Number(created.created_ms)).toISOString(),
+        original_called_at: iso(Number(created.created_ms)),
         idempotency_key: o.key,
       };
     } catch (error) {

@@ -2,6 +2,7 @@
  * OP-2 on SQLite: `BEGIN IMMEDIATE` takes the write lock first, so a repeat from another connection
  * waits (busy timeout) until this transaction commits, then sees the committed row and replays.
  */
+import { iso } from "../core/time.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 import type { SqliteDatabaseLike } from "./sql-shapes.js";
 import {
@@ -117,7 +118,7 @@ async function transact<D extends SqliteDatabaseLike, R>(
     return {
       result,
       was_replay: false,
-      original_called_at: new Date(now).toISOString(),
+      original_called_at: iso(now),
       idempotency_key: o.key,
     };
   } catch (error) {

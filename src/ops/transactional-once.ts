@@ -5,18 +5,25 @@
 
 import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
-import { ErrorCode, IdempotencyError, iso, KeyConflictError } from "../core/errors.js";
+import { ErrorCode, IdempotencyError, KeyConflictError } from "../core/errors.js";
 import {
   type FingerprintKeyOptions,
   fingerprintMatches,
   fingerprintWith,
 } from "../core/keyed-fingerprint.js";
-import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
+import {
+  durationOption,
+  invalidOption,
+  invalidOptionFor,
+  maxTtlMs,
+  sizeOption,
+} from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import type { EncryptionOptions, RecordBinding, ResultCodec } from "../core/result-codec.js";
 import { resolveCodec } from "../core/result-codec.js";
 import { decodeResult, encodeResult } from "../core/serialize.js";
 import type { IdempotencyRecord } from "../core/store.js";
+import { iso } from "../core/time.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 
 /** What one transactional call is: the dedup table, the key and what it is for. */
@@ -84,19 +91,23 @@ export function resolveTransactional(
   schema: boolean,
 ): ResolvedTransactional {
   const owner = "transactionalOnce()";
-  const invalid = (option: string, problem: string): never => invalidOption(owner, option, problem);
   const table = sqlIdentifier(options.table, "table", schema);
   const tool = options.tool;
   if (typeof tool !== "string" || tool.trim() === "") {
-    invalid("tool", "must be a non-empty string: the name of the operation this key belongs to");
+    invalidOption(owner, "tool", "must be a non-empty string: the name of the operation this key belongs to");
   }
   const key = validateKey(options.key, tool);
   const scope = options.scope ?? "default";
-  if (typeof scope !== "string" || scope === "") invalid("scope", "must be a non-empty string");
+  if (typeof scope !== "string" || scope === "") invalidOption(owner, "scope", "must be a non-empty string");
   if ((options.args === undefined) === (options.fingerprint === undefined)) {
-    invalid("args", "give either args or fingerprint");
+    invalidOption(owner, "args", "give either args or fingerprint");
   }
-  const codec = resolveCodec(options.redact, options.encryption, invalid, options.fingerprintKeys);
+  const codec = resolveCodec(
+    options.redact,
+    options.encryption,
+    invalidOptionFor(owner),
+    options.fingerprintKeys,
+  );
   return {
     table,
     tool,

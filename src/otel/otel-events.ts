@@ -287,11 +287,12 @@ interface ResolvedOtelOptions {
 }
 
 function resolveOtelOptions(options: OtelEventsOptions): ResolvedOtelOptions {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const key = options.key ?? "hash";
-  if (key !== "hash" && key !== "none" && key !== "raw") invalid("key", 'must be "hash", "none" or "raw"');
+  if (key !== "hash" && key !== "none" && key !== "raw")
+    invalidOption(owner, "key", 'must be "hash", "none" or "raw"');
   if (options.onEvent !== undefined && typeof options.onEvent !== "function")
-    invalid("onEvent", "must be a function");
+    invalidOption(owner, "onEvent", "must be a function");
   const abandonAfterMs = durationOption(owner, "abandonAfterMs", options.abandonAfterMs, 10 * 60 * 1000, {
     max: maxTtlMs,
   });
@@ -305,8 +306,4 @@ function resolveOtelOptions(options: OtelEventsOptions): ResolvedOtelOptions {
     abandonAfterMs,
     maxOpenCalls,
   };
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }

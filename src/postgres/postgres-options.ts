@@ -75,15 +75,16 @@ export interface ResolvedPostgresOptions {
 
 /** Validate every option once, at configuration time, naming the option at fault. */
 export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedPostgresOptions {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const client = options.client;
   if (typeof client !== "object" || client === null || typeof client.query !== "function") {
-    invalid("client", "must be a pg.Pool or pg.Client (anything with query(config))");
+    invalidOption(owner, "client", "must be a pg.Pool or pg.Client (anything with query(config))");
   }
   const table = options.table ?? defaultTable;
   const match = typeof table === "string" ? tableNamePattern.exec(table) : null;
   if (!match) {
-    invalid(
+    invalidOption(
+      owner,
       "table",
       "must be a plain identifier, optionally schema-qualified (letters, digits, _; " +
         `at most 63 for the schema and 52 for the table), got ${JSON.stringify(table)}`,
@@ -97,18 +98,22 @@ export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedP
   );
   const clock = options.clock ?? "server";
   if (clock !== "server" && clock !== "request") {
-    invalid("clock", `must be "server" or "request", got ${JSON.stringify(clock)}`);
+    invalidOption(owner, "clock", `must be "server" or "request", got ${JSON.stringify(clock)}`);
   }
   const offset = options.clockOffsetMs ?? 0;
   if (typeof offset !== "function" && !Number.isSafeInteger(offset)) {
-    invalid("clockOffsetMs", `must be an integer (ms) or a function returning one, got ${String(offset)}`);
+    invalidOption(
+      owner,
+      "clockOffsetMs",
+      `must be an integer (ms) or a function returning one, got ${String(offset)}`,
+    );
   }
   if (options.clockOffsetMs !== undefined && clock !== "server") {
-    invalid("clockOffsetMs", 'shifts the server clock, so it needs clock: "server"');
+    invalidOption(owner, "clockOffsetMs", 'shifts the server clock, so it needs clock: "server"');
   }
   const preparedStatements = options.preparedStatements ?? true;
   if (typeof preparedStatements !== "boolean") {
-    invalid("preparedStatements", `must be true or false, got ${String(preparedStatements)}`);
+    invalidOption(owner, "preparedStatements", `must be true or false, got ${String(preparedStatements)}`);
   }
   const offsetMs =
     typeof offset === "function"
@@ -131,8 +136,4 @@ export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedP
     offsetMs,
     preparedStatements,
   };
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }

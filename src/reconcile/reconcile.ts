@@ -7,7 +7,13 @@ import { randomUUID } from "node:crypto";
 import { type Clock, systemClock } from "../core/clock.js";
 import { IdempotencyError, StoreUnavailableError } from "../core/errors.js";
 import { startLease } from "../core/lease.js";
-import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
+import {
+  durationOption,
+  invalidOption,
+  invalidOptionFor,
+  maxTtlMs,
+  sizeOption,
+} from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
@@ -111,22 +117,20 @@ export type Resolved = Defined<Pick<ReconcileOptions, "store" | "tools" | "clock
   };
 
 function resolve(options: ReconcileOptions): Resolved {
-  if (typeof options?.store?.list !== "function") invalid("store", "must be an idempotency store");
-  if (typeof options.tools !== "object" || options.tools === null) invalid("tools", "must be an object");
+  if (typeof options?.store?.list !== "function")
+    invalidOption(owner, "store", "must be an idempotency store");
+  if (typeof options.tools !== "object" || options.tools === null)
+    invalidOption(owner, "tools", "must be an object");
   const codecs = new Map<string, ResultCodec | undefined>();
   for (const [name, tool] of Object.entries(options.tools)) {
-    if (typeof tool?.verify !== "function") invalid(`tools.${name}.verify`, "must be a function");
+    if (typeof tool?.verify !== "function")
+      invalidOption(owner, `tools.${name}.verify`, "must be a function");
     if (tool.compensate !== undefined && typeof tool.compensate !== "function") {
-      invalid(`tools.${name}.compensate`, "must be a function");
+      invalidOption(owner, `tools.${name}.compensate`, "must be a function");
     }
     durationOption(owner, `tools.${name}.ttlMs`, tool.ttlMs, undefined, { max: maxTtlMs });
     sizeOption(owner, `tools.${name}.maxResultBytes`, tool.maxResultBytes);
-    codecs.set(
-      name,
-      resolveCodec(tool.redact, tool.encryption, (option, problem) =>
-        invalid(`tools.${name}.${option}`, problem),
-      ),
-    );
+    codecs.set(name, resolveCodec(tool.redact, tool.encryption, invalidOptionFor(owner, `tools.${name}.`)));
   }
   return {
     ...options,
@@ -137,10 +141,6 @@ function resolve(options: ReconcileOptions): Resolved {
     pageSize: Math.min(sizeOption(owner, "pageSize", options.pageSize, 100), 1000),
     codecs,
   };
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }
 
 async function listPage(o: Resolved, status: RecordStatus, cursor: string | undefined) {

@@ -253,17 +253,22 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 }
 
 function resolveOptions(options: RedisStoreOptions) {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const client = options.client;
   for (const method of ["evalsha", "eval", "scan"] as const) {
     if (typeof client?.[method] !== "function") {
-      invalid("client", `must be a Redis client such as an ioredis Redis or Cluster (no ${method}() method)`);
+      invalidOption(
+        owner,
+        "client",
+        `must be a Redis client such as an ioredis Redis or Cluster (no ${method}() method)`,
+      );
     }
   }
   // SCAN's MATCH ignores an ioredis keyPrefix while script keys get it: list and purge would miss records.
   const clientPrefix = (client as { options?: { keyPrefix?: unknown } }).options?.keyPrefix;
   if (typeof clientPrefix === "string" && clientPrefix !== "") {
-    invalid(
+    invalidOption(
+      owner,
       "client",
       `has keyPrefix ${JSON.stringify(clientPrefix)}; leave it unset and pass { prefix } instead`,
     );
@@ -272,7 +277,7 @@ function resolveOptions(options: RedisStoreOptions) {
   // The parts after it hold no ":", so a prefix that ends in one can never be read as part of another
   // store's names ("app:" and "app:eu:" stay apart; "app" and "app2" would not).
   if (typeof prefix !== "string" || !prefix.endsWith(":")) {
-    invalid("prefix", `must be a string ending in ":", got ${JSON.stringify(prefix)}`);
+    invalidOption(owner, "prefix", `must be a string ending in ":", got ${JSON.stringify(prefix)}`);
   }
   const commandTimeoutMs = durationOption(
     owner,
@@ -281,13 +286,18 @@ function resolveOptions(options: RedisStoreOptions) {
     defaultCommandTimeoutMs,
   );
   const clock = options.clock ?? "server";
-  if (clock !== "server" && clock !== "request") invalid("clock", 'must be "server" or "request"');
+  if (clock !== "server" && clock !== "request")
+    invalidOption(owner, "clock", 'must be "server" or "request"');
   const offset = options.clockOffsetMs ?? 0;
   if (typeof offset !== "function" && !Number.isSafeInteger(offset)) {
-    invalid("clockOffsetMs", `must be an integer (ms) or a function returning one, got ${String(offset)}`);
+    invalidOption(
+      owner,
+      "clockOffsetMs",
+      `must be an integer (ms) or a function returning one, got ${String(offset)}`,
+    );
   }
   if (clock === "request" && options.clockOffsetMs !== undefined) {
-    invalid("clockOffsetMs", 'moves the server\'s clock, which clock "request" does not read');
+    invalidOption(owner, "clockOffsetMs", 'moves the server\'s clock, which clock "request" does not read');
   }
   const offsetMs = (): number => {
     const value = typeof offset === "function" ? offset() : offset;
@@ -307,10 +317,6 @@ function pipelines(client: RedisLike): boolean {
   const autoPipelining = (client as { options?: { enableAutoPipelining?: unknown } }).options
     ?.enableAutoPipelining;
   return typeof client.pipeline === "function" && client.nodes === undefined && autoPipelining !== true;
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }
 
 /**

@@ -13,12 +13,14 @@ import type { FieldList } from "../core/field-list.js";
 import { sha256Hex } from "../core/fingerprint.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
 import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
-import { invalidOption } from "../core/option-checks.js";
+import { invalidOption, invalidOptionFor } from "../core/option-checks.js";
 import { Effect, type VerifyHook } from "../core/options.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
 import { decodeResult, decodeResultProblem } from "../core/serialize.js";
 import type { IdempotencyRecord, IdempotencyStore } from "../core/store.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
+
+const owner = "saga()";
 
 /** One explicit undo: the saga record, the step it keeps, and why (the reason is not fingerprinted). */
 interface Undo<S> {
@@ -127,11 +129,11 @@ export interface Saga<A, S extends SagaStep> extends IdempotentTool<A, S> {
  * // again.was_replay === true and again.result.externalId === first.result.externalId
  */
 export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A, S> {
-  if (typeof options?.run !== "function") invalid("run", "must be a function");
+  if (typeof options?.run !== "function") invalidOption(owner, "run", "must be a function");
   if (options.verify !== undefined && typeof options.verify !== "function")
-    invalid("verify", "must be a function");
+    invalidOption(owner, "verify", "must be a function");
   if (options.compensate !== undefined && typeof options.compensate !== "function") {
-    invalid("compensate", "must be a function");
+    invalidOption(owner, "compensate", "must be a function");
   }
   const { run, verify, compensate, ...rest } = options;
   // The core's hook has no "compensate" answer: until the reconciler undoes the effect, callers fail closed.
@@ -194,14 +196,14 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
       )
     : undefined;
   // Already validated by idempotent() above.
-  const codec = resolveCodec(options.redact, options.encryption, invalid);
+  const codec = resolveCodec(options.redact, options.encryption, invalidOptionFor(owner));
   return Object.assign(tool, {
     reconciler,
     async compensate(
       id: { readonly key: string; readonly scope?: string },
       reason: string,
     ): Promise<unknown> {
-      if (!undo) invalid("compensate", "is needed to compensate a saga");
+      if (!undo) invalidOption(owner, "compensate", "is needed to compensate a saga");
       const scope = id.scope ?? "default";
       const record = await options.store.get(
         { scope, key: id.key },
@@ -234,8 +236,4 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
  */
 function compensationKey(record: IdempotencyRecord): string {
   return `${compensationKeyPrefix}${sha256Hex(`${record.key}\u0000${record.createdAt}`)}`;
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption("saga()", option, problem);
 }

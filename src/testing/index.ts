@@ -1,7 +1,8 @@
 /**
- * Test helpers for idempotool and for stores written by others: a fake clock that moves only when
- * told to, the store conformance suite every store must pass, `chaos()` (a tool under every repeat
- * source, effects counted by a probe) and `recordToolCalls()` (the same call twice in one turn).
+ * Test helpers for idempotool and for stores written by others: the store conformance suite every
+ * store must pass, a fake clock that moves only when told to, and `recordToolCalls()` (the same call
+ * twice in one turn). It loads no concrete store: `chaos()`, which runs a tool against SQLite, is in
+ * `idempotool/chaos`.
  *
  * @example
  * import { it } from "vitest";
@@ -13,11 +14,6 @@
  *
  * @module
  */
-export type { ChaosOptions, ChaosProgress, ChaosReport, SourceResult } from "./chaos.js";
-export { chaos, SourceVerdict } from "./chaos.js";
-export type { ChaosContext, ChaosFactory, ChaosTarget, ToolUnderTest } from "./chaos-module.js";
-export { chaosProbe } from "./chaos-probe.js";
-export { RepeatSource } from "./chaos-sources.js";
 export type { ConformanceCase, ConformanceHarness, ConformanceOptions } from "./conformance.js";
 export { storeConformanceCases } from "./conformance.js";
 export type { FakeClock } from "./fake-clock.js";

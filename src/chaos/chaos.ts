@@ -110,7 +110,7 @@ export interface ChaosOptions {
  * @example
  * // test/tools.ts
  * import { idempotent } from "idempotool";
- * import type { ChaosContext } from "idempotool/testing";
+ * import type { ChaosContext } from "idempotool/chaos";
  *
  * export const sendEmail = ({ store, probe, leaseMs }: ChaosContext) =>
  *   idempotent(
@@ -122,7 +122,7 @@ export interface ChaosOptions {
  *   );
  *
  * // test/send-email.test.ts
- * import { chaos } from "idempotool/testing";
+ * import { chaos } from "idempotool/chaos";
  *
  * const report = await chaos("./test/tools.ts#sendEmail", { args: { to: "alice@example.com" } });
  * report.ok; // true: every source produced one email
@@ -148,7 +148,8 @@ async function runChaos(tool: ChaosTarget | string, options: ChaosOptions): Prom
         ? parseModuleRef(o.module, o.cwd)
         : undefined;
   if (typeof tool !== "string" && typeof tool !== "function") {
-    invalid(
+    invalidOption(
+      owner,
       "tool",
       'must be "<module>#<export>", a tool wrapped with idempotent(), or a factory (ctx) => tool',
     );
@@ -273,14 +274,14 @@ interface ResolvedChaosOptions {
 const owner = "chaos()";
 
 function resolveChaosOptions(options: ChaosOptions): ResolvedChaosOptions {
-  if (typeof options !== "object" || options === null) invalid("options", "must be an object");
+  if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const all = Object.values(RepeatSource);
   const sources = options.sources ?? all;
   if (!Array.isArray(sources) || sources.length === 0 || sources.some((s) => !all.includes(s))) {
-    invalid("sources", `must be a non-empty list of ${all.map((s) => `"${s}"`).join(", ")}`);
+    invalidOption(owner, "sources", `must be a non-empty list of ${all.map((s) => `"${s}"`).join(", ")}`);
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== "function") {
-    invalid("onProgress", "must be a function");
+    invalidOption(owner, "onProgress", "must be a function");
   }
   return {
     args: options.args ?? {},
@@ -292,8 +293,4 @@ function resolveChaosOptions(options: ChaosOptions): ResolvedChaosOptions {
     cwd: options.cwd ?? process.cwd(),
     onProgress: options.onProgress,
   };
-}
-
-function invalid(option: string, problem: string): never {
-  return invalidOption(owner, option, problem);
 }

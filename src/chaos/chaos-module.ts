@@ -69,7 +69,7 @@ export function parseModuleRef(spec: string, cwd: string): ModuleRef {
   const location = at === -1 ? spec : spec.slice(0, at);
   const exportName = at === -1 ? "default" : spec.slice(at + 1);
   if (location === "" || exportName === "") {
-    invalid(`"${spec}" is not <module>#<export> (like ./src/tools.ts#sendEmail)`);
+    unusableModule(`"${spec}" is not <module>#<export> (like ./src/tools.ts#sendEmail)`);
   }
   const path = location.startsWith("file:") ? fileURLToPath(location) : location;
   return { path: isAbsolute(path) ? path : resolve(cwd, path), exportName };
@@ -79,7 +79,7 @@ const typeScript = /\.(ts|mts|cts|tsx)$/;
 
 /** Import the module and pick the export, checking it against the contract. */
 export async function importTarget(ref: ModuleRef, cwd: string): Promise<ChaosTarget> {
-  if (!existsSync(ref.path)) invalid(`there is no module at ${ref.path}`);
+  if (!existsSync(ref.path)) unusableModule(`there is no module at ${ref.path}`);
   const url = pathToFileURL(ref.path).href;
   let module: Record<string, unknown>;
   try {
@@ -98,13 +98,13 @@ export async function importTarget(ref: ModuleRef, cwd: string): Promise<ChaosTa
   }
   if (!(ref.exportName in module)) {
     const names = Object.keys(module);
-    invalid(
+    unusableModule(
       `${ref.path} has no export "${ref.exportName}"${names.length > 0 ? ` (it exports ${names.join(", ")})` : ""}`,
     );
   }
   const target = module[ref.exportName];
   if (typeof target !== "function") {
-    invalid(
+    unusableModule(
       `${ref.path}#${ref.exportName} is a ${typeof target}, not a wrapped tool or a factory (ctx) => tool`,
     );
   }
@@ -119,7 +119,7 @@ export async function instantiate(
 ): Promise<Instance> {
   const tool: unknown = isWrappedTool(target) ? target : await (target as ChaosFactory)(ctx);
   if (typeof tool !== "function") {
-    invalid(
+    unusableModule(
       `the factory returned ${tool === null ? "null" : typeof tool}, not a tool: it must return a tool wrapped with ` +
         "idempotent() or a plain async function",
     );
@@ -165,7 +165,7 @@ async function registerTypeScript(cwd: string): Promise<void> {
   if (registered) return;
   const loader = findTypeScriptLoader(cwd);
   if (!loader) {
-    invalid(
+    unusableModule(
       "loading a TypeScript module needs tsx (npm install -D tsx); or point chaos at the compiled JavaScript",
     );
   }
@@ -181,6 +181,7 @@ function loadError(ref: ModuleRef, error: unknown): IdempotencyError {
   });
 }
 
-function invalid(problem: string): never {
+/** A module reference the harness cannot use: a bad option as a whole, not one field of it. */
+function unusableModule(problem: string): never {
   throw new IdempotencyError("invalid_options", `chaos: ${problem}.`);
 }

@@ -1,9 +1,13 @@
 /**
  * The per-turn key policy of the agent loops (docs/keys.md): one key per intent per turn.
+ *
+ * src/tool-calls/ holds what `idempotool/loops` and `idempotool/ai-sdk` share: this key, what the model
+ * reads back (model-output.ts) and the errors it reads (tool-call-error.ts). It is no subpath of its own:
+ * each of the two entries re-exports the public names, so neither loads the other.
  */
-import { IdempotencyError } from "../core/errors.js";
 import { type FieldList, fieldListOf, pickFields } from "../core/field-list.js";
 import { keys } from "../core/keys.js";
+import { invalidOption } from "../core/option-checks.js";
 
 /**
  * The key of one intent in one turn: `keys.intent(turnId, { tool, args })`, where `args` are the
@@ -27,7 +31,5 @@ export function intentKey<A>(turnId: string, tool: string, args: A, intentFields
 /** Check an `intentFields` option at configuration time. */
 export function intentFieldsOf(value: unknown, where: string): readonly string[] | undefined {
   if (value === undefined) return undefined;
-  return fieldListOf(value, (problem) => {
-    throw new IdempotencyError("invalid_options", `${where}: option \`intentFields\` ${problem}.`);
-  });
+  return fieldListOf(value, (problem) => invalidOption(where, "intentFields", problem));
 }

@@ -20,7 +20,7 @@ const globals = globalThis as { [listenersKey]?: Set<Listener> };
  * the row was written), once per effect; for a downstream that dedupes by key (OP-1), behind its dedupe.
  * Outside a `chaos()` run it does nothing, so it may stay in the tool.
  * @example
- * import { chaosProbe } from "idempotool/testing";
+ * import { chaosProbe } from "idempotool/chaos";
  *
  * async function sendEmail(args: { to: string }) {
  *   const id = await mailer.send(args); // the effect

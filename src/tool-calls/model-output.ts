@@ -3,8 +3,8 @@
  * marker merged in. Shared by the tool-call loops and the AI SDK wrapper.
  */
 
-import { IdempotencyError } from "../core/errors.js";
 import type { Envelope } from "../core/idempotent.js";
+import { invalidOption } from "../core/option-checks.js";
 import type { RecentSimilarCall } from "../core/similar.js";
 
 export type { RecentSimilarCall };
@@ -51,9 +51,10 @@ export type ModelOutput<R, M extends OutputMode = "envelope"> = M extends "merge
 export function outputModeOf(value: unknown, where: string): OutputMode {
   if (value === undefined) return OutputMode.envelope;
   if (value === OutputMode.envelope || value === OutputMode.merge) return value;
-  throw new IdempotencyError(
-    "invalid_options",
-    `${where}: option \`output\` must be "envelope" or "merge", got ${JSON.stringify(value) ?? String(value)}.`,
+  return invalidOption(
+    where,
+    "output",
+    `must be "envelope" or "merge", got ${JSON.stringify(value) ?? String(value)}`,
   );
 }
 

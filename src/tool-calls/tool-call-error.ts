@@ -2,7 +2,7 @@
  * Failures of an idempotent tool call, told to the model: what happened and what to do next.
  * Shared by the tool-call loops (as error results) and the AI SDK wrapper (as thrown tool errors).
  */
-import { aboutDuration } from "../core/about-duration.js";
+
 import {
   ErrorCode,
   isIdempotencyError,
@@ -12,6 +12,7 @@ import {
 } from "../core/errors.js";
 import { Effect } from "../core/options.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "../core/outcomes.js";
+import { aboutDuration, iso } from "../core/time.js";
 
 /** Why a tool call did not give a result. The idempotool codes, plus what only a tool-call loop can meet. */
 export const ToolCallErrorCode = {
@@ -129,7 +130,7 @@ export function toolCallErrorOf(error: unknown, tool: string, how?: ToolThrow): 
       tool,
       error.code,
       `Nobody knows whether ${tool} took effect: an attempt of this same call (started at ` +
-        `${new Date(error.record.createdAt).toISOString()}) ended without a known outcome` +
+        `${iso(error.record.createdAt)}) ended without a known outcome` +
         `${error.cause === undefined ? "" : ` (${messageOf(error.cause)})`}. It will not run again until ` +
         "that is resolved. Do not retry it; tell the user it may or may not have happened and needs checking.",
       cause,
