@@ -11,7 +11,7 @@
 
 export { validateKey } from "./core/call-input.js";
 export { type CanonicalJsonOptions, canonicalJson } from "./core/canonical-json.js";
-export { type Clock, systemClock } from "./core/clock.js";
+export { type Clock, type SleepOptions, systemClock } from "./core/clock.js";
 export {
   ErrorCode,
   IdempotencyError,

@@ -3,7 +3,7 @@
  * settle, release and takeover under the owner token, store errors turned into `store_unavailable`, events.
  */
 import { randomBytes } from "node:crypto";
-import { type Clock, systemClock } from "./clock.js";
+import type { SleepOptions } from "./clock.js";
 import { IdempotencyError, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { ResolvedOptions } from "./options.js";
@@ -135,6 +135,8 @@ export async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyReco
 
 /** How long a caller keeps trying to free a claim it may have made, once the store stops answering. */
 const releaseRetryBeyondLeaseMs = 60_000;
+/** Nobody awaits those retries: they must not keep a finished process alive. */
+const background: SleepOptions = { ref: false };
 
 /**
  * The claim request failed, but it may have landed with its reply lost: the tool did not run under it, so
@@ -157,7 +159,7 @@ export async function releaseUnrun<A, R>(c: Call<A, R>, token: string): Promise<
   void (async () => {
     let delayMs = 100;
     for (let waitedMs = 0; waitedMs < c.o.leaseMs + releaseRetryBeyondLeaseMs; waitedMs += delayMs) {
-      await pause(c.o.clock, delayMs);
+      await c.o.clock.sleep(delayMs, undefined, background);
       try {
         await release();
         emit(c, "released");
@@ -168,12 +170,6 @@ export async function releaseUnrun<A, R>(c: Call<A, R>, token: string): Promise<
       delayMs = Math.min(delayMs * 2, 5_000);
     }
   })();
-}
-
-/** Sleep on the call's clock; on the system clock, without keeping the process alive for it. */
-function pause(clock: Clock, ms: number): Promise<void> {
-  if (clock !== systemClock) return clock.sleep(ms);
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** A store operation failed: the error the caller gets (`store_unavailable` unless the store said more). */

@@ -237,6 +237,28 @@ describe("lost replies never block a key and never mislead the caller", () => {
     expect(sent).toEqual(["alice"]);
   });
 
+  it("retries the release on the system clock without keeping a finished process alive", async () => {
+    const { store, lose } = lossyStore(memoryStore());
+    lose.claim = 1;
+    lose.release = 1;
+    let released!: () => void;
+    const retried = new Promise<void>((resolve) => {
+      released = resolve;
+    });
+    const send = idempotent(async () => ({ id: "m-1" }), {
+      name: "send_email",
+      store,
+      onEvent: (event) => {
+        if (event.type === "released") released();
+      },
+    });
+    const timeouts = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+    const idle = timeouts();
+    expect(await rejection(send({}, { key: "k" }))).toBeInstanceOf(StoreUnavailableError);
+    expect(timeouts()).toBe(idle);
+    await retried;
+  });
+
   it("a claim the client resent finds its own record and runs the tool once, without waiting on itself", async () => {
     const { store, lose } = lossyStore(memoryStore());
     const { send, sent } = counted(store);
