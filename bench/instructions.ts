@@ -1,0 +1,99 @@
+/**
+ * Instructions per call on `memoryStore`, counted by callgrind: the same count whatever else the machine
+ * runs, so two builds compare on a shared, noisy host where timings drift by more than the difference
+ * (repeat runs of one build agree within about 0.5%). It measures the BUILT library, like the bench; only
+ * the calls after the warm-up are counted (the worker marks them), and V8 runs single-threaded with an
+ * allocation-driven GC schedule, so its compiler and GC work land in the count too.
+ *
+ *   npm run bench:instructions -- [--lib dist] [--lib bench/tmp/other] [--workload first,replay]
+ *                                 [--calls 4000] [--warm-up 3000] [--runs 1]
+ *
+ * Every --lib is measured, runs interleaved. first: a unique key each call; replay: one completed key;
+ * contended: two callers on a fresh key, one runs and the other waits in process (counted per pair).
+ * Needs valgrind; a run takes minutes. To compare with another commit, build it into a directory of its own
+ * (under bench/tmp/, which git ignores) and pass that as a second --lib.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs, promisify } from "node:util";
+
+const run = promisify(execFile);
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "..");
+const workloads = ["first", "replay", "contended"] as const;
+
+const { values } = parseArgs({
+  options: {
+    lib: { type: "string", multiple: true },
+    workload: { type: "string", default: workloads.join(",") },
+    calls: { type: "string", default: "4000" },
+    "warm-up": { type: "string", default: "3000" },
+    runs: { type: "string", default: "1" },
+  },
+});
+const libs = (values.lib ?? ["dist"]).map((dir) => path.resolve(root, dir));
+const chosen = values.workload.split(",").map((w) => w.trim());
+for (const w of chosen) {
+  if (!(workloads as readonly string[]).includes(w)) throw new Error(`--workload: unknown "${w}"`);
+}
+const calls = Number(values.calls);
+const warmUp = Number(values["warm-up"]);
+const runs = Number(values.runs);
+
+/** Instructions callgrind counted between the worker's two marks, per call. */
+async function measure(lib: string, workload: string): Promise<number> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "idempotool-callgrind-"));
+  try {
+    await run(
+      "valgrind",
+      [
+        "--tool=callgrind",
+        `--callgrind-out-file=${path.join(dir, "out")}`,
+        // V8 writes and rewrites machine code as it runs.
+        "--smc-check=all-non-file",
+        "--zero-before=node::CPUUsage*",
+        "--dump-before=node::ResourceUsage*",
+        process.execPath,
+        // One thread, and garbage collections scheduled by allocation alone (not by how much time passed,
+        // which under valgrind depends on the machine's load): the same calls make the same count.
+        "--single-threaded",
+        "--predictable-gc-schedule",
+        "--expose-gc",
+        path.join(here, "lib", "instructions-worker.mjs"),
+        lib,
+        workload,
+        String(calls),
+        String(warmUp),
+      ],
+      { maxBuffer: 64 * 1024 * 1024 },
+    );
+    // The first dump is the one the worker's second mark asked for.
+    const totals = /^totals: (\d+)/m.exec(readFileSync(path.join(dir, "out.1"), "utf8"));
+    if (!totals?.[1]) throw new Error(`no totals in callgrind's dump for ${lib} ${workload}`);
+    return Number(totals[1]) / calls;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const label = (lib: string) => path.relative(root, lib) || ".";
+process.stdout.write(
+  `Instructions per call (callgrind, ${calls} calls after ${warmUp} warm-up, node ${process.version})\n\n`,
+);
+process.stdout.write(
+  `| workload | ${libs.map(label).join(" | ")} |\n|---|${libs.map(() => "---:").join("|")}|\n`,
+);
+for (const workload of chosen) {
+  const counts: number[][] = libs.map(() => []);
+  for (let r = 0; r < runs; r++) {
+    for (const [i, lib] of libs.entries()) {
+      counts[i]!.push(await measure(lib, workload));
+      process.stderr.write(`${workload} ${label(lib)} run ${r + 1}: ${Math.round(counts[i]!.at(-1)!)}\n`);
+    }
+  }
+  const cells = counts.map((c) => c.map((n) => Math.round(n).toLocaleString("en-US")).join(" / "));
+  process.stdout.write(`| ${workload} | ${cells.join(" | ")} |\n`);
+}
