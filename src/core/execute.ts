@@ -52,9 +52,7 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
       await lease.stop();
       return await afterThrow(c, record, error);
     }
-    // Most calls end before their first renewal: then there is nothing to wait for.
-    const renewing = lease.stop();
-    if (renewing) await renewing;
+    await lease.stop();
     const action = decide({ event: "tool", outcome: "returned", effect: c.o.effect });
     if (action !== Action.settleCompleted) throw unexpected(action, "the tool returned");
     const envelope = await settleCompleted(c, record, result, "run");

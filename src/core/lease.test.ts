@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
-import { systemClock } from "./clock.js";
+import { type Clock, type SleepOptions, systemClock } from "./clock.js";
 import { LeaseLostError } from "./errors.js";
 import { startLease } from "./lease.js";
 import { memoryStore } from "./memory-store.js";
@@ -171,6 +171,23 @@ describe("startLease on the system clock", () => {
   });
 });
 
+describe("startLease and the event loop", () => {
+  const timeouts = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+
+  it("waits for its renewal on the system clock without keeping a finished process alive", async () => {
+    const { store } = renewals();
+    const idle = timeouts();
+    const lease = startLease(
+      { store, clock: systemClock, leaseMs: 60_000, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
+    expect(timeouts()).toBe(idle);
+    await lease.stop();
+  });
+});
+
 describe("startLease on another clock", () => {
   it("renews on that clock's sleep and stops with it", async () => {
     const clock = fakeClock();
@@ -187,5 +204,28 @@ describe("startLease on another clock", () => {
     await lease.stop();
     await clock.advance(5_000);
     expect(seen).toHaveLength(2);
+  });
+
+  it("asks that clock for sleeps that do not keep the process alive", async () => {
+    const clock = fakeClock();
+    const asked: (SleepOptions | undefined)[] = [];
+    const recording: Clock = {
+      now: () => clock.now(),
+      sleep: (ms, signal, options) => {
+        asked.push(options);
+        return clock.sleep(ms, signal);
+      },
+    };
+    const { store, seen } = renewals();
+    const lease = startLease(
+      { store, clock: recording, leaseMs: 3_000, ttlMs: 60_000 },
+      record,
+      undefined,
+      noStoreErrors,
+    );
+    await clock.advance(1_000);
+    await lease.stop();
+    expect(seen).toHaveLength(1);
+    expect(asked).toEqual([{ ref: false }, { ref: false }]);
   });
 });
