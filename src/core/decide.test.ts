@@ -170,6 +170,12 @@ describe("decide()", () => {
     }
   });
 
+  it("refuses a fact value outside its domain instead of guessing", () => {
+    expect(() => decide({ event: "tool", outcome: "bogus", effect: "irreversible" } as never)).toThrow(
+      /tool has no outcome "bogus"/,
+    );
+  });
+
   it("runs a fresh claim, frees one whose reply was lost, and drops a lease only when refused", () => {
     expect(decide({ event: "claimed" })).toBe(Action.run);
     expect(decide({ event: "claim_failed" })).toBe(Action.releaseUnrun);

@@ -296,13 +296,57 @@ export const table: { readonly [E in CallEvent]: readonly Row<E>[] } = {
 
 /** What a call does next in this situation. */
 export function decide(situation: Situation): Action {
-  const rows = table[situation.event] as readonly Row<CallEvent>[];
+  const event = compiled[situation.event];
+  const facts = situation as unknown as Readonly<Record<string, string>>;
+  let cell = 0;
+  for (let i = 0; i < event.facts.length; i++) {
+    const fact = event.facts[i]!;
+    const at = event.positions[i]!.get(facts[fact]!);
+    if (at === undefined) throw new Error(`decide(): ${situation.event} has no ${fact} "${facts[fact]}"`);
+    cell += at * event.strides[i]!;
+  }
+  return event.actions[cell]!;
+}
+
+/**
+ * One event's table, read once for every situation of its domain: a call then decides by arithmetic on
+ * its facts' positions instead of matching rows (matching cost about 0.5 µs a decision, ~12% of a first call).
+ */
+interface CompiledEvent {
+  readonly facts: readonly string[];
+  /** For each fact, each value's position in its domain. */
+  readonly positions: readonly ReadonlyMap<string, number>[];
+  readonly strides: readonly number[];
+  /** The action of every situation, in the order of {@link situationsOf}. */
+  readonly actions: readonly Action[];
+}
+
+function compile(event: CallEvent): CompiledEvent {
+  const domain = domains[event] as Readonly<Record<string, readonly string[]>>;
+  const facts = Object.keys(domain);
+  const strides: number[] = [];
+  let size = 1;
+  for (let i = facts.length - 1; i >= 0; i--) {
+    strides[i] = size;
+    size *= domain[facts[i]!]!.length;
+  }
+  const rows = table[event] as readonly Row<CallEvent>[];
+  return {
+    facts,
+    positions: facts.map((fact) => new Map(domain[fact]!.map((value, at) => [value, at]))),
+    strides,
+    actions: situationsOf(event).map((situation) => firstMatch(rows, situation, event)),
+  };
+}
+
+/** The table's rule: the first row whose facts all match decides. */
+function firstMatch(rows: readonly Row<CallEvent>[], situation: Situation, event: CallEvent): Action {
   const facts = situation as unknown as Readonly<Record<string, string>>;
   for (const row of rows) {
     if (matches(row.when as Readonly<Record<string, string | readonly string[]>>, facts)) return row.act;
   }
-  // Unreachable: every event's last row matches everything (a test enumerates the whole domain).
-  throw new Error(`decide(): no row for ${situation.event}`);
+  // Unreachable while every event's last row matches everything (a test checks it).
+  throw new Error(`decide(): no row of ${event} matches ${JSON.stringify(situation)}`);
 }
 
 function matches(
@@ -362,3 +406,7 @@ export function situationsOf<E extends CallEvent>(event: E): Situation[] {
 
 /** Every event, in the table's order. */
 export const callEvents = Object.keys(domains) as CallEvent[];
+
+const compiled = Object.fromEntries(callEvents.map((event) => [event, compile(event)])) as Readonly<
+  Record<CallEvent, CompiledEvent>
+>;
