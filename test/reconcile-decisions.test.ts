@@ -181,6 +181,65 @@ describe("the reconciler's claim while a hook runs", () => {
     await cp.complete({ id: "m-2" });
   });
 
+  it("compensates once when the reconciler dies between the compensation and its settle", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    // The first pass's process "dies" after compensating: none of its writes to the record land.
+    let dead = true;
+    const store: IdempotencyStore = {
+      ...inner,
+      settle: (request) =>
+        dead && request.key === "k" ? Promise.reject(new Error("process gone")) : inner.settle(request),
+    };
+    await stale(inner, clock, ["k"]);
+    let refunds = 0;
+    const tools = {
+      send_email: {
+        verify: (): ReconcileOutcome => ({ status: "compensate", reason: "sent, but to the wrong list" }),
+        compensate: () => {
+          refunds++;
+          return { recalled: refunds };
+        },
+      },
+    };
+    const first = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
+    expect(first).toMatchObject({ compensated: 0, errors: 1 });
+    expect((await inner.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("in_progress");
+
+    dead = false;
+    await clock.advance(2_000);
+    const second = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
+    expect(second).toMatchObject({ compensated: 1, errors: 0 });
+    expect(refunds).toBe(1);
+    const record = await inner.get({ scope: "default", key: "k" }, clock.now());
+    expect(record?.status).toBe("failed");
+    // The settled failure keeps what the one compensation returned.
+    expect(record?.error).toContain('"recalled":1');
+  });
+
+  it("leaves a record whose compensation threw unknown, and never compensates it again by itself", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    let attempts = 0;
+    const tools = {
+      send_email: {
+        verify: (): ReconcileOutcome => ({ status: "compensate" }),
+        compensate: () => {
+          attempts++;
+          throw new Error("timeout: the reversal may have gone through");
+        },
+      },
+    };
+    const first = await reconcileOnce({ store, clock, tools });
+    const second = await reconcileOnce({ store, clock, tools });
+    expect(first).toMatchObject({ errors: 1, compensated: 0 });
+    expect(second).toMatchObject({ errors: 1, compensated: 0 });
+    expect(second.decisions[0]?.reason).toMatch(/outcome_unknown|outcome unknown|unknown/);
+    expect(attempts).toBe(1);
+    expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
+  });
+
   it("compensates once when the store blips on the settle after a compensation", async () => {
     const inner = memoryStore();
     const clock = fakeClock();

@@ -17,6 +17,7 @@ import {
 import { defaults } from "../core/options.js";
 import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
+import { type Compensation, compensation } from "./compensation.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
 import { apply, ask, plan } from "./settle-record.js";
@@ -114,6 +115,8 @@ export type Resolved = Defined<Pick<ReconcileOptions, "store" | "tools" | "clock
     readonly pageSize: number;
     /** How each tool's outcomes are stored (its `redact` and `encryption`), by tool name. */
     readonly codecs: ReadonlyMap<string, ResultCodec | undefined>;
+    /** A tool's `compensate`, undoing a record at most once (undefined when the tool has none). */
+    readonly undo: (tool: string) => Compensation<unknown> | undefined;
   };
 
 function resolve(options: ReconcileOptions): Resolved {
@@ -132,14 +135,39 @@ function resolve(options: ReconcileOptions): Resolved {
     sizeOption(owner, `tools.${name}.maxResultBytes`, tool.maxResultBytes);
     codecs.set(name, resolveCodec(tool.redact, tool.encryption, invalidOptionFor(owner, `tools.${name}.`)));
   }
+  const leaseMs = durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs);
+  // Made on the first compensate answer of a pass only: most passes undo nothing.
+  const undos = new Map<string, Compensation<unknown>>();
+  const undo = (name: string) => {
+    const compensate = options.tools[name]?.compensate;
+    if (compensate === undefined) return undefined;
+    let made = undos.get(name);
+    if (made === undefined) {
+      const tool = options.tools[name]!;
+      made = compensation(compensate, {
+        tool: name,
+        store: options.store,
+        ttlMs: tool.ttlMs,
+        leaseMs,
+        // An undo already running elsewhere (saga.compensate()) is left to finish: the next pass asks again.
+        waitMs: 0,
+        redact: tool.redact,
+        encryption: tool.encryption,
+        clock: options.clock,
+      });
+      undos.set(name, made);
+    }
+    return made;
+  };
   return {
     ...options,
     clock: options.clock ?? systemClock,
     dryRun: options.dryRun ?? false,
-    leaseMs: durationOption(owner, "leaseMs", options.leaseMs, defaults.leaseMs),
+    leaseMs,
     limit: sizeOption(owner, "limit", options.limit, Number.MAX_SAFE_INTEGER),
     pageSize: Math.min(sizeOption(owner, "pageSize", options.pageSize, 100), 1000),
     codecs,
+    undo,
   };
 }
 

@@ -6,6 +6,7 @@ import { defaults } from "../core/options.js";
 import type { RecordBinding } from "../core/result-codec.js";
 import { encodeFailure, encodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, RecordStatus, settleOwn } from "../core/store.js";
+import { undoOnce } from "./compensation.js";
 import { Decision } from "./decision.js";
 import type { ReconcileOutcome, ReconcileTool } from "./hooks.js";
 import type { Resolved } from "./reconcile.js";
@@ -144,18 +145,14 @@ export async function apply(
         }
         return {};
       case "compensate": {
-        if (!tool.compensate) break;
+        const undo = o.undo(taken.tool);
+        if (!undo) break;
         const reason = outcome.reason ?? "the reconciler found an effect to undo";
         let undone: unknown;
         try {
-          undone = await tool.compensate(taken, {
-            key: taken.key,
-            scope: taken.scope,
-            tool: taken.tool,
-            signal: lease.signal,
-            step: outcome.found,
-            reason,
-          });
+          // At most once per record: after a crash between this undo and the settle below, the next pass
+          // replays what it returned instead of undoing again.
+          undone = await undoOnce(undo, taken, outcome.found, reason, lease.signal);
         } catch (error) {
           await backToUnknown();
           return { decision: Decision.error, reason: `compensate failed: ${message(error)}`, error };

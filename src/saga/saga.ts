@@ -5,29 +5,21 @@
  * for stale claims), so the saga adds the external-id contract, compensation, and its reconciler entry.
  */
 
-import { compensationKeyPrefix, ownCompensationCall } from "../core/call-input.js";
 import type { Clock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
 import type { FieldList } from "../core/field-list.js";
-import { sha256Hex } from "../core/fingerprint.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
 import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import { invalidOption, invalidOptionFor } from "../core/option-checks.js";
 import { Effect, type VerifyHook } from "../core/options.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
 import { decodeResult, decodeResultProblem } from "../core/serialize.js";
-import type { IdempotencyRecord, IdempotencyStore } from "../core/store.js";
+import type { IdempotencyStore } from "../core/store.js";
+import { compensation, undoOnce } from "../reconcile/compensation.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
 
 const owner = "saga()";
-
-/** One explicit undo: the saga record, the step it keeps, and why (the reason is not fingerprinted). */
-interface Undo<S> {
-  readonly record: IdempotencyRecord;
-  readonly step: S | undefined;
-  readonly reason: string;
-}
 
 /** What a saga's call leaves behind: the downstream's id for the effect, and anything else worth keeping. */
 export interface SagaStep {
@@ -164,36 +156,18 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
     ...(options.redact !== undefined ? { redact: options.redact } : {}),
     ...(options.encryption !== undefined ? { encryption: options.encryption } : {}),
   };
-  // An undo is an effect too, so it runs through idempotent() as a tool of its own, irreversible (a throw
-  // leaves it unknown instead of undoing twice), under a key space no caller can reach (compensationKey).
   const undo = compensate
-    ? idempotent(
-        (u: Undo<S>, { signal }: ToolContext) =>
-          compensate(u.record, {
-            key: u.record.key,
-            scope: u.record.scope,
-            tool: u.record.tool,
-            signal,
-            step: u.step,
-            reason: u.reason,
-          }),
-        {
-          name: `${options.name}:compensate`,
-          store: options.store,
-          effect: Effect.irreversible,
-          // The key names the saga record; the reason is words, and another click with other words is the same undo.
-          significant: () => null,
-          // That fingerprint is a constant: keying it would only tie the undo's replays to a key's life.
-          fingerprintKeys: false,
-          ttlMs: options.ttlMs,
-          leaseMs: options.leaseMs,
-          waitMs: options.waitMs,
-          redact: options.redact,
-          encryption: options.encryption,
-          clock: options.clock,
-          onEvent: options.onEvent,
-        },
-      )
+    ? compensation(compensate, {
+        tool: options.name,
+        store: options.store,
+        ttlMs: options.ttlMs,
+        leaseMs: options.leaseMs,
+        waitMs: options.waitMs,
+        redact: options.redact,
+        encryption: options.encryption,
+        clock: options.clock,
+        onEvent: options.onEvent,
+      })
     : undefined;
   // Already validated by idempotent() above.
   const codec = resolveCodec(options.redact, options.encryption, invalidOptionFor(owner));
@@ -224,16 +198,7 @@ export function saga<A, S extends SagaStep>(options: SagaOptions<A, S>): Saga<A,
       const notKept =
         record.result === null && decodeResultProblem(record.error, codec, binding) !== undefined;
       const step = notKept ? undefined : (decodeResult(record.result, codec, binding) as S | undefined);
-      const call = ownCompensationCall({ key: compensationKey(record), scope });
-      return (await undo({ record, step, reason }, call)).result;
+      return undoOnce(undo, record, step, reason);
     },
   });
-}
-
-/**
- * Where the undo of a saga record is recorded: a key only idempotool's own call may use, one per record
- * (the same key reused after its record expired is a new effect, with an undo of its own).
- */
-function compensationKey(record: IdempotencyRecord): string {
-  return `${compensationKeyPrefix}${sha256Hex(`${record.key}\u0000${record.createdAt}`)}`;
 }
