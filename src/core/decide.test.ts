@@ -5,6 +5,7 @@ import {
   callEvents,
   decide,
   domains,
+  firstMatch,
   found,
   type Request,
   type Row,
@@ -173,6 +174,19 @@ describe("decide()", () => {
   it("refuses a fact value outside its domain instead of guessing", () => {
     expect(() => decide({ event: "tool", outcome: "bogus", effect: "irreversible" } as never)).toThrow(
       /tool has no outcome "bogus"/,
+    );
+  });
+
+  it("matches a row naming one value or a list of values, and refuses a situation no row decides", () => {
+    const rows = [
+      { when: { outcome: "returned" }, act: Action.settleCompleted, why: "one value" },
+      { when: { outcome: ["declared_failed", "threw"] }, act: Action.settleFailed, why: "a list" },
+    ] as Row<CallEvent>[];
+    const situation = (outcome: string) => ({ event: "tool", outcome, effect: "irreversible" }) as Situation;
+    expect(firstMatch(rows, situation("returned"))).toBe(Action.settleCompleted);
+    expect(firstMatch(rows, situation("threw"))).toBe(Action.settleFailed);
+    expect(() => firstMatch(rows, situation("declared_not_executed"))).toThrow(
+      'decide(): no row of tool matches {"event":"tool","outcome":"declared_not_executed","effect":"irreversible"}',
     );
   });
 

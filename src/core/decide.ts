@@ -324,29 +324,29 @@ interface CompiledEvent {
 function compile(event: CallEvent): CompiledEvent {
   const domain = domains[event] as Readonly<Record<string, readonly string[]>>;
   const facts = Object.keys(domain);
-  const strides: number[] = [];
-  let size = 1;
-  for (let i = facts.length - 1; i >= 0; i--) {
-    strides[i] = size;
-    size *= domain[facts[i]!]!.length;
-  }
+  // In the order of situationsOf(): the last fact varies fastest.
+  const strides = facts.map((_, i) =>
+    facts.slice(i + 1).reduce((size, later) => size * domain[later]!.length, 1),
+  );
   const rows = table[event] as readonly Row<CallEvent>[];
   return {
     facts,
     positions: facts.map((fact) => new Map(domain[fact]!.map((value, at) => [value, at]))),
     strides,
-    actions: situationsOf(event).map((situation) => firstMatch(rows, situation, event)),
+    actions: situationsOf(event).map((situation) => firstMatch(rows, situation)),
   };
 }
 
-/** The table's rule: the first row whose facts all match decides. */
-function firstMatch(rows: readonly Row<CallEvent>[], situation: Situation, event: CallEvent): Action {
+/**
+ * The table's rule: the first row whose facts all match decides. A situation no row matches throws, so a
+ * table with a gap cannot load (every event's last row matches everything, and a test checks it).
+ */
+export function firstMatch(rows: readonly Row<CallEvent>[], situation: Situation): Action {
   const facts = situation as unknown as Readonly<Record<string, string>>;
   for (const row of rows) {
     if (matches(row.when as Readonly<Record<string, string | readonly string[]>>, facts)) return row.act;
   }
-  // Unreachable while every event's last row matches everything (a test checks it).
-  throw new Error(`decide(): no row of ${event} matches ${JSON.stringify(situation)}`);
+  throw new Error(`decide(): no row of ${situation.event} matches ${JSON.stringify(situation)}`);
 }
 
 function matches(
@@ -354,9 +354,8 @@ function matches(
   facts: Readonly<Record<string, string>>,
 ): boolean {
   for (const fact in when) {
-    const wanted = when[fact]!;
-    const value = facts[fact]!;
-    if (typeof wanted === "string" ? wanted !== value : !wanted.includes(value)) return false;
+    // One value, or a list of values any of which matches.
+    if (![when[fact]!].flat().includes(facts[fact]!)) return false;
   }
   return true;
 }
