@@ -125,6 +125,19 @@ describe("idempotent() at the limits", () => {
     expect(Date.parse(first.expires_at) - clock.now()).toBe(maxTtlMs);
   });
 
+  it("keeps a tool's name to 200 well-formed characters: it is stored in every record", () => {
+    const make = (name: string) => () => idempotent(async () => "sent", { name, store: memoryStore() });
+    expect(make("t".repeat(200))).not.toThrow();
+    expectInvalidOption(make("t".repeat(201)), "name");
+    expect(make("t".repeat(201))).toThrow(/`name` must be at most 200 characters, got 201/);
+    // Stored as U+FFFD, "send\ud800" and "send\ud801" would be one tool to a store.
+    expect(make("send\ud800")).toThrow(/`name` has a lone UTF-16 surrogate at index 4/);
+    expect(make("send_\u{1F4E7}")).not.toThrow();
+    // checkpoint() keeps its tool in the record alike.
+    const cp = checkpoint(memoryStore(), { tool: "send\udfff", key: "k-1", args: {} });
+    return expect(cp).rejects.toThrow(/`tool` has a lone UTF-16 surrogate at index 4/);
+  });
+
   it("accepts waitMs: 0, which fails at once", () => {
     expect(() =>
       idempotent(async () => "sent", { name: "send_email", store: memoryStore(), waitMs: 0 }),

@@ -9,6 +9,7 @@
  * @module
  */
 import { ErrorCode, IdempotencyError } from "./errors.js";
+import { loneSurrogateIndex } from "./unicode.js";
 
 /**
  * The longest delay a timer holds: 2^31 − 1 ms (about 24.8 days). Node fires a longer one after 1 ms,
@@ -92,6 +93,24 @@ export function durationOption(
   range: OptionRange = {},
 ): number | undefined {
   return wholeNumber(owner, option, value, fallback, range.min ?? 1, range.max ?? maxTimerMs, "milliseconds");
+}
+
+/** The longest tool name: a name is kept in every record, and a saga's undo adds `:compensate` to it. */
+export const maxToolNameLength = 200;
+
+/**
+ * A tool's name: 1–200 characters of well-formed Unicode, not all white space. A lone surrogate is refused:
+ * stores keep it as U+FFFD, so two tools named apart only there would share their records' tool.
+ */
+export function toolNameOption(owner: string, option: string, name: unknown): string {
+  if (typeof name !== "string" || name.trim() === "")
+    invalidOption(owner, option, "must be a non-empty string");
+  if (name.length > maxToolNameLength) {
+    invalidOption(owner, option, `must be at most ${maxToolNameLength} characters, got ${name.length}`);
+  }
+  const lone = loneSurrogateIndex(name);
+  if (lone !== -1) invalidOption(owner, option, `has a lone UTF-16 surrogate at index ${lone}`);
+  return name;
 }
 
 /**

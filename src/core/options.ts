@@ -2,7 +2,14 @@ import { type Clock, systemClock } from "./clock.js";
 import type { IdempotencyEvent } from "./events.js";
 import { type FieldList, fieldListOf, pickFields } from "./field-list.js";
 import type { FingerprintKeyOptions } from "./keyed-fingerprint.js";
-import { durationOption, invalidOption, invalidOptionFor, maxTtlMs, sizeOption } from "./option-checks.js";
+import {
+  durationOption,
+  invalidOption,
+  invalidOptionFor,
+  maxTtlMs,
+  sizeOption,
+  toolNameOption,
+} from "./option-checks.js";
 import { type EncryptionOptions, type ResultCodec, resolveCodec } from "./result-codec.js";
 import type { ResolvedSimilar } from "./similar.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -59,7 +66,7 @@ export interface CallOptions {
 
 /** Options of {@link idempotent}. */
 export interface IdempotentOptions<A, R> {
-  /** The tool's name, kept in the record. */
+  /** The tool's name, kept in every record: 1–200 characters of well-formed Unicode. */
   readonly name: string;
   readonly store: IdempotencyStore;
   /** The class of side effect. Default "irreversible" (fail closed). */
@@ -172,9 +179,7 @@ const effects = new Set<string>(Object.values(Effect));
 /** Validate and complete the options once, at configuration time, naming the option at fault. */
 export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): ResolvedOptions<A, R> {
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
-  if (typeof options.name !== "string" || options.name.trim() === "") {
-    invalidOption(owner, "name", "must be a non-empty string");
-  }
+  toolNameOption(owner, "name", options.name);
   const store = options.store;
   if (typeof store !== "object" || store === null || typeof store.claim !== "function") {
     invalidOption(owner, "store", "must be an idempotency store (memoryStore(), sqliteStore(), …)");

@@ -28,10 +28,10 @@ import {
 import { startLease } from "../core/lease.js";
 import {
   durationOption,
-  invalidOption,
   invalidOptionFor,
   maxTtlMs,
   sizeOption,
+  toolNameOption,
 } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
@@ -142,8 +142,7 @@ export async function checkpoint<R = unknown>(
   options: CheckpointOptions,
 ): Promise<Checkpoint<R>> {
   const owner = "checkpoint()";
-  if (typeof options.tool !== "string" || options.tool === "")
-    invalidOption(owner, "tool", "must be a non-empty string");
+  toolNameOption(owner, "tool", options.tool);
   const key = validateKey(options.key, options.tool);
   const scope = options.scope ?? "default";
   const clock = options.clock ?? systemClock;

@@ -17,6 +17,7 @@ import {
   invalidOptionFor,
   maxTtlMs,
   sizeOption,
+  toolNameOption,
 } from "../core/option-checks.js";
 import { defaults } from "../core/options.js";
 import type { EncryptionOptions, RecordBinding, ResultCodec } from "../core/result-codec.js";
@@ -93,9 +94,7 @@ export function resolveTransactional(
   const owner = "transactionalOnce()";
   const table = sqlIdentifier(options.table, "table", schema);
   const tool = options.tool;
-  if (typeof tool !== "string" || tool.trim() === "") {
-    invalidOption(owner, "tool", "must be a non-empty string: the name of the operation this key belongs to");
-  }
+  toolNameOption(owner, "tool", tool);
   const key = validateKey(options.key, tool);
   const scope = options.scope ?? "default";
   if (typeof scope !== "string" || scope === "") invalidOption(owner, "scope", "must be a non-empty string");
