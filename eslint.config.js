@@ -3,7 +3,17 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "coverage/**", "bench/results/**", "bench/tmp/**"] },
+  {
+    ignores: [
+      "dist/**",
+      "node_modules/**",
+      "coverage/**",
+      "bench/results/**",
+      "bench/tmp/**",
+      "reports/**",
+      ".stryker-tmp/**",
+    ],
+  },
   {
     files: ["**/*.ts"],
     languageOptions: {
