@@ -66,7 +66,7 @@ function loadBetterSqlite3(): Loaded<BetterSqlite3> {
  * Node 22 warns that SQLite is experimental the first time `node:sqlite` loads. The user chose no
  * experiment, the store did, so that one warning is dropped; every other warning passes as it was.
  */
-function withoutSqliteExperimentalWarning<T>(load: () => T): T {
+export function withoutSqliteExperimentalWarning<T>(load: () => T): T {
   const emitWarning = process.emitWarning;
   process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]) {
     const type = typeof rest[0] === "string" ? rest[0] : (rest[0] as { type?: unknown } | undefined)?.type;

@@ -1,0 +1,83 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { pragma, sqliteDrivers } from "../../test/fixtures/sqlite-drivers.js";
+import { isIdempotencyError } from "../core/errors.js";
+import { openSqliteFile, withoutSqliteExperimentalWarning } from "./open-sqlite-file.js";
+
+const directories: string[] = [];
+afterEach(() => {
+  for (const directory of directories.splice(0)) fs.rmSync(directory, { recursive: true, force: true });
+});
+
+function tempDirectory(): string {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "idempotool-open-"));
+  directories.push(directory);
+  return directory;
+}
+
+for (const driver of sqliteDrivers) {
+  describe(`openSqliteFile (${driver.name})`, () => {
+    it("opens only a file that exists when told it must, even one with % and spaces in its name", () => {
+      const file = path.join(tempDirectory(), "100% my records.db");
+      const options = { driver: driver.name, mustExist: true, busyTimeoutMs: 2, caller: "test" } as const;
+      expect(() => openSqliteFile(file, options)).toThrow();
+      expect(fs.existsSync(file)).toBe(false);
+
+      const created = openSqliteFile(file, { ...options, mustExist: false });
+      expect(created.driver).toBe(driver.name);
+      created.database.exec("CREATE TABLE t (x)");
+      created.database.close();
+      const opened = openSqliteFile(file, options);
+      expect(opened.database.prepare("SELECT name FROM sqlite_master").all()).toEqual([{ name: "t" }]);
+      expect(pragma(opened.database, "busy_timeout")).toBe(2);
+      opened.database.close();
+    });
+  });
+}
+
+describe("openSqliteFile", () => {
+  it("refuses a driver it does not know, naming the choices", () => {
+    let thrown: unknown;
+    try {
+      openSqliteFile(":memory:", { driver: "sqlite3" as "node:sqlite", busyTimeoutMs: 2, caller: "test" });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(isIdempotencyError(thrown, "invalid_options")).toBe(true);
+    expect((thrown as Error).message).toContain('"node:sqlite" or "better-sqlite3"');
+  });
+});
+
+describe("loading node:sqlite", () => {
+  it("drops Node 22's warning that SQLite is experimental, and passes every other warning on", async () => {
+    const seen: string[] = [];
+    const listener = (warning: Error) => seen.push(`${warning.name}: ${warning.message}`);
+    process.on("warning", listener);
+    try {
+      const loaded = withoutSqliteExperimentalWarning(() => {
+        // What Node 22 emits while node:sqlite loads, and warnings that are not it.
+        process.emitWarning(
+          "SQLite is an experimental feature and might change at any time",
+          "ExperimentalWarning",
+        );
+        process.emitWarning("SQLite is an experimental feature", { type: "ExperimentalWarning" });
+        process.emitWarning("VM Modules is an experimental feature", "ExperimentalWarning");
+        process.emitWarning("SQLite file is large", "Warning");
+        return "module";
+      });
+      expect(loaded).toBe("module");
+      process.emitWarning("SQLite is an experimental feature", "ExperimentalWarning");
+      // Warnings are delivered on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", listener);
+    }
+    expect(seen).toEqual([
+      "ExperimentalWarning: VM Modules is an experimental feature",
+      "Warning: SQLite file is large",
+      "ExperimentalWarning: SQLite is an experimental feature",
+    ]);
+  });
+});
