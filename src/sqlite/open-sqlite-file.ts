@@ -28,7 +28,7 @@ type Loaded<T> = { readonly driver: T } | { readonly error: unknown };
 let nodeSqlite: Loaded<NodeSqliteModule> | undefined;
 let betterSqlite3: Loaded<BetterSqlite3> | undefined;
 
-/** The statement methods the store needs: Node 24 has them, Node 22 from 22.16; earlier releases do not. */
+/** The statement methods the store needs: Node 24 has them, and recent Node 22 releases (22.23 does); older ones lack some. */
 const nodeStatementMethods = ["setReturnArrays", "setAllowUnknownNamedParameters", "setReadBigInts"];
 
 function loadNodeSqlite(): Loaded<NodeSqliteModule> {
@@ -122,7 +122,7 @@ export function openSqliteFile(path: string, options: OpenSqliteFileOptions): Op
         "invalid_options",
         `${options.caller}: driver "${options.driver}" cannot be loaded on Node ${process.version}` +
           (options.driver === "node:sqlite"
-            ? " (node:sqlite needs Node 24, or Node 22 from 22.16)."
+            ? " (the store needs the node:sqlite of Node 24 or of a recent Node 22)."
             : ": install better-sqlite3@12."),
         { cause: opened.error },
       );

@@ -27,7 +27,7 @@ export interface SqliteDatabase {
   close(): unknown;
 }
 
-/** The part of a node:sqlite `StatementSync` we use (Node 24, or Node 22 from 22.16). */
+/** The part of a node:sqlite `StatementSync` we use (Node 24, or a recent Node 22). */
 export interface NodeSqliteStatement {
   run(...params: unknown[]): { readonly changes: number | bigint };
   get(...params: unknown[]): unknown;

@@ -114,18 +114,6 @@ describe("sqliteStore's choice of driver", () => {
     );
   });
 
-  it.skipIf(sqliteDrivers.length < 2)("shares one file between processes on either driver", async () => {
-    const file = tempFile();
-    const [first, second] = sqliteDrivers.map((driver) => sqliteStore({ path: file, driver: driver.name }));
-    expect((await first!.claim(claimRequest())).claimed).toBe(true);
-    expect(await second!.claim(claimRequest({ token: "token-b" }))).toMatchObject({
-      claimed: false,
-      record: { token: "token-a" },
-    });
-    await first!.close();
-    await second!.close();
-  });
-
   it("keeps the type of the database it is given", () => {
     expectTypeOf<BetterSqlite3.Database>().toExtend<SqliteDatabase>();
     type Given = ReturnType<typeof sqliteStore<BetterSqlite3.Database>>["database"];

@@ -45,7 +45,7 @@ export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> 
         readonly path: string;
         /**
          * The driver that opens the file. Default: `"node:sqlite"` where the running Node has it (Node 24,
-         * Node 22 from 22.16), else `"better-sqlite3"` (the optional peer dependency, e.g. on Node 20).
+         * recent Node 22), else `"better-sqlite3"` (the optional peer dependency, e.g. on Node 20).
          * Both write the same file format, so processes on either driver can share one file.
          */
         readonly driver?: SqliteDriver | undefined;
