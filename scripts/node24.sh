@@ -21,6 +21,7 @@ files=(
   test/ops-insert-once.test.ts
   test/ops-crash.test.ts
   test/cli-store-url.test.ts
+  test/chaos-harness.test.ts
 )
 
 case "$(uname -s)-$(uname -m)" in
