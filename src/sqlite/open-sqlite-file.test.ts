@@ -1,6 +1,8 @@
+import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { pragma, sqliteDrivers } from "../../test/fixtures/sqlite-drivers.js";
 import { isIdempotencyError } from "../core/errors.js";
@@ -79,6 +81,29 @@ describe("loading node:sqlite", () => {
       "ExperimentalWarning: VM Modules is an experimental feature",
       "Warning: SQLite file is large",
       "ExperimentalWarning: SQLite is an experimental feature",
+    ]);
+  });
+});
+
+describe("a path on a Node where neither driver loads", () => {
+  it("is refused with invalid_options, saying how to get a driver and why each failed", async () => {
+    const fixtures = path.join(import.meta.dirname, "..", "..", "test", "fixtures");
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      "--require",
+      path.join(fixtures, "without-sqlite-drivers.cjs"),
+      "--import",
+      "tsx",
+      path.join(fixtures, "sqlite-open-path.ts"),
+    ]);
+    const outcome = JSON.parse(stdout) as { code?: string; message: string; causes: string[] };
+    expect(outcome.code).toBe("invalid_options");
+    expect(outcome.message).toMatch(/^sqliteStore\(\{ path \}\) needs a SQLite driver/);
+    expect(outcome.message).toContain("Node 24");
+    expect(outcome.message).toContain("install better-sqlite3@12");
+    expect(outcome.message).toContain("{ database }");
+    expect(outcome.causes).toEqual([
+      "Cannot find module 'node:sqlite'",
+      "Cannot find module 'better-sqlite3'",
     ]);
   });
 });
