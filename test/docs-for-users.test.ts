@@ -121,7 +121,8 @@ describe("the stores' JSDoc examples", () => {
   /** The `@example` of the JSDoc just above `export function name(`. */
   function exampleOf(file: string, name: string): string {
     const text = readFileSync(join(root, file), "utf8");
-    const at = text.indexOf(`export function ${name}(`);
+    // The declaration, generic or not.
+    const at = text.search(new RegExp(`export function ${name}[<(]`));
     const doc = text.slice(text.lastIndexOf("/**", at), at);
     return doc.slice(doc.indexOf("@example"));
   }

@@ -9,7 +9,6 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, u
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   contentBytes,
@@ -23,6 +22,7 @@ import {
 } from "../src/ops/index.js";
 import { fakeClock } from "../src/testing/index.js";
 import { dropTable, freshTable, testPool } from "./fixtures/pg-helpers.js";
+import { type SqliteTestDatabase, type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
 
 interface Crash {
   readonly stdout: string;
@@ -75,45 +75,50 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-describe("OP-2 on SQLite, when the process is killed between the business write and the commit", () => {
-  it("leaves neither the business row nor the dedup row, and a retry completes once", async () => {
-    const file = join(dir, "app.db");
-    const setup = new Database(file);
-    setup.pragma("journal_mode = WAL");
-    setup.exec(sqliteDedupTableSql("dedup"));
-    setup.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)");
-    setup.close();
+for (const driver of sqliteDrivers) opTwoCrashSpecs(driver);
 
-    const crash = await runToCrash("ops-crash-transactional.ts", [file, "turn-7-order"]);
-    expect(crash).toEqual({ stdout: "written\n", signal: "SIGKILL" });
+function opTwoCrashSpecs(driver: SqliteTestDriver) {
+  describe(`OP-2 on SQLite (${driver.name}), when the process is killed between the business write and the commit`, () => {
+    it("leaves neither the business row nor the dedup row, and a retry completes once", async () => {
+      const file = join(dir, "app.db");
+      const setup = driver.open(file);
+      setup.exec("PRAGMA journal_mode = WAL");
+      setup.exec(sqliteDedupTableSql("dedup"));
+      setup.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)");
+      setup.close();
 
-    const db = new Database(file, { timeout: 10_000 });
-    try {
-      const count = (table: string) =>
-        (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
-      expect(count("orders")).toBe(0);
-      expect(count("dedup")).toBe(0);
+      const crash = await runToCrash("ops-crash-transactional.ts", [file, "turn-7-order", driver.name]);
+      expect(crash).toEqual({ stdout: "written\n", signal: "SIGKILL" });
 
-      let runs = 0;
-      const write = (tx: Database.Database) => {
-        runs++;
-        return {
-          orderId: Number(tx.prepare("INSERT INTO orders (item) VALUES (?)").run("book").lastInsertRowid),
+      const db = driver.open(file, { timeoutMs: 10_000 });
+      try {
+        const count = (table: string) =>
+          (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+        expect(count("orders")).toBe(0);
+        expect(count("dedup")).toBe(0);
+
+        let runs = 0;
+        const write = (tx: SqliteTestDatabase) => {
+          runs++;
+          const inserted = tx.prepare("INSERT INTO orders (item) VALUES (?)").run("book") as unknown as {
+            lastInsertRowid: number | bigint;
+          };
+          return { orderId: Number(inserted.lastInsertRowid) };
         };
-      };
-      const options = { table: "dedup", tool: "place_order", key: "turn-7-order", args: { item: "book" } };
-      const retry = await sqliteTransactionalOnce(db, options, write);
-      const again = await sqliteTransactionalOnce(db, options, write);
-      expect(retry.was_replay).toBe(false);
-      expect(again).toMatchObject({ was_replay: true, result: retry.result });
-      expect(runs).toBe(1);
-      expect(count("orders")).toBe(1);
-      expect(count("dedup")).toBe(1);
-    } finally {
-      db.close();
-    }
+        const options = { table: "dedup", tool: "place_order", key: "turn-7-order", args: { item: "book" } };
+        const retry = await sqliteTransactionalOnce(db, options, write);
+        const again = await sqliteTransactionalOnce(db, options, write);
+        expect(retry.was_replay).toBe(false);
+        expect(again).toMatchObject({ was_replay: true, result: retry.result });
+        expect(runs).toBe(1);
+        expect(count("orders")).toBe(1);
+        expect(count("dedup")).toBe(1);
+      } finally {
+        db.close();
+      }
+    });
   });
-});
+}
 
 describe("OP-3 on the file system, when the process is killed in the middle of a write", () => {
   it("leaves no partial file under the content key, and a retry creates it once", async () => {
@@ -221,29 +226,37 @@ describe("OP-4, when the process is killed right after the insert committed", ()
     conflict: ["idempotency_key"],
   });
 
-  it("on SQLite, a repeat returns inserted: false with the row, never a second row", async () => {
-    const file = join(dir, "app.db");
-    const setup = new Database(file);
-    setup.pragma("journal_mode = WAL");
-    setup.exec(
-      "CREATE TABLE orders (id INTEGER PRIMARY KEY, idempotency_key TEXT UNIQUE NOT NULL, item TEXT)",
-    );
-    setup.close();
+  it.each(sqliteDrivers)(
+    "on SQLite ($name), a repeat returns inserted: false with the row, never a second row",
+    async (driver) => {
+      const file = join(dir, "app.db");
+      const setup = driver.open(file);
+      setup.exec("PRAGMA journal_mode = WAL");
+      setup.exec(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, idempotency_key TEXT UNIQUE NOT NULL, item TEXT)",
+      );
+      setup.close();
 
-    const crash = await runToCrash("ops-crash-insert-once.ts", ["sqlite", file, "turn-7-order"]);
-    expect(crash.signal).toBe("SIGKILL");
-    const first = JSON.parse(crash.stdout) as { inserted: boolean; row: Order };
-    expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "turn-7-order", item: "book" } });
+      const crash = await runToCrash("ops-crash-insert-once.ts", [
+        "sqlite",
+        file,
+        "turn-7-order",
+        driver.name,
+      ]);
+      expect(crash.signal).toBe("SIGKILL");
+      const first = JSON.parse(crash.stdout) as { inserted: boolean; row: Order };
+      expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "turn-7-order", item: "book" } });
 
-    const db = new Database(file, { timeout: 10_000 });
-    try {
-      const repeat = sqliteInsertOnce<Order>(db, request("orders"));
-      expect(repeat).toEqual({ inserted: false, row: first.row });
-      expect(db.prepare("SELECT count(*) AS n FROM orders").get()).toEqual({ n: 1 });
-    } finally {
-      db.close();
-    }
-  });
+      const db = driver.open(file, { timeoutMs: 10_000 });
+      try {
+        const repeat = sqliteInsertOnce<Order>(db, request("orders"));
+        expect(repeat).toEqual({ inserted: false, row: first.row });
+        expect(db.prepare("SELECT count(*) AS n FROM orders").get()).toEqual({ n: 1 });
+      } finally {
+        db.close();
+      }
+    },
+  );
 
   describe("on PostgreSQL", () => {
     const pool = testPool({ max: 2 });

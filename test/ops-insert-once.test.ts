@@ -1,8 +1,8 @@
-import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { isIdempotencyError, KeyConflictError } from "../src/index.js";
 import { postgresInsertOnce, sqliteInsertOnce } from "../src/ops/index.js";
 import { freshTable, testPool } from "./fixtures/pg-helpers.js";
+import { type SqliteTestDatabase, type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
 
 interface Order {
   id: number;
@@ -155,68 +155,72 @@ describe("postgresInsertOnce (OP-4)", () => {
   });
 });
 
-describe("sqliteInsertOnce (OP-4)", () => {
-  let db: Database.Database;
-  beforeEach(() => {
-    db = new Database(":memory:");
-    db.exec(
-      "CREATE TABLE orders (id INTEGER PRIMARY KEY, idempotency_key TEXT UNIQUE NOT NULL, item TEXT, paid INTEGER)",
-    );
-  });
-  afterEach(() => db.close());
+for (const driver of sqliteDrivers) sqliteInsertOnceSpecs(driver);
 
-  it("inserts the first time and hands back the existing row on a repeat", () => {
-    const request = {
-      table: "orders",
-      values: { idempotency_key: "k1", item: "book", paid: true },
-      conflict: ["idempotency_key"],
-    };
-    const first = sqliteInsertOnce<Order>(db, request);
-    const again = sqliteInsertOnce<Order>(db, request);
-    expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "k1", item: "book", paid: 1 } });
-    expect(again).toEqual({ inserted: false, row: first.row });
-    expect(db.prepare("SELECT count(*) AS n FROM orders").get()).toEqual({ n: 1 });
-  });
-
-  it("refuses the same key with other values as a conflict, and leaves the row as it was", () => {
-    const request = {
-      table: "orders",
-      values: { idempotency_key: "k1", item: "book", paid: true },
-      conflict: ["idempotency_key"],
-    };
-    const first = sqliteInsertOnce<Order>(db, request);
-    const conflicting = () =>
-      sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "pen", paid: true } });
-    expect(conflicting).toThrow(KeyConflictError);
-    expect(conflicting).toThrow(expect.objectContaining({ code: "idempotency_key_conflict", key: "k1" }));
-    expect(() =>
-      sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "book", paid: null } }),
-    ).toThrow(KeyConflictError);
-    expect(db.prepare("SELECT * FROM orders").all()).toEqual([first.row]);
-    // true is stored as 1: the same value, so a repeat.
-    expect(
-      sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "book", paid: 1 } }),
-    ).toEqual({ inserted: false, row: first.row });
-  });
-
-  it("compares only the compare columns when given", () => {
-    const request = (item: string, paid: boolean) => ({
-      table: "orders",
-      values: { idempotency_key: "k1", item, paid },
-      conflict: ["idempotency_key"],
-      compare: ["item"],
+function sqliteInsertOnceSpecs(driver: SqliteTestDriver) {
+  describe(`sqliteInsertOnce (OP-4) on ${driver.name}`, () => {
+    let db: SqliteTestDatabase;
+    beforeEach(() => {
+      db = driver.open(":memory:");
+      db.exec(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, idempotency_key TEXT UNIQUE NOT NULL, item TEXT, paid INTEGER)",
+      );
     });
-    const first = sqliteInsertOnce<Order>(db, request("book", false));
-    expect(sqliteInsertOnce(db, request("book", true))).toEqual({ inserted: false, row: first.row });
-    expect(() => sqliteInsertOnce(db, request("pen", false))).toThrow(KeyConflictError);
-  });
+    afterEach(() => db.close());
 
-  it("refuses unsafe identifiers", () => {
-    expect(() => sqliteInsertOnce(db, { table: "orders--", values: { a: 1 }, conflict: ["a"] })).toThrow(
-      /safe SQL identifier/,
-    );
-    expect(() => sqliteInsertOnce(db, { table: "main.orders", values: { a: 1 }, conflict: ["a"] })).toThrow(
-      /safe SQL identifier/,
-    );
+    it("inserts the first time and hands back the existing row on a repeat", () => {
+      const request = {
+        table: "orders",
+        values: { idempotency_key: "k1", item: "book", paid: true },
+        conflict: ["idempotency_key"],
+      };
+      const first = sqliteInsertOnce<Order>(db, request);
+      const again = sqliteInsertOnce<Order>(db, request);
+      expect(first).toMatchObject({ inserted: true, row: { idempotency_key: "k1", item: "book", paid: 1 } });
+      expect(again).toEqual({ inserted: false, row: first.row });
+      expect(db.prepare("SELECT count(*) AS n FROM orders").get()).toEqual({ n: 1 });
+    });
+
+    it("refuses the same key with other values as a conflict, and leaves the row as it was", () => {
+      const request = {
+        table: "orders",
+        values: { idempotency_key: "k1", item: "book", paid: true },
+        conflict: ["idempotency_key"],
+      };
+      const first = sqliteInsertOnce<Order>(db, request);
+      const conflicting = () =>
+        sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "pen", paid: true } });
+      expect(conflicting).toThrow(KeyConflictError);
+      expect(conflicting).toThrow(expect.objectContaining({ code: "idempotency_key_conflict", key: "k1" }));
+      expect(() =>
+        sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "book", paid: null } }),
+      ).toThrow(KeyConflictError);
+      expect(db.prepare("SELECT * FROM orders").all()).toEqual([first.row]);
+      // true is stored as 1: the same value, so a repeat.
+      expect(
+        sqliteInsertOnce(db, { ...request, values: { idempotency_key: "k1", item: "book", paid: 1 } }),
+      ).toEqual({ inserted: false, row: first.row });
+    });
+
+    it("compares only the compare columns when given", () => {
+      const request = (item: string, paid: boolean) => ({
+        table: "orders",
+        values: { idempotency_key: "k1", item, paid },
+        conflict: ["idempotency_key"],
+        compare: ["item"],
+      });
+      const first = sqliteInsertOnce<Order>(db, request("book", false));
+      expect(sqliteInsertOnce(db, request("book", true))).toEqual({ inserted: false, row: first.row });
+      expect(() => sqliteInsertOnce(db, request("pen", false))).toThrow(KeyConflictError);
+    });
+
+    it("refuses unsafe identifiers", () => {
+      expect(() => sqliteInsertOnce(db, { table: "orders--", values: { a: 1 }, conflict: ["a"] })).toThrow(
+        /safe SQL identifier/,
+      );
+      expect(() => sqliteInsertOnce(db, { table: "main.orders", values: { a: 1 }, conflict: ["a"] })).toThrow(
+        /safe SQL identifier/,
+      );
+    });
   });
-});
+}

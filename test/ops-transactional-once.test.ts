@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import type pg from "pg";
 import { afterAll, afterEach, beforeEach, describe, expect, expectTypeOf, it } from "vitest";
 import { isIdempotencyError, KeyConflictError } from "../src/core/errors.js";
@@ -20,6 +20,7 @@ import {
   type TransactionalOnceOptions,
 } from "../src/ops/index.js";
 import { freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
+import { type SqliteTestDatabase, type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
 
 describe("postgresTransactionalOnce (OP-2)", () => {
   const pool = testPool({ max: 6 });
@@ -286,232 +287,237 @@ describe("postgresTransactionalOnce (OP-2)", () => {
   });
 });
 
-describe("sqliteTransactionalOnce (OP-2)", () => {
-  let dir = "";
-  let file = "";
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), "idempotool-op2-"));
-    file = join(dir, "app.db");
-    const db = new Database(file);
-    db.pragma("journal_mode = WAL");
-    db.exec(sqliteDedupTableSql("dedup"));
-    db.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)");
-    db.close();
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+for (const driver of sqliteDrivers) sqliteTransactionalOnceSpecs(driver);
 
-  const open = () => new Database(file, { timeout: 5_000 });
-  const count = (db: Database.Database) =>
-    (db.prepare("SELECT count(*) AS n FROM orders").get() as { n: number }).n;
-  const placeOrder = (item: string) => (tx: Database.Database) => ({
-    orderId: Number(tx.prepare("INSERT INTO orders (item) VALUES (?)").run(item).lastInsertRowid),
-  });
+function sqliteTransactionalOnceSpecs(driver: SqliteTestDriver) {
+  describe(`sqliteTransactionalOnce (OP-2) on ${driver.name}`, () => {
+    let dir = "";
+    let file = "";
+    beforeEach(() => {
+      dir = mkdtempSync(join(tmpdir(), "idempotool-op2-"));
+      file = join(dir, "app.db");
+      const db = driver.open(file);
+      db.exec("PRAGMA journal_mode = WAL");
+      db.exec(sqliteDedupTableSql("dedup"));
+      db.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)");
+      db.close();
+    });
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("commits the business write and the key together, and replays the stored result without running", async () => {
-    const db = open();
-    const first = await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
-      placeOrder("book"),
-    );
-    const again = await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
-      placeOrder("book"),
-    );
-    expect(first.was_replay).toBe(false);
-    expect(again).toMatchObject({ was_replay: true, result: first.result });
-    expect(count(db)).toBe(1);
-    db.close();
-  });
+    const open = () => driver.open(file, { timeoutMs: 5_000 });
+    const count = (db: SqliteTestDatabase) =>
+      (db.prepare("SELECT count(*) AS n FROM orders").get() as { n: number }).n;
+    const placeOrder = (item: string) => (tx: SqliteTestDatabase) => {
+      const inserted = tx.prepare("INSERT INTO orders (item) VALUES (?)").run(item) as unknown as {
+        lastInsertRowid: number | bigint;
+      };
+      return { orderId: Number(inserted.lastInsertRowid) };
+    };
 
-  it("leaves neither the write nor the key when an async write throws, so a retry runs once", async () => {
-    const db = open();
-    await expect(
-      sqliteTransactionalOnce(
+    it("commits the business write and the key together, and replays the stored result without running", async () => {
+      const db = open();
+      const first = await sqliteTransactionalOnce(
         db,
-        { table: "dedup", tool: "place_order", key: "k1", args: {} },
-        async (tx) => {
-          placeOrder("book")(tx);
-          await new Promise((resolve) => setTimeout(resolve, 5));
-          throw new Error("boom");
-        },
-      ),
-    ).rejects.toThrow("boom");
-    expect(count(db)).toBe(0);
-    expect(
-      (
-        await sqliteTransactionalOnce(
+        { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
+        placeOrder("book"),
+      );
+      const again = await sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
+        placeOrder("book"),
+      );
+      expect(first.was_replay).toBe(false);
+      expect(again).toMatchObject({ was_replay: true, result: first.result });
+      expect(count(db)).toBe(1);
+      db.close();
+    });
+
+    it("leaves neither the write nor the key when an async write throws, so a retry runs once", async () => {
+      const db = open();
+      await expect(
+        sqliteTransactionalOnce(
           db,
           { table: "dedup", tool: "place_order", key: "k1", args: {} },
-          placeOrder("book"),
-        )
-      ).was_replay,
-    ).toBe(false);
-    expect(count(db)).toBe(1);
-    db.close();
-  });
-
-  it("refuses the same key with different arguments", async () => {
-    const db = open();
-    await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
-      placeOrder("book"),
-    );
-    await expect(
-      sqliteTransactionalOnce(
-        db,
-        { table: "dedup", tool: "place_order", key: "k1", args: { item: "pen" } },
-        placeOrder("pen"),
-      ),
-    ).rejects.toMatchObject({ code: "idempotency_key_conflict" });
-    expect(count(db)).toBe(1);
-    db.close();
-  });
-
-  it("runs concurrent repeats once, on one connection and across two", async () => {
-    const a = open();
-    const b = open();
-    const slow = async (tx: Database.Database) => {
-      const out = placeOrder("book")(tx);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      return out;
-    };
-    const onOne = await Promise.all(
-      [0, 1, 2].map(() =>
-        sqliteTransactionalOnce(a, { table: "dedup", tool: "place_order", key: "k1", args: {} }, slow),
-      ),
-    );
-    expect(onOne.filter((c) => !c.was_replay)).toHaveLength(1);
-    // A second connection in the same process cannot wait for a's async write (better-sqlite3 blocks the
-    // event loop while it waits on the lock): it fails busy without writing, and replays once a committed.
-    const busy = new Database(file, { timeout: 50 });
-    const first = sqliteTransactionalOnce(
-      a,
-      { table: "dedup", tool: "place_order", key: "k2", args: {} },
-      slow,
-    );
-    await expect(
-      sqliteTransactionalOnce(
-        busy,
-        { table: "dedup", tool: "place_order", key: "k2", args: {} },
-        placeOrder("book"),
-      ),
-    ).rejects.toMatchObject({
-      code: "SQLITE_BUSY",
+          async (tx) => {
+            placeOrder("book")(tx);
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            throw new Error("boom");
+          },
+        ),
+      ).rejects.toThrow("boom");
+      expect(count(db)).toBe(0);
+      expect(
+        (
+          await sqliteTransactionalOnce(
+            db,
+            { table: "dedup", tool: "place_order", key: "k1", args: {} },
+            placeOrder("book"),
+          )
+        ).was_replay,
+      ).toBe(false);
+      expect(count(db)).toBe(1);
+      db.close();
     });
-    expect((await first).was_replay).toBe(false);
-    expect(
-      (
-        await sqliteTransactionalOnce(
-          b,
+
+    it("refuses the same key with different arguments", async () => {
+      const db = open();
+      await sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } },
+        placeOrder("book"),
+      );
+      await expect(
+        sqliteTransactionalOnce(
+          db,
+          { table: "dedup", tool: "place_order", key: "k1", args: { item: "pen" } },
+          placeOrder("pen"),
+        ),
+      ).rejects.toMatchObject({ code: "idempotency_key_conflict" });
+      expect(count(db)).toBe(1);
+      db.close();
+    });
+
+    it("runs concurrent repeats once, on one connection and across two", async () => {
+      const a = open();
+      const b = open();
+      const slow = async (tx: SqliteTestDatabase) => {
+        const out = placeOrder("book")(tx);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return out;
+      };
+      const onOne = await Promise.all(
+        [0, 1, 2].map(() =>
+          sqliteTransactionalOnce(a, { table: "dedup", tool: "place_order", key: "k1", args: {} }, slow),
+        ),
+      );
+      expect(onOne.filter((c) => !c.was_replay)).toHaveLength(1);
+      // A second connection in the same process cannot wait for a's async write (the driver blocks the
+      // event loop while it waits on the lock): it fails busy without writing, and replays once a committed.
+      const busy = driver.open(file, { timeoutMs: 50 });
+      const first = sqliteTransactionalOnce(
+        a,
+        { table: "dedup", tool: "place_order", key: "k2", args: {} },
+        slow,
+      );
+      await expect(
+        sqliteTransactionalOnce(
+          busy,
           { table: "dedup", tool: "place_order", key: "k2", args: {} },
           placeOrder("book"),
-        )
-      ).was_replay,
-    ).toBe(true);
-    expect(count(a)).toBe(2);
-    busy.close();
-    a.close();
-    b.close();
-  });
-
-  it("refuses a key another tool committed, naming both tools, and runs nothing", async () => {
-    const db = open();
-    const charge = await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "charge", key: "order-7", args: { order: 7 } },
-      placeOrder("charge"),
-    );
-    const refund = await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "refund", key: "order-7", args: { order: 7 } },
-      placeOrder("refund"),
-    ).catch((e: unknown) => e);
-    expect(refund).toBeInstanceOf(KeyConflictError);
-    expect(refund).toMatchObject({
-      code: "idempotency_key_conflict",
-      key: "order-7",
-      originalTool: "charge",
-      tool: "refund",
-      originalCalledAt: charge.original_called_at,
+        ),
+      ).rejects.toMatchObject(driver.lockBusy);
+      expect((await first).was_replay).toBe(false);
+      expect(
+        (
+          await sqliteTransactionalOnce(
+            b,
+            { table: "dedup", tool: "place_order", key: "k2", args: {} },
+            placeOrder("book"),
+          )
+        ).was_replay,
+      ).toBe(true);
+      expect(count(a)).toBe(2);
+      busy.close();
+      a.close();
+      b.close();
     });
-    expect(count(db)).toBe(1);
-    const again = await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "charge", key: "order-7", args: { order: 7 } },
-      placeOrder("charge"),
-    );
-    expect(again).toMatchObject({ was_replay: true, result: charge.result });
-    db.close();
-  });
 
-  it("refuses a call without a tool before touching the database", async () => {
-    const db = open();
-    const options = { table: "dedup", key: "k1", args: {} } as unknown as TransactionalOnceOptions;
-    await expect(sqliteTransactionalOnce(db, options, placeOrder("book"))).rejects.toMatchObject({
-      code: "invalid_options",
-      message: expect.stringContaining("`tool`"),
-    });
-    expect(count(db)).toBe(0);
-    db.close();
-  });
-
-  it("on a table made before the tool column, says the ALTER TABLE to run, then refuses the rows made before", async () => {
-    const db = open();
-    db.exec(
-      "CREATE TABLE legacy (scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, result TEXT, " +
-        "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID",
-    );
-    // A row an earlier build committed: it does not say which tool made it.
-    db.prepare("INSERT INTO legacy VALUES ('default', 'order-7', ?, '{\"orderId\":1}', ?, ?)").run(
-      fingerprint({ order: 7 }),
-      Date.now(),
-      Date.now() + 3_600_000,
-    );
-    const once = (key: string) =>
-      sqliteTransactionalOnce(
+    it("refuses a key another tool committed, naming both tools, and runs nothing", async () => {
+      const db = open();
+      const charge = await sqliteTransactionalOnce(
         db,
-        { table: "legacy", tool: "refund", key, args: { order: 7 } },
-        placeOrder("refund"),
+        { table: "dedup", tool: "charge", key: "order-7", args: { order: 7 } },
+        placeOrder("charge"),
       );
-    const missing = await once("order-8").catch((e: unknown) => e);
-    expect(missing).toMatchObject({ code: "invalid_options" });
-    const alter = /ALTER TABLE \S+ ADD COLUMN tool text/.exec((missing as Error).message)?.[0];
-    expect(alter).toBe('ALTER TABLE "legacy" ADD COLUMN tool text');
-    expect(db.inTransaction).toBe(false);
+      const refund = await sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "refund", key: "order-7", args: { order: 7 } },
+        placeOrder("refund"),
+      ).catch((e: unknown) => e);
+      expect(refund).toBeInstanceOf(KeyConflictError);
+      expect(refund).toMatchObject({
+        code: "idempotency_key_conflict",
+        key: "order-7",
+        originalTool: "charge",
+        tool: "refund",
+        originalCalledAt: charge.original_called_at,
+      });
+      expect(count(db)).toBe(1);
+      const again = await sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "charge", key: "order-7", args: { order: 7 } },
+        placeOrder("charge"),
+      );
+      expect(again).toMatchObject({ was_replay: true, result: charge.result });
+      db.close();
+    });
 
-    db.exec(alter!);
-    const old = await once("order-7").catch((e: unknown) => e);
-    expect(old).toBeInstanceOf(KeyConflictError);
-    expect(old).toMatchObject({ originalTool: "", tool: "refund", key: "order-7" });
-    expect((await once("order-8")).was_replay).toBe(false);
-    expect((await once("order-8")).was_replay).toBe(true);
-    expect(count(db)).toBe(1);
-    db.close();
-  });
+    it("refuses a call without a tool before touching the database", async () => {
+      const db = open();
+      const options = { table: "dedup", key: "k1", args: {} } as unknown as TransactionalOnceOptions;
+      await expect(sqliteTransactionalOnce(db, options, placeOrder("book"))).rejects.toMatchObject({
+        code: "invalid_options",
+        message: expect.stringContaining("`tool`"),
+      });
+      expect(count(db)).toBe(0);
+      db.close();
+    });
 
-  it("frees the key once its window passes", async () => {
-    const db = open();
-    let now = 1_000_000;
-    const clock = { now: () => now, sleep: async () => {} };
-    await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "place_order", key: "k1", args: {}, ttlMs: 1000, clock },
-      placeOrder("a"),
-    );
-    now += 1001;
-    const later = await sqliteTransactionalOnce(
-      db,
-      { table: "dedup", tool: "place_order", key: "k1", args: {}, ttlMs: 1000, clock },
-      placeOrder("a"),
-    );
-    expect(later.was_replay).toBe(false);
-    expect(count(db)).toBe(2);
-    db.close();
+    it("on a table made before the tool column, says the ALTER TABLE to run, then refuses the rows made before", async () => {
+      const db = open();
+      db.exec(
+        "CREATE TABLE legacy (scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, result TEXT, " +
+          "created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID",
+      );
+      // A row an earlier build committed: it does not say which tool made it.
+      db.prepare("INSERT INTO legacy VALUES ('default', 'order-7', ?, '{\"orderId\":1}', ?, ?)").run(
+        fingerprint({ order: 7 }),
+        Date.now(),
+        Date.now() + 3_600_000,
+      );
+      const once = (key: string) =>
+        sqliteTransactionalOnce(
+          db,
+          { table: "legacy", tool: "refund", key, args: { order: 7 } },
+          placeOrder("refund"),
+        );
+      const missing = await once("order-8").catch((e: unknown) => e);
+      expect(missing).toMatchObject({ code: "invalid_options" });
+      const alter = /ALTER TABLE \S+ ADD COLUMN tool text/.exec((missing as Error).message)?.[0];
+      expect(alter).toBe('ALTER TABLE "legacy" ADD COLUMN tool text');
+      expect(driver.inTransaction(db)).toBe(false);
+
+      db.exec(alter!);
+      const old = await once("order-7").catch((e: unknown) => e);
+      expect(old).toBeInstanceOf(KeyConflictError);
+      expect(old).toMatchObject({ originalTool: "", tool: "refund", key: "order-7" });
+      expect((await once("order-8")).was_replay).toBe(false);
+      expect((await once("order-8")).was_replay).toBe(true);
+      expect(count(db)).toBe(1);
+      db.close();
+    });
+
+    it("frees the key once its window passes", async () => {
+      const db = open();
+      let now = 1_000_000;
+      const clock = { now: () => now, sleep: async () => {} };
+      await sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "place_order", key: "k1", args: {}, ttlMs: 1000, clock },
+        placeOrder("a"),
+      );
+      now += 1001;
+      const later = await sqliteTransactionalOnce(
+        db,
+        { table: "dedup", tool: "place_order", key: "k1", args: {}, ttlMs: 1000, clock },
+        placeOrder("a"),
+      );
+      expect(later.was_replay).toBe(false);
+      expect(count(db)).toBe(2);
+      db.close();
+    });
   });
-});
+}
 
 describe("shapes", () => {
   it("accepts a pg.Pool and hands the write a pg.PoolClient", () => {

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/sqlite/index.js";
+import { type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
 import { startWorker, type WorkerProcess } from "./fixtures/worker-process.js";
 
 const PROCESSES = 4;
@@ -19,9 +20,10 @@ interface Worker extends WorkerProcess {
   report: Promise<WorkerReport>;
 }
 
-function startClaimWorker(file: string, now: number): Worker {
+function startClaimWorker(file: string, driver: SqliteTestDriver, now: number): Worker {
   const worker = startWorker("sqlite-claim-worker.ts", [
     file,
+    driver.name,
     String(CLAIMS_PER_PROCESS),
     String(KEYS),
     String(now),
@@ -38,9 +40,18 @@ function startClaimWorker(file: string, now: number): Worker {
   return { ...worker, report };
 }
 
-/** Starts the workers, releases them at once, and collects every claim each one won. */
-async function race(file: string, now: number): Promise<WorkerReport[]> {
-  const workers = Array.from({ length: PROCESSES }, () => startClaimWorker(file, now));
+/**
+ * Starts the workers, releases them at once, and collects every claim each one won. With more than one
+ * driver, the workers take turns, so processes on different drivers race on one file.
+ */
+async function race(
+  file: string,
+  drivers: readonly SqliteTestDriver[],
+  now: number,
+): Promise<WorkerReport[]> {
+  const workers = Array.from({ length: PROCESSES }, (_, i) =>
+    startClaimWorker(file, drivers[i % drivers.length]!, now),
+  );
   try {
     await Promise.all(workers.map((w) => w.waitFor("ready")));
     // Every worker spins until the same instant, shortly after all of them have read the signal.
@@ -80,36 +91,42 @@ async function expectOneWinnerPerKey(file: string, reports: WorkerReport[], now:
   }
 }
 
-describe("sqliteStore across processes", () => {
-  it(`claims each of ${KEYS} keys exactly once when ${PROCESSES} processes race ${CLAIMS_PER_PROCESS} claims each`, async () => {
-    const file = tempFile();
-    const now = Date.now();
-    const reports = await race(file, now);
-    expect(new Set(reports.map((r) => r.pid)).size).toBe(PROCESSES);
-    await expectOneWinnerPerKey(file, reports, now);
-  });
+// Each driver on its own, and both together where this Node has both.
+const driverSets =
+  sqliteDrivers.length > 1 ? [...sqliteDrivers.map((d) => [d]), sqliteDrivers] : [sqliteDrivers];
 
-  it("replaces each expired record exactly once when processes race to claim it", async () => {
-    const file = tempFile();
-    const then = Date.now() - 10_000;
-    const seed = sqliteStore({ path: file });
-    for (let i = 0; i < KEYS; i++) {
-      const claim = await seed.claim({
-        scope: "race",
-        key: `key-${i}`,
-        tool: "race_tool",
-        fingerprint: "0".repeat(64),
-        token: `expired-${i}`,
-        leaseMs: 1_000,
-        ttlMs: 1_000,
-        now: then,
-      });
-      expect(claim.claimed).toBe(true);
-    }
-    await seed.close();
+for (const drivers of driverSets) {
+  describe(`sqliteStore across processes (${drivers.map((d) => d.name).join(" + ")})`, () => {
+    it(`claims each of ${KEYS} keys exactly once when ${PROCESSES} processes race ${CLAIMS_PER_PROCESS} claims each`, async () => {
+      const file = tempFile();
+      const now = Date.now();
+      const reports = await race(file, drivers, now);
+      expect(new Set(reports.map((r) => r.pid)).size).toBe(PROCESSES);
+      await expectOneWinnerPerKey(file, reports, now);
+    });
 
-    const now = then + 5_000;
-    const reports = await race(file, now);
-    await expectOneWinnerPerKey(file, reports, now);
+    it("replaces each expired record exactly once when processes race to claim it", async () => {
+      const file = tempFile();
+      const then = Date.now() - 10_000;
+      const seed = sqliteStore({ path: file, driver: drivers[0]!.name });
+      for (let i = 0; i < KEYS; i++) {
+        const claim = await seed.claim({
+          scope: "race",
+          key: `key-${i}`,
+          tool: "race_tool",
+          fingerprint: "0".repeat(64),
+          token: `expired-${i}`,
+          leaseMs: 1_000,
+          ttlMs: 1_000,
+          now: then,
+        });
+        expect(claim.claimed).toBe(true);
+      }
+      await seed.close();
+
+      const now = then + 5_000;
+      const reports = await race(file, drivers, now);
+      await expectOneWinnerPerKey(file, reports, now);
+    });
   });
-});
+}

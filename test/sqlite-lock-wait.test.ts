@@ -4,6 +4,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { idempotent, isIdempotencyError } from "../src/index.js";
 import { type SqliteStore, sqliteStore } from "../src/sqlite/index.js";
+import { type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
 import { startWorker, type WorkerProcess } from "./fixtures/worker-process.js";
 
 const holdMs = 1_500;
@@ -26,8 +27,8 @@ function tempFile(): string {
 }
 
 /** Another OS process takes the file's write lock and keeps it for `ms`; resolves once it holds it. */
-async function holdWriteLock(file: string, ms: number): Promise<WorkerProcess> {
-  const holder = startWorker("sqlite-lock-holder.ts", [file, String(ms)]);
+async function holdWriteLock(file: string, driver: SqliteTestDriver, ms: number): Promise<WorkerProcess> {
+  const holder = startWorker("sqlite-lock-holder.ts", [file, driver.name, String(ms)]);
   holders.push(holder);
   await holder.waitFor("locked");
   return holder;
@@ -58,42 +59,44 @@ function sendEmail(store: SqliteStore) {
   return { tool, sent };
 }
 
-describe("sqliteStore while another process holds the write lock", () => {
-  it("keeps the event loop running while a claim waits, then claims and runs the tool once", async () => {
-    const file = tempFile();
-    const store = sqliteStore({ path: file });
-    store.migrate();
-    const { tool, sent } = sendEmail(store);
-    const holder = await holdWriteLock(file, holdMs);
+for (const driver of sqliteDrivers) {
+  describe(`sqliteStore while another process holds the write lock (${driver.name})`, () => {
+    it("keeps the event loop running while a claim waits, then claims and runs the tool once", async () => {
+      const file = tempFile();
+      const store = sqliteStore({ path: file, driver: driver.name });
+      store.migrate();
+      const { tool, sent } = sendEmail(store);
+      const holder = await holdWriteLock(file, driver, holdMs);
 
-    const waited = await ticking(() => tool({ to: "alice@example.com" }, { key: "order-1" }));
+      const waited = await ticking(() => tool({ to: "alice@example.com" }, { key: "order-1" }));
 
-    expect(waited.outcome).toMatchObject({
-      value: { result: { messageId: "m-alice@example.com" }, was_replay: false },
+      expect(waited.outcome).toMatchObject({
+        value: { result: { messageId: "m-alice@example.com" }, was_replay: false },
+      });
+      expect(sent).toEqual(["alice@example.com"]);
+      // The claim could only land once the other process committed.
+      expect(waited.elapsedMs).toBeGreaterThan(holdMs / 2);
+      expect(waited.ticks).toBeGreaterThanOrEqual(waited.elapsedMs / tickMs / 2);
+      expect((await holder.exited).code).toBe(0);
+      await store.close();
     });
-    expect(sent).toEqual(["alice@example.com"]);
-    // The claim could only land once the other process committed.
-    expect(waited.elapsedMs).toBeGreaterThan(holdMs / 2);
-    expect(waited.ticks).toBeGreaterThanOrEqual(waited.elapsedMs / tickMs / 2);
-    expect((await holder.exited).code).toBe(0);
-    await store.close();
+
+    it("fails closed with store_unavailable after busyTimeoutMs, without running the tool or freezing", async () => {
+      const file = tempFile();
+      const store = sqliteStore({ path: file, driver: driver.name, busyTimeoutMs: 300 });
+      store.migrate();
+      const { tool, sent } = sendEmail(store);
+      await holdWriteLock(file, driver, holdMs);
+
+      const waited = await ticking(() => tool({ to: "alice@example.com" }, { key: "order-1" }));
+
+      const error = waited.outcome.status === "rejected" ? waited.outcome.reason : waited.outcome.value;
+      expect(isIdempotencyError(error, "store_unavailable"), String(error)).toBe(true);
+      expect(sent).toEqual([]);
+      expect(waited.elapsedMs).toBeGreaterThanOrEqual(300);
+      expect(waited.elapsedMs).toBeLessThan(holdMs);
+      expect(waited.ticks).toBeGreaterThanOrEqual(waited.elapsedMs / tickMs / 2);
+      await store.close();
+    });
   });
-
-  it("fails closed with store_unavailable after busyTimeoutMs, without running the tool or freezing", async () => {
-    const file = tempFile();
-    const store = sqliteStore({ path: file, busyTimeoutMs: 300 });
-    store.migrate();
-    const { tool, sent } = sendEmail(store);
-    await holdWriteLock(file, holdMs);
-
-    const waited = await ticking(() => tool({ to: "alice@example.com" }, { key: "order-1" }));
-
-    const error = waited.outcome.status === "rejected" ? waited.outcome.reason : waited.outcome.value;
-    expect(isIdempotencyError(error, "store_unavailable"), String(error)).toBe(true);
-    expect(sent).toEqual([]);
-    expect(waited.elapsedMs).toBeGreaterThanOrEqual(300);
-    expect(waited.elapsedMs).toBeLessThan(holdMs);
-    expect(waited.ticks).toBeGreaterThanOrEqual(waited.elapsedMs / tickMs / 2);
-    await store.close();
-  });
-});
+}

@@ -3,8 +3,9 @@
  * resume, duplicate emission, user retry, a crash right after the effect) and count its effects with a
  * probe: one intended call must give one effect. The same harness is the `idempotool chaos` command.
  *
- * It runs the tool against a throwaway SQLite store, so it needs `better-sqlite3`; the store-neutral
- * helpers (the conformance suite, `fakeClock()`, `recordToolCalls()`) are in `idempotool/testing`.
+ * It runs the tool against a throwaway SQLite store: on Node's built-in `node:sqlite` where the running
+ * Node has it (Node 24), else on `better-sqlite3`, which must then be installed. The store-neutral helpers
+ * (the conformance suite, `fakeClock()`, `recordToolCalls()`) are in `idempotool/testing`.
  * @example
  * import { chaos } from "idempotool/chaos";
  *

@@ -9,7 +9,9 @@ import { resolve } from "node:path";
 import type { IdempotencyStore } from "../core/store.js";
 import { postgresStore } from "../postgres/index.js";
 import { redisStore } from "../redis/index.js";
-import { type SqliteDatabase, sqliteStore } from "../sqlite/index.js";
+import { type AnySqliteDatabase, sqliteStore } from "../sqlite/index.js";
+import { busyWaitPerAttemptMs } from "../sqlite/lock-wait.js";
+import { openSqliteFile } from "../sqlite/open-sqlite-file.js";
 import { OptionError, UsageError } from "./errors.js";
 import { printable } from "./output.js";
 import { redactUrl } from "./redact.js";
@@ -138,15 +140,15 @@ async function openSqlite(
     );
   }
   if (!existsSync(path)) throw new UsageError(`no SQLite store at ${shown}`);
-  const Database = await loadDriver<new (path: string, options: object) => SqliteDatabase>(
-    "better-sqlite3",
-    "sqlite://",
-  );
-  let database: SqliteDatabase;
+  let database: AnySqliteDatabase;
   try {
-    // fileMustExist: a file removed since the check above is not created either. A short busy timeout
-    // per attempt, since the store waits for locks on timers itself.
-    database = new Database(path, { fileMustExist: true, timeout: 2 });
+    // node:sqlite where this Node has it, else better-sqlite3. mustExist: a file removed since the check
+    // above is not created either. A short busy timeout per attempt: the store waits for locks on timers.
+    database = openSqliteFile(path, {
+      mustExist: true,
+      busyTimeoutMs: busyWaitPerAttemptMs,
+      caller: "sqlite:// stores",
+    }).database;
   } catch (error) {
     throw new UsageError(`cannot open the SQLite store at ${shown}: ${reasonOf(error)}`, { cause: error });
   }
@@ -318,7 +320,7 @@ type RedisClient = Parameters<typeof redisStore>[0]["client"] & {
 async function loadDriver<T>(name: string, scheme: string): Promise<T> {
   try {
     const module = (await import(name)) as T & { default?: T };
-    // better-sqlite3 is CommonJS with one export: its constructor arrives as `default`.
+    // A CommonJS package with one export (a constructor) arrives as `default`.
     return typeof module.default === "function" ? module.default : module;
   } catch (error) {
     throw new UsageError(`${scheme} stores need the ${name} package: npm install ${name}`, { cause: error });

@@ -2,7 +2,8 @@
  * `idempotool/ops`: the operation models that live beside the core (docs/operation-models.md).
  * OP-2 a dedup row and the business write in one transaction; OP-3 content-addressed writes;
  * OP-4 insert-once; OP-8 a pre-call checkpoint for plain loops. Database helpers take the client
- * you already have (a `pg.Pool`, a better-sqlite3 `Database`), typed by the methods they use.
+ * you already have (a `pg.Pool`, a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`), typed by the
+ * methods they use.
  *
  * @example
  * import { fileSystemTarget, writeContentOnce } from "idempotool/ops";

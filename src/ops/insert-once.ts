@@ -199,8 +199,9 @@ export async function postgresInsertOnce<Row = Record<string, unknown>>(
 }
 
 /**
- * The SQLite form of {@link postgresInsertOnce} (SQLite ≥ 3.35 for `RETURNING`; better-sqlite3 12 bundles it).
- * Synchronous, since better-sqlite3 is: one statement decides, so it is atomic across connections too.
+ * The SQLite form of {@link postgresInsertOnce} (SQLite ≥ 3.35 for `RETURNING`; better-sqlite3 12 and
+ * node:sqlite bundle a newer one). Takes a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`.
+ * Synchronous, since both drivers are: one statement decides, so it is atomic across connections too.
  *
  * @example
  * import Database from "better-sqlite3";
@@ -223,7 +224,8 @@ export function sqliteInsertOnce<Row = Record<string, unknown>>(
   const select = db.prepare(s.select);
   for (let attempt = 0; attempt < attempts; attempt++) {
     const inserted = insert.get(...s.insertValues.map(sqliteValue));
-    if (inserted !== undefined) return { inserted: true, row: inserted as Row };
+    // A plain object on either driver (node:sqlite answers rows without a prototype).
+    if (inserted !== undefined) return { inserted: true, row: { ...(inserted as object) } as Row };
     const existing = select.get(...s.selectValues.map(sqliteValue)) as Record<string, unknown> | undefined;
     if (existing !== undefined) return { inserted: false, row: existingRow<Row>(request, existing) };
   }
@@ -233,7 +235,7 @@ export function sqliteInsertOnce<Row = Record<string, unknown>>(
   );
 }
 
-// better-sqlite3 binds no booleans; store them as 0/1 like SQLite itself does.
+// better-sqlite3 binds no booleans (node:sqlite does, as 0/1); store them as 0/1 like SQLite itself does.
 function sqliteValue(value: unknown): unknown {
   return typeof value === "boolean" ? (value ? 1 : 0) : value;
 }

@@ -14,12 +14,23 @@ export interface PgQueryableText {
   query(text: string, values?: unknown[]): Promise<{ readonly rows: readonly unknown[] }>;
 }
 
-/** The part of a better-sqlite3 `Database` we use; the helpers never import the package. */
-export interface SqliteDatabaseLike {
+/**
+ * The part of a SQLite database we use: a better-sqlite3 `Database` or a node:sqlite `DatabaseSync` fits
+ * (they name "a transaction is open" differently); the helpers never import either.
+ */
+export type SqliteDatabaseLike = SqliteStatements &
+  ({ readonly inTransaction: boolean } | { readonly isTransaction: boolean });
+
+/** What both drivers' databases have alike: statements bound by position, and `exec`. */
+export interface SqliteStatements {
   prepare(source: string): {
-    run(...params: unknown[]): { readonly changes: number };
+    run(...params: unknown[]): { readonly changes: number | bigint };
     get(...params: unknown[]): unknown;
   };
   exec(source: string): unknown;
-  readonly inTransaction: boolean;
+}
+
+/** Whether a transaction is open on `db`, on either driver. */
+export function inTransaction(db: SqliteDatabaseLike): boolean {
+  return "inTransaction" in db ? db.inTransaction : db.isTransaction;
 }

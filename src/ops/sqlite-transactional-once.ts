@@ -4,7 +4,7 @@
  */
 import { iso } from "../core/time.js";
 import { sqlIdentifier } from "./sql-identifier.js";
-import type { SqliteDatabaseLike } from "./sql-shapes.js";
+import { inTransaction, type SqliteDatabaseLike } from "./sql-shapes.js";
 import {
   type ResolvedTransactional,
   replayRow,
@@ -43,9 +43,10 @@ const queues = new WeakMap<object, Promise<unknown>>();
  * stays free. A repeat of the same tool with the same key and arguments returns the committed result
  * without running; other arguments, or another tool, under the same key throw `idempotency_key_conflict`.
  *
- * While `write` runs, the connection belongs to this transaction: calls through the same `Database` are
- * queued, and other connections wait on SQLite's write lock (give them a `timeout`, better-sqlite3's
- * default is 5 s).
+ * `db` is a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`. While `write` runs, the connection
+ * belongs to this transaction: calls through the same database are queued, and other connections wait on
+ * SQLite's write lock for as long as their busy timeout allows (the `timeout` option of either driver:
+ * better-sqlite3's default is 5 s, node:sqlite's is 0, so give a `DatabaseSync` one).
  *
  * @example
  * import Database from "better-sqlite3";
@@ -122,7 +123,7 @@ async function transact<D extends SqliteDatabaseLike, R>(
       idempotency_key: o.key,
     };
   } catch (error) {
-    if (db.inTransaction) db.exec("ROLLBACK");
+    if (inTransaction(db)) db.exec("ROLLBACK");
     throw error;
   }
 }

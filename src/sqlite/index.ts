@@ -1,8 +1,17 @@
 /**
- * `idempotool/sqlite`: the embedded idempotency store on one SQLite file (better-sqlite3), safe across
- * processes that share the file. better-sqlite3 is an optional peer dependency, loaded only when a store
- * opens a `path`; pass your own `Database` as `{ database }` to keep control of the connection.
+ * `idempotool/sqlite`: the embedded idempotency store on one SQLite file, safe across processes that share
+ * the file. It opens a `path` with Node's built-in `node:sqlite` where the running Node has it (Node 24),
+ * else with better-sqlite3 (an optional peer dependency, loaded only then); pass your own better-sqlite3
+ * `Database` or node:sqlite `DatabaseSync` as `{ database }` to keep control of the connection.
  * @module
  */
-export type { SqliteDatabase, SqliteStatement, SqliteStore, SqliteStoreOptions } from "./sqlite-store.js";
+export type {
+  AnySqliteDatabase,
+  NodeSqliteDatabase,
+  NodeSqliteStatement,
+  SqliteDatabase,
+  SqliteDriver,
+  SqliteStatement,
+} from "./sqlite-connection.js";
+export type { SqliteStore, SqliteStoreOptions } from "./sqlite-store.js";
 export { sqliteStore } from "./sqlite-store.js";

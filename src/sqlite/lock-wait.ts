@@ -1,6 +1,6 @@
 /**
- * Waiting for another connection's lock on a SQLite file without blocking the process. better-sqlite3
- * runs every statement synchronously, so SQLite's own busy timeout would hold the event loop for as long
+ * Waiting for another connection's lock on a SQLite file without blocking the process. Both drivers
+ * (node:sqlite and better-sqlite3) run every statement synchronously, so SQLite's own busy timeout would hold the event loop for as long
  * as it waits: timers, I/O and the lease renewals of every other call in flight would stop. The store
  * keeps that wait to a few milliseconds per attempt and waits the rest on timers between attempts.
  */
@@ -12,14 +12,23 @@ export const busyWaitPerAttemptMs = 2;
 const firstRetryDelayMs = 2;
 const maxRetryDelayMs = 50;
 
+/** SQLite's primary result codes for a lock held elsewhere; an extended code keeps one in its low byte. */
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+
 /**
  * Whether `error` says another connection holds a lock (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended
- * codes). Such a statement did not apply: SQLite rolls back a statement that could not get its lock, and
- * better-sqlite3's `transaction()` rolls back the whole transaction when any statement in it (or its
- * `COMMIT`) throws. So the same attempt can simply run again.
+ * codes): better-sqlite3 names the code in `code`, node:sqlite gives its number in `errcode`. Such a
+ * statement did not apply: SQLite rolls back a statement that could not get its lock, and the store's
+ * transactions are rolled back whole when any statement in them (or their `COMMIT`) throws. So the same
+ * attempt can simply run again.
  */
 export function isLockBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null | undefined)?.code;
+  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
+  if (typeof errcode === "number") {
+    const primary = errcode & 0xff;
+    return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
+  }
   return typeof code === "string" && /^SQLITE_(?:BUSY|LOCKED)(?:_|$)/.test(code);
 }
 

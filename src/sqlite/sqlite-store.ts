@@ -1,4 +1,3 @@
-import { createRequire } from "node:module";
 import { IdempotencyError } from "../core/errors.js";
 import {
   decodeListCursor,
@@ -25,35 +24,31 @@ import {
 } from "../core/store.js";
 import { loneSurrogateIndex } from "../core/unicode.js";
 import { busyWaitPerAttemptMs, lockWaiter } from "./lock-wait.js";
-
-/** The part of a better-sqlite3 statement we use. The store binds by name: one object of `@name`s. */
-export interface SqliteStatement {
-  run(...params: unknown[]): { readonly changes: number };
-  get(...params: unknown[]): unknown;
-  all(...params: unknown[]): unknown[];
-  safeIntegers(toggle?: boolean): unknown;
-  /** Rows as arrays of column values: the store reads columns by position, so no names are built per row. */
-  raw(toggle?: boolean): unknown;
-}
-
-/** The part of better-sqlite3 we use; a `Database` fits, so the store never imports the package's types. */
-export interface SqliteDatabase {
-  prepare(source: string): SqliteStatement;
-  exec(source: string): unknown;
-  pragma(source: string, options?: { simple?: boolean }): unknown;
-  transaction<A extends unknown[], R>(fn: (...args: A) => R): { immediate(...args: A): R };
-  close(): unknown;
-}
+import { openSqliteFile } from "./open-sqlite-file.js";
+import {
+  type AnySqliteDatabase,
+  type RowReader,
+  type SqliteConnection,
+  type SqliteDriver,
+  sqliteConnection,
+} from "./sqlite-connection.js";
 
 /**
- * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default), or a better-sqlite3
- * `Database` the caller opened and keeps owning. Share a file across processes only in WAL mode: set it
- * yourself when you pass `database`. See docs/stores.md#sqlite.
+ * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default) with Node's built-in
+ * `node:sqlite` where the running Node has it and better-sqlite3 otherwise, or a database the caller opened
+ * with either driver and keeps owning. Share a file across processes only in WAL mode: set it yourself
+ * when you pass `database`. See docs/stores.md#sqlite.
  */
-export type SqliteStoreOptions = LockWaitOptions &
+export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> = LockWaitOptions &
   (
     | {
         readonly path: string;
+        /**
+         * The driver that opens the file. Default: `"node:sqlite"` where the running Node has it (Node 24,
+         * recent Node 22), else `"better-sqlite3"` (the optional peer dependency, e.g. on Node 20).
+         * Both write the same file format, so processes on either driver can share one file.
+         */
+        readonly driver?: SqliteDriver | undefined;
         /** Table name; default `idempotool_records`. */
         readonly table?: string | undefined;
         /** `FULL` also survives power loss; `NORMAL` (default) survives process crashes. */
@@ -61,12 +56,14 @@ export type SqliteStoreOptions = LockWaitOptions &
       }
     | {
         /**
-         * Your better-sqlite3 `Database`; the store configures nothing on it and never closes it. Its busy
-         * timeout (better-sqlite3's `timeout` option, 5 s unless you set it) is how long each of the
-         * store's attempts may block the process waiting for a lock: open it with a few milliseconds
-         * (`new Database(file, { timeout: 2 })`) and the store waits on timers instead.
+         * Your database: a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`. The store configures
+         * nothing on it and never closes it. Its busy timeout (the `timeout` option of either driver:
+         * better-sqlite3's default is 5 s, node:sqlite's 0) is how long each of the store's attempts may
+         * block the process waiting for a lock: open it with a few milliseconds
+         * (`new Database(file, { timeout: 2 })`, `new DatabaseSync(file, { timeout: 2 })`) and the store
+         * waits on timers instead.
          */
-        readonly database: SqliteDatabase;
+        readonly database: D;
         /** Table name; default `idempotool_records`. */
         readonly table?: string | undefined;
       }
@@ -85,9 +82,11 @@ interface LockWaitOptions {
 }
 
 /** An idempotency store on one SQLite file. */
-export interface SqliteStore extends IdempotencyStore {
-  /** The connection the store uses. */
-  readonly database: SqliteDatabase;
+export interface SqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase> extends IdempotencyStore {
+  /** The connection the store uses: yours, or the one it opened (`driver` says which kind). */
+  readonly database: D;
+  /** The driver under the connection. */
+  readonly driver: SqliteDriver;
   /** Create the table and indexes if missing. Runs on first use anyway; call it to fail early. */
   migrate(): void;
   /** Closes the database if the store opened it (`path`); a caller's `database` stays open. */
@@ -108,9 +107,6 @@ const returningWrite = /^\s*(?:INSERT|UPDATE|DELETE)\b/i;
 const settledColumns =
   "scope, key, tool, fingerprint, status, token, created_at, updated_at, lease_expires_at, expires_at, attempts";
 const recordColumns = `${settledColumns}, result, error`;
-
-/** A statement that answers rows. */
-type RowReader = Pick<SqliteStatement, "get" | "all">;
 
 /** A row of `settledColumns`, in that order. */
 type SettledRow = readonly [
@@ -167,7 +163,9 @@ function storedExactly(text: string | null): boolean {
 }
 
 /**
- * A store on SQLite (better-sqlite3): the embedded default, safe across processes sharing one file.
+ * A store on SQLite: the embedded default, safe across processes sharing one file. With `{ path }` it opens
+ * the file with Node's built-in `node:sqlite` where the running Node has it (Node 24), else with
+ * better-sqlite3; pass `{ database }` to bring a connection of either driver.
  * @example
  * import { idempotent } from "idempotool";
  * import { sqliteStore } from "idempotool/sqlite";
@@ -180,7 +178,9 @@ function storedExactly(text: string | null): boolean {
  * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-email-alice" });
  * await store.close(); // at shutdown
  */
-export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
+export function sqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase>(
+  options: SqliteStoreOptions<D>,
+): SqliteStore<D> {
   const table = options.table ?? "idempotool_records";
   if (typeof table !== "string" || !tableNamePattern.test(table)) {
     throw new IdempotencyError(
@@ -202,13 +202,8 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     );
   }
   const ownsDatabase = "path" in options;
-  const db = ownsDatabase ? openDatabase(options) : options.database;
-  if (!ownsDatabase && typeof db?.prepare !== "function") {
-    throw new IdempotencyError(
-      "invalid_options",
-      "sqliteStore: pass { path } or a better-sqlite3 { database }.",
-    );
-  }
+  const database = ownsDatabase ? openDatabase(options, busyTimeoutMs) : options.database;
+  const db = sqliteConnection(database);
 
   let prepared: ReturnType<typeof prepareStatements> | undefined;
   const statements = () => {
@@ -240,11 +235,11 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     renew: (request: RenewRequest) => {
-      return statements().renew.run(request).changes === 1;
+      return statements().renew(request) === 1;
     },
 
     release: (request: ReleaseRequest) => {
-      return statements().release.run(request).changes === 1;
+      return statements().release(request) === 1;
     },
 
     get: ({ scope, key }: RecordId, now: number) => {
@@ -253,7 +248,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     delete: ({ scope, key }: RecordId) => {
-      return statements().delete.run({ scope, key }).changes === 1;
+      return statements().delete({ scope, key }) === 1;
     },
 
     list: (query: ListQuery) => {
@@ -262,7 +257,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     purge: ({ now, limit }: PurgeRequest) => {
       const max = purgeLimit("sqliteStore", limit);
-      return { deleted: statements().purge.run({ now, limit: max }).changes };
+      return { deleted: statements().purge({ now, limit: max }) };
     },
   };
   // Every operation, reads included (a reader can meet a lock too, e.g. while another connection
@@ -270,18 +265,19 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   const waitForLock = lockWaiter(busyTimeoutMs);
 
   return {
-    database: db,
+    database: database as D,
+    driver: db.driver,
     migrate() {
       if (!ownsDatabase) {
         statements();
         return;
       }
       // Synchronous by its signature, so it may block on the lock; a setup step, not a call in flight.
-      db.pragma(`busy_timeout = ${Math.ceil(busyTimeoutMs)}`);
+      db.exec(`PRAGMA busy_timeout = ${Math.ceil(busyTimeoutMs)}`);
       try {
         statements();
       } finally {
-        db.pragma(`busy_timeout = ${busyWaitPerAttemptMs}`);
+        db.exec(`PRAGMA busy_timeout = ${busyWaitPerAttemptMs}`);
       }
     },
     claim: waitForLock(attempts.claim),
@@ -299,10 +295,14 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   };
 }
 
-function openDatabase(options: {
-  readonly path: string;
-  readonly synchronous?: "NORMAL" | "FULL" | undefined;
-}) {
+function openDatabase(
+  options: {
+    readonly path: string;
+    readonly driver?: SqliteDriver | undefined;
+    readonly synchronous?: "NORMAL" | "FULL" | undefined;
+  },
+  busyTimeoutMs: number,
+): AnySqliteDatabase {
   const synchronous = options.synchronous ?? "NORMAL";
   if (typeof options.path !== "string" || options.path === "") {
     throw new IdempotencyError("invalid_options", "sqliteStore: path must be a non-empty file path.");
@@ -310,33 +310,28 @@ function openDatabase(options: {
   if (synchronous !== "NORMAL" && synchronous !== "FULL") {
     throw new IdempotencyError("invalid_options", `sqliteStore: synchronous must be "NORMAL" or "FULL".`);
   }
-  let Database: new (path: string) => SqliteDatabase;
+  // Setup may wait for the lock, blocking, as migrate() does (switching to WAL takes it); calls then wait on
+  // timers (see lock-wait.ts).
+  const { database } = openSqliteFile(options.path, {
+    driver: options.driver,
+    busyTimeoutMs,
+    caller: "sqliteStore({ path })",
+  });
+  const db = sqliteConnection(database);
   try {
-    // Loaded only here, synchronously, so `idempotool/sqlite` imports nothing native until a path is opened.
-    Database = createRequire(import.meta.url)("better-sqlite3");
-  } catch (cause) {
-    throw new IdempotencyError(
-      "invalid_options",
-      "sqliteStore({ path }) could not load better-sqlite3: install better-sqlite3@12 to use sqliteStore({ path }), " +
-        "or pass an open database as { database }.",
-      { cause },
-    );
-  }
-  const db = new Database(options.path);
-  try {
-    db.pragma("journal_mode = WAL");
-    db.pragma(`synchronous = ${synchronous}`);
-    db.pragma(`busy_timeout = ${busyWaitPerAttemptMs}`);
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec(`PRAGMA synchronous = ${synchronous}`);
+    db.exec(`PRAGMA busy_timeout = ${busyWaitPerAttemptMs}`);
   } catch (error) {
     db.close();
     throw error;
   }
-  return db;
+  return database;
 }
 
-function prepareStatements(db: SqliteDatabase, table: string) {
+function prepareStatements(db: SqliteConnection, table: string) {
   const t = `"${table}"`;
-  db.transaction(() =>
+  db.immediate(() =>
     db.exec(
       `CREATE TABLE IF NOT EXISTS ${t} (
         scope TEXT NOT NULL, key TEXT NOT NULL, tool TEXT NOT NULL, fingerprint TEXT NOT NULL,
@@ -347,19 +342,16 @@ function prepareStatements(db: SqliteDatabase, table: string) {
       );
       CREATE INDEX IF NOT EXISTS "${table}_expires_at" ON ${t} (expires_at);`,
     ),
-  ).immediate();
+  )(undefined);
 
-  // Rows come back as arrays (see recordColumns). A caller's database may default to BigInt integers;
-  // records carry plain numbers.
+  // Rows come back as arrays of plain numbers and strings (see recordColumns).
   const reader = (sql: string): RowReader => {
-    const statement = db.prepare(sql);
-    statement.safeIntegers(false);
-    statement.raw(true);
+    const statement = db.reader(sql);
     if (!returningWrite.test(sql)) return statement;
-    // A write's RETURNING row comes before its COMMIT: get() stops at the row and better-sqlite3 drops
-    // what the COMMIT then says, so a write refused there (a reader's lock in rollback-journal mode, a full
+    // A write's RETURNING row comes before its COMMIT: get() stops at the row and the driver drops what
+    // the COMMIT then says, so a write refused there (a reader's lock in rollback-journal mode, a full
     // disk) would be rolled back yet reported done. all() runs the statement to its end, and throws.
-    return { get: (...params) => statement.all(...params)[0], all: (...params) => statement.all(...params) };
+    return { get: (params) => statement.all(params)[0], all: (params) => statement.all(params) };
   };
 
   // One statement writes the claimed record (bound by its field names): it inserts, or replaces an expired
@@ -375,7 +367,7 @@ function prepareStatements(db: SqliteDatabase, table: string) {
        expires_at = excluded.expires_at, attempts = excluded.attempts, result = excluded.result,
        error = excluded.error
      WHERE expires_at <= excluded.created_at`;
-  const claim = db.prepare(claimSql);
+  const claim = db.writer(claimSql);
   // The same claim for a request SQLite cannot store exactly (see storedExactly): the record comes back as stored.
   const claimReadBack = reader(`${claimSql} RETURNING ${recordColumns}`);
   const get = reader(
@@ -400,15 +392,15 @@ function prepareStatements(db: SqliteDatabase, table: string) {
       const row = claimReadBack.get(record);
       return row === undefined ? undefined : { claimed: true, record: toRecord(row as RecordRow), now };
     }
-    if (claim.run(record).changes !== 1) return undefined;
+    if (claim(record) !== 1) return undefined;
     return { claimed: true, record, now };
   };
   // Lost a race: answer again under the write lock (BEGIN IMMEDIATE), where no other connection can move the row.
-  const claimLocked = db.transaction((request: ClaimRequest): ClaimResult => {
+  const claimLocked = db.immediate((request: ClaimRequest): ClaimResult => {
     const result = claimOnce(request);
     if (!result) throw new Error("sqliteStore: claim found neither a live record nor room to insert one");
     return result;
-  }).immediate;
+  });
 
   const listStatements = new Map<string, RowReader>();
   const list = (query: ListQuery): ListPage => {
@@ -472,18 +464,18 @@ function prepareStatements(db: SqliteDatabase, table: string) {
     ),
     settle: reader(`${settleSql} RETURNING ${settledColumns}`),
     settleReadBack: reader(`${settleSql} RETURNING ${recordColumns}`),
-    renew: db.prepare(
+    renew: db.writer(
       `UPDATE ${t} SET lease_expires_at = @now + @leaseMs,
          expires_at = MAX(expires_at, @now + @leaseMs + @ttlMs), updated_at = @now
        WHERE scope = @scope AND key = @key AND token = @token AND status = 'in_progress'`,
     ),
-    release: db.prepare(
+    release: db.writer(
       `DELETE FROM ${t}
        WHERE scope = @scope AND key = @key AND token = @token AND status IN ('in_progress', 'unknown')`,
     ),
-    delete: db.prepare(`DELETE FROM ${t} WHERE scope = @scope AND key = @key`),
+    delete: db.writer(`DELETE FROM ${t} WHERE scope = @scope AND key = @key`),
     // Walks the expires_at index from the oldest, so the cost follows what expired, not the table size.
-    purge: db.prepare(
+    purge: db.writer(
       `DELETE FROM ${t} WHERE rowid IN
          (SELECT rowid FROM ${t} WHERE expires_at <= @now ORDER BY expires_at LIMIT @limit)`,
     ),
