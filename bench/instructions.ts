@@ -1,12 +1,14 @@
 /**
  * Instructions per call on `memoryStore`, counted by callgrind: the same count whatever else the machine
  * runs, so two builds compare on a shared, noisy host where timings drift by more than the difference
- * (repeat runs of one build agree within about 0.5%). It measures the BUILT library, like the bench; only
- * the calls after the warm-up are counted (the worker marks them), and V8 runs single-threaded with an
- * allocation-driven GC schedule, so its compiler and GC work land in the count too.
+ * (repeat runs of one build agree within about 0.5%). It measures the BUILT library, like the bench. Only the
+ * calls after a long warm-up, a GC and 1,000 calls that recompile what the GC discarded are counted (the
+ * worker marks them): with a short warm-up, V8's optimizing compiles land inside the count, thousands of
+ * instructions per call that move between builds for no reason of theirs. V8 runs single-threaded with an
+ * allocation-driven GC schedule, so the GC work that remains is counted alike in every run.
  *
  *   npm run bench:instructions -- [--lib dist] [--lib bench/tmp/other] [--workload first,replay]
- *                                 [--calls 4000] [--warm-up 3000] [--runs 1]
+ *                                 [--calls 4000] [--warm-up 10000] [--runs 1]
  *
  * Every --lib is measured, runs interleaved. first: a unique key each call; replay: one completed key;
  * contended: two callers on a fresh key, one runs and the other waits in process (counted per pair).
@@ -30,7 +32,7 @@ const { values } = parseArgs({
     lib: { type: "string", multiple: true },
     workload: { type: "string", default: workloads.join(",") },
     calls: { type: "string", default: "4000" },
-    "warm-up": { type: "string", default: "3000" },
+    "warm-up": { type: "string", default: "10000" },
     runs: { type: "string", default: "1" },
   },
 });
