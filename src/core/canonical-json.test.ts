@@ -295,6 +295,21 @@ describe("canonicalJson", () => {
       expect(rejection(() => canonicalJson(self)).message).toMatch(/^args\[0\] refers back to args,/);
     });
 
+    it("writes the whole message: path, problem, and a cycle's ancestor path step by step", () => {
+      expect(rejection(() => canonicalJson({ score: Number.NaN })).message).toBe(
+        "args.score is NaN, which JSON would turn into null (and so make it equal to null).",
+      );
+      const order: Record<string, unknown> = { id: "o-1" };
+      const root = { account: { orders: [order] } };
+      order.back = root.account.orders;
+      expect(rejection(() => canonicalJson(root)).message).toBe(
+        "args.account.orders[0].back refers back to args.account.orders, a cycle JSON cannot represent.",
+      );
+      expect(rejection(() => canonicalJson({ s: "a\ud800" })).message).toBe(
+        "args.s contains a lone surrogate (U+D800 at index 1), which RFC 8785 forbids: strings must be well-formed Unicode.",
+      );
+    });
+
     it("names the root as options.path says", () => {
       expect(rejection(() => canonicalJson({ n: Number.NaN }, { path: "result" })).message).toMatch(
         /^result\.n is NaN/,
@@ -308,6 +323,7 @@ describe("canonicalJson", () => {
     it("rejects an unknown bigint option at once, by name", () => {
       const bad = { bigint: "number" } as unknown as { bigint: "string" };
       expect(() => canonicalJson(1, bad)).toThrow(/Option "bigint" must be "reject" or "string"/);
+      expect(() => canonicalJson(1, bad)).toThrow(expect.objectContaining({ code: "invalid_options" }));
     });
 
     it("lets an error thrown by a getter or toJSON through unchanged", () => {
@@ -342,6 +358,11 @@ describe("canonicalJson", () => {
           expect(error.message).toContain(`nests deeper than ${maxArgumentDepth} levels`);
         }
       }
+    });
+
+    it("writes a path of up to 12 steps whole", () => {
+      const error = rejection(() => canonicalJson({ items: nest(11, (v) => [v === 1 ? Number.NaN : v]) }));
+      expect(error.message).toMatch(/^args\.items(\[0\]){11} is NaN/);
     });
 
     it("keeps the message short: a deep path shows its ends and how many steps it skipped", () => {

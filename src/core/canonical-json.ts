@@ -107,7 +107,7 @@ function serialize(value: unknown, key: string | number, context: Context): stri
   if ((typeof value === "object" && value !== null) || typeof value === "function") {
     const toJSON = (value as { toJSON?: unknown }).toJSON;
     if (typeof toJSON === "function") {
-      value = toJSON.call(value, typeof key === "number" ? String(key) : key);
+      value = toJSON.call(value, String(key));
     }
   }
   switch (typeof value) {
@@ -136,7 +136,7 @@ function serialize(value: unknown, key: string | number, context: Context): stri
 function serializeObjectLike(value: object, key: string | number, context: Context): string | undefined {
   if (Array.isArray(value)) return serializeArray(value, context);
   const prototype: unknown = Object.getPrototypeOf(value);
-  if (prototype !== Object.prototype && prototype !== null) {
+  if (prototype !== Object.prototype) {
     // Boxed primitives serialize as what they box, as in JSON.stringify; nothing else can be boxed.
     if (value instanceof Number) return serialize(Number(value), key, context);
     if (value instanceof String) return serialize(String(value), key, context);
