@@ -119,10 +119,41 @@ describe("memoryStore", () => {
     expect((await store.list({})).records).toHaveLength(0);
   });
 
-  it("rejects a cursor it did not issue and a purge limit that is not a positive integer", async () => {
+  it("keeps listing an expired record while claims of other keys come and go (it purges only when full)", async () => {
     const store = memoryStore();
-    await expect(store.list({ cursor: "not-a-cursor" })).rejects.toThrow(/cursor/);
-    await expect(store.purge({ now: T0, limit: 0 })).rejects.toThrow(/limit/);
+    await store.claim(claim("a", { ttlMs: 1_000, leaseMs: 1_000 }));
+    await store.claim(claim("b", { now: T0 + 5_000 }));
+    expect((await store.list({})).records.map((r) => r.key)).toEqual(["a", "b"]);
+  });
+
+  it("lists by scope, then key, in pages; the page that holds the last match has no cursor", async () => {
+    const store = memoryStore();
+    for (const [scope, key] of [
+      ["s2", "a"],
+      ["s1", "b"],
+      ["s1", "a"],
+      ["s2", "0"],
+    ] as const) {
+      await store.claim(claim(key, { scope }));
+    }
+    const ids = (page: { records: readonly { scope: string; key: string }[] }) =>
+      page.records.map((r) => `${r.scope}/${r.key}`);
+    const first = await store.list({ limit: 2 });
+    expect(ids(first)).toEqual(["s1/a", "s1/b"]);
+    const second = await store.list({ limit: 2, cursor: first.nextCursor! });
+    expect(ids(second)).toEqual(["s2/0", "s2/a"]);
+    expect(second.nextCursor).toBeUndefined();
+    const exact = await store.list({ limit: 2, scope: "s2" });
+    expect(ids(exact)).toEqual(["s2/0", "s2/a"]);
+    expect(exact.nextCursor).toBeUndefined();
+    expect((await store.list({ scope: "s3" })).records).toEqual([]);
+  });
+
+  it("rejects a cursor it did not issue and a limit that is not a positive integer, naming itself", async () => {
+    const store = memoryStore();
+    await expect(store.list({ cursor: "not-a-cursor" })).rejects.toThrow(/^memoryStore.*cursor/);
+    await expect(store.list({ limit: 0 })).rejects.toThrow(/^memoryStore.*limit/);
+    await expect(store.purge({ now: T0, limit: 0 })).rejects.toThrow(/^memoryStore.*limit/);
     await expect(store.purge({ now: T0, limit: 1.5 })).rejects.toThrow(/limit/);
   });
 
@@ -207,6 +238,20 @@ describe("memoryStore", () => {
       }),
       { numRuns: 100 },
     );
+  });
+
+  it("purges every expired record after renewals made it rebuild its expiry heap", async () => {
+    const store = memoryStore();
+    // The first record lives longest, so the rebuilt heap must sift it down below the others.
+    await store.claim(claim("long", { ttlMs: 1_000_000, leaseMs: 1_000 }));
+    for (let i = 0; i < 8; i++) await store.claim(claim(`short-${i}`, { ttlMs: 1_000, leaseMs: 1_000 }));
+    // Every renewal that moves an expiry leaves a stale entry behind, until the heap is rebuilt.
+    for (let i = 1; i <= 2_000; i++) {
+      const renewal = { scope: "s", key: "long", token: "token-long", leaseMs: 1_000 };
+      expect(await store.renew({ ...renewal, ttlMs: 1_000_000, now: T0 + i })).toBe(true);
+    }
+    expect(await store.purge({ now: T0 + 500_000 })).toEqual({ deleted: 8 });
+    expect((await store.list({})).records.map((r) => r.key)).toEqual(["long"]);
   });
 
   it("keeps purge exact while released records churn through the expiry heap", async () => {

@@ -256,12 +256,12 @@ function freeze(
   });
 }
 
-function listPage(all: Iterable<IdempotencyRecord>, query: ListQuery): ListPage {
+/** A page of `inScope` (the records of the query's scope, or of all), filtered by the rest of the query. */
+function listPage(inScope: Iterable<IdempotencyRecord>, query: ListQuery): ListPage {
   const limit = listLimit("memoryStore", query.limit);
   const after = query.cursor === undefined ? undefined : decodeListCursor("memoryStore", query.cursor);
   const matches: IdempotencyRecord[] = [];
-  for (const r of all) {
-    if (query.scope !== undefined && r.scope !== query.scope) continue;
+  for (const r of inScope) {
     if (query.tool !== undefined && r.tool !== query.tool) continue;
     if (query.status !== undefined && r.status !== query.status) continue;
     if (query.keyPrefix !== undefined && !r.key.startsWith(query.keyPrefix)) continue;
@@ -313,8 +313,9 @@ function heapPush(heap: Due[], record: Due): void {
 
 function heapPop(heap: Due[]): void {
   const last = heap.pop();
-  if (last === undefined || heap.length === 0) return;
-  siftDown(heap, 0, last);
+  // Empty now, or it was: nothing to sift.
+  if (heap.length === 0) return;
+  siftDown(heap, 0, last!);
 }
 
 function siftDown(heap: Due[], start: number, record: Due): void {
