@@ -200,7 +200,9 @@ describe("the store cannot be reached", () => {
     const error = await rejection(tool({}, { key: "k" }));
     expect(error).toBeInstanceOf(StoreUnavailableError);
     expect((error as IdempotencyError).httpStatus).toBe(503);
-    expect((error as Error).message).toContain("ECONNREFUSED");
+    expect((error as Error).message).toBe(
+      "The idempotency store failed during claim: ECONNREFUSED 127.0.0.1:5432. The tool did not run.",
+    );
     expect(runs).toBe(0);
     expect(events.map((e) => e.type)).toEqual(["store_error"]);
   });
@@ -387,6 +389,16 @@ describe("options are checked when the tool is wrapped", () => {
     ],
     ["bigint", { bigint: "number" as "string" }],
   ];
+  it("refuses a tool that is not a function, saying what the first argument must be", () => {
+    let thrown: unknown;
+    try {
+      idempotent({ send: fn } as unknown as typeof fn, { name: "tool", store });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(isIdempotencyError(thrown, "invalid_options")).toBe(true);
+    expect((thrown as Error).message).toBe("idempotent(): the first argument must be the tool function.");
+  });
   for (const [option, bad] of cases) {
     it(`names \`${option}\` when it is wrong`, () => {
       let thrown: unknown;

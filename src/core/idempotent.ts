@@ -201,12 +201,12 @@ async function callOnce<A, R>(
         throw error;
       }
       case Action.takeOver: {
-        const outcome = await takeOverThen(c, record, record.token === token ? "own" : "other", claim.now);
+        const outcome = await takeOverThen(c, record, record.token === token ? "own" : "other");
         if (outcome) return outcome;
         continue;
       }
       case Action.outcomeUnknown: {
-        const error = new OutcomeUnknownError(record, unknownReason(c, record, claim.now));
+        const error = new OutcomeUnknownError(record, unknownReason(c, record));
         emit(c, "outcome_unknown", record.attempts, error);
         throw error;
       }
@@ -224,7 +224,6 @@ async function takeOverThen<A, R>(
   c: Call<A, R>,
   record: IdempotencyRecord,
   whose: "own" | "other",
-  storeNow: number,
 ): Promise<Envelope<Awaited<R>> | undefined> {
   const taken = await takeOver(c, record);
   const action = decide({
@@ -242,9 +241,9 @@ async function takeOverThen<A, R>(
     case Action.run:
       return execute(c, taken);
     case Action.verify:
-      return verifyEarlierAttempt(c, taken, unknownReason(c, record, storeNow));
+      return verifyEarlierAttempt(c, taken, unknownReason(c, record));
     case Action.outcomeUnknown: {
-      const error = new OutcomeUnknownError(taken, unknownReason(c, record, storeNow));
+      const error = new OutcomeUnknownError(taken, unknownReason(c, record));
       emit(c, "outcome_unknown", taken.attempts, error);
       throw error;
     }
@@ -253,9 +252,12 @@ async function takeOverThen<A, R>(
   }
 }
 
-/** Why nobody knows this record's outcome, in words for the caller (and the model). */
-function unknownReason<A, R>(c: Call<A, R>, record: IdempotencyRecord, storeNow: number): string {
-  if (record.status === RecordStatus.inProgress && record.leaseExpiresAt <= storeNow) {
+/**
+ * Why nobody knows this record's outcome, in words for the caller (and the model). The table leaves an
+ * in-progress record unknown, or takes it over, only once its lease has passed by the store's clock.
+ */
+function unknownReason<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
+  if (record.status === RecordStatus.inProgress) {
     return (
       `the worker that claimed it stopped renewing its lease at ${iso(record.leaseExpiresAt)} ` +
       "(it may have crashed after the effect)"
