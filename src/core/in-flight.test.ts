@@ -40,6 +40,20 @@ describe("flights in this process", () => {
     expect(flightCount(store)).toBe(0);
   });
 
+  it("leaves the flight of a call that took the key over alone when the call it took over from ends", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const overtaken = beginFlight(store, "s", "a");
+    const current = beginFlight(store, "s", "a");
+    endFlight(overtaken);
+    expect(flightCount(store)).toBe(1);
+    const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
+    expect(await settled(waiting)).toBe(false);
+    endFlight(current);
+    expect(await settled(waiting)).toBe(true);
+    expect(flightCount(store)).toBe(0);
+  });
+
   it("waits the whole time when no call in this process holds the key, and leaves no listener on the caller's signal", async () => {
     const clock = fakeClock();
     const caller = new AbortController();
