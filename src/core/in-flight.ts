@@ -67,7 +67,8 @@ export async function waitForOutcome(
   }
   const timer = new AbortController();
   const onAbort = () => timer.abort(signal?.reason);
-  signal?.addEventListener("abort", onAbort, { once: true });
+  // No `once`: the `finally` below removes it, aborted or not.
+  signal?.addEventListener("abort", onAbort);
   try {
     const sleeping = clock.sleep(ms, timer.signal).catch(() => undefined);
     await (local ? Promise.race([local, sleeping]) : sleeping);

@@ -1,7 +1,8 @@
+import { getEventListeners } from "node:events";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
 import { type Clock, type SleepOptions, systemClock } from "./clock.js";
-import { LeaseLostError } from "./errors.js";
+import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import { startLease } from "./lease.js";
 import { memoryStore } from "./memory-store.js";
 import type { IdempotencyRecord, IdempotencyStore, RenewRequest } from "./store.js";
@@ -149,11 +150,29 @@ describe("startLease on the system clock", () => {
     await second.stop();
   });
 
+  it("stops listening to the caller's signal once it aborts, or once stopped", async () => {
+    const { store } = renewals();
+    const options = { store, clock: systemClock, leaseMs: 300, ttlMs: 60_000 };
+    const aborted = new AbortController();
+    const first = startLease(options, record, aborted.signal, noStoreErrors);
+    expect(getEventListeners(aborted.signal, "abort")).toHaveLength(1);
+    aborted.abort();
+    // Before any stop(): an undisposed lease is not kept alive by a long-lived signal.
+    expect(getEventListeners(aborted.signal, "abort")).toHaveLength(0);
+    await first.stop();
+
+    const live = new AbortController();
+    const second = startLease(options, record, live.signal, noStoreErrors);
+    await second.stop();
+    expect(getEventListeners(live.signal, "abort")).toHaveLength(0);
+  });
+
   it("keeps renewing after a store error, and reports it", async () => {
     let calls = 0;
+    const reset = new Error("connection reset");
     const { store } = renewals(async () => {
       calls++;
-      if (calls === 1) throw new Error("connection reset");
+      if (calls === 1) throw reset;
       return true;
     });
     const errors: unknown[] = [];
@@ -166,6 +185,11 @@ describe("startLease on the system clock", () => {
     await vi.advanceTimersByTimeAsync(200);
     expect(calls).toBe(2);
     expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(StoreUnavailableError);
+    expect((errors[0] as Error).message).toMatch(
+      /^The idempotency store failed during renew: connection reset\./,
+    );
+    expect((errors[0] as Error).cause).toBe(reset);
     expect(lease.signal.aborted).toBe(false);
     await lease.stop();
   });

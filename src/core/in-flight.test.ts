@@ -1,0 +1,108 @@
+import { getEventListeners } from "node:events";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { fakeClock } from "../testing/fake-clock.js";
+import { systemClock } from "./clock.js";
+import { beginFlight, endFlight, flightCount, waitForOutcome } from "./in-flight.js";
+import { memoryStore } from "./memory-store.js";
+
+/** Whether `promise` has settled once pending callbacks ran. */
+async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  return done;
+}
+
+const abortListeners = (signal: AbortSignal) => getEventListeners(signal, "abort").length;
+
+describe("flights in this process", () => {
+  it("counts no flights on a store that never had one", () => {
+    expect(flightCount(memoryStore())).toBe(0);
+  });
+
+  it("wakes a waiter the moment the call it waits on lands, though other calls began on the store since", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const first = beginFlight(store, "s", "a");
+    const second = beginFlight(store, "s", "b");
+    expect(flightCount(store)).toBe(2);
+    const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
+    expect(await settled(waiting)).toBe(false);
+    endFlight(first);
+    expect(await settled(waiting)).toBe(true);
+    // Its sleep on the clock is stopped, not left to wake later.
+    expect(clock.pending).toBe(0);
+    expect(flightCount(store)).toBe(1);
+    endFlight(second);
+    expect(flightCount(store)).toBe(0);
+  });
+
+  it("leaves the flight of a call that took the key over alone when the call it took over from ends", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const overtaken = beginFlight(store, "s", "a");
+    const current = beginFlight(store, "s", "a");
+    endFlight(overtaken);
+    expect(flightCount(store)).toBe(1);
+    const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
+    expect(await settled(waiting)).toBe(false);
+    endFlight(current);
+    expect(await settled(waiting)).toBe(true);
+    expect(flightCount(store)).toBe(0);
+  });
+
+  it("waits the whole time when no call in this process holds the key, and leaves no listener on the caller's signal", async () => {
+    const clock = fakeClock();
+    const caller = new AbortController();
+    const waiting = waitForOutcome(memoryStore(), "s", "a", clock, 100, caller.signal);
+    await clock.advance(99);
+    expect(await settled(waiting)).toBe(false);
+    await clock.advance(1);
+    await waiting;
+    expect(abortListeners(caller.signal)).toBe(0);
+  });
+
+  it("ends the wait with the caller's abort reason, stopping its sleep", async () => {
+    const clock = fakeClock();
+    const caller = new AbortController();
+    const waiting = waitForOutcome(memoryStore(), "s", "a", clock, 10_000, caller.signal);
+    await clock.advance(0);
+    const reason = new Error("the user closed the chat");
+    caller.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect(clock.pending).toBe(0);
+    expect(abortListeners(caller.signal)).toBe(0);
+  });
+});
+
+// The system clock without a signal takes a lighter path (a bare timer): Vitest's fake timers drive it.
+describe("waiting on the system clock", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("clears its timer when the call it waits on lands first", async () => {
+    vi.useFakeTimers();
+    const store = memoryStore();
+    const flight = beginFlight(store, "s", "a");
+    const waiting = waitForOutcome(store, "s", "a", systemClock, 10_000, undefined);
+    expect(vi.getTimerCount()).toBe(1);
+    endFlight(flight);
+    await waiting;
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("ends the wait at once when the caller aborts, and leaves no timer or listener behind", async () => {
+    vi.useFakeTimers();
+    const caller = new AbortController();
+    const waiting = waitForOutcome(memoryStore(), "s", "a", systemClock, 10_000, caller.signal);
+    const reason = new Error("the user closed the chat");
+    caller.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(abortListeners(caller.signal)).toBe(0);
+  });
+});
