@@ -148,6 +148,11 @@ describe("canonicalJson", () => {
       );
     });
 
+    it("calls a function's toJSON too, as JSON.stringify does", () => {
+      const money = Object.assign(() => 0, { toJSON: () => ({ cents: 500 }) });
+      expect(canonicalJson({ money })).toBe('{"money":{"cents":500}}');
+    });
+
     it("calls toJSON with the property name or array index, and serializes what it returns", () => {
       const seen: string[] = [];
       const probe = {
@@ -307,6 +312,19 @@ describe("canonicalJson", () => {
       );
       expect(rejection(() => canonicalJson({ s: "a\ud800" })).message).toBe(
         "args.s contains a lone surrogate (U+D800 at index 1), which RFC 8785 forbids: strings must be well-formed Unicode.",
+      );
+    });
+
+    it.each<[string, unknown, string]>([
+      ["a WeakRef", new WeakRef({}), "the data it refers to"],
+      ["a RegExp", /x/, "its source string"],
+      ["an Error", new Error("boom"), "{ name, message }"],
+      ["an ArrayBuffer", new ArrayBuffer(2), "its bytes as a string (e.g. base64) or an array"],
+      ["a SharedArrayBuffer", new SharedArrayBuffer(2), "its bytes as a string (e.g. base64) or an array"],
+      ["a DataView", new DataView(new ArrayBuffer(2)), "its bytes as a string (e.g. base64) or an array"],
+    ])("says what to pass instead of %s", (article, value, instead) => {
+      expect(rejection(() => canonicalJson({ v: value })).message).toBe(
+        `args.v is ${article}, which JSON would serialize as {} (so different values would look equal); pass ${instead} instead.`,
       );
     });
 

@@ -37,7 +37,7 @@ describe("memoryStore", () => {
     (maxRecords) => {
       const attempt = () => memoryStore({ maxRecords });
       expect(attempt).toThrow(IdempotencyError);
-      expect(attempt).toThrow(/maxRecords/);
+      expect(attempt).toThrow(/^memoryStore\(\): option `maxRecords`/);
       try {
         attempt();
       } catch (error) {
@@ -103,6 +103,21 @@ describe("memoryStore", () => {
     const store = memoryStore();
     for (let i = 0; i < 10_000; i++) await store.claim(claim(`k${i}`));
     await expect(store.claim(claim("one-more"))).rejects.toBeInstanceOf(StoreFullError);
+  });
+
+  it("counts a key once however often its record is rewritten", async () => {
+    const store = memoryStore({ maxRecords: 2 });
+    await store.claim(claim("a"));
+    for (let i = 0; i < 3; i++) {
+      await store.renew({ scope: "s", key: "a", token: "token-a", leaseMs: 60_000, ttlMs: 1_000, now: T0 });
+    }
+    await store.settle({
+      ...{ scope: "s", key: "a", token: "token-a", ttlMs: 1_000, now: T0 },
+      status: "completed",
+      result: "1",
+      error: null,
+    });
+    await expect(store.claim(claim("b"))).resolves.toMatchObject({ claimed: true });
   });
 
   it("hands out frozen records", async () => {
