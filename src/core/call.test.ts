@@ -42,12 +42,17 @@ function observed<R>(
 }
 
 /** What a store_error event says: the operation that failed and the store's own error as the cause. */
-function expectStoreError(event: IdempotencyEvent | undefined, operation: string, cause: Error) {
+function expectStoreError(
+  event: IdempotencyEvent | undefined,
+  operation: string,
+  cause: Error,
+  consequence = "The tool did not run.",
+) {
   expect(event?.type).toBe("store_error");
   expect(event?.error).toBeInstanceOf(StoreUnavailableError);
   const error = event?.error as StoreUnavailableError;
   expect(error.message).toBe(
-    `The idempotency store failed during ${operation}: ${cause.message}. The tool did not run.`,
+    `The idempotency store failed during ${operation}: ${cause.message}. ${consequence}`,
   );
   expect(error.cause).toBe(cause);
 }
@@ -69,7 +74,7 @@ describe("settling", () => {
     expect(settles).toBe(3);
     expect(types()).toEqual(["run", "store_error", "store_error", "store_error", "completed"]);
     for (const event of events.filter((e) => e.type === "store_error"))
-      expectStoreError(event, "settle", down);
+      expectStoreError(event, "settle", down, "The tool ran; its outcome may not be recorded.");
     // The record stays in progress: its lease decides what a repeat gets.
     expect((await inner.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("in_progress");
   });
@@ -170,7 +175,7 @@ describe("releasing a claim", () => {
     });
     expect(await rejection(tool({}, { key: "k" }))).toMatchObject({ message: "mailbox full" });
     expect(types()).toEqual(["run", "store_error"]);
-    expectStoreError(events[1], "release", down);
+    expectStoreError(events[1], "release", down, "The key stays claimed until its lease passes.");
   });
 });
 

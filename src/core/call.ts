@@ -88,7 +88,8 @@ export async function settleFenced<A, R>(
       });
       return settled ?? "lost";
     } catch (failure) {
-      emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: failure }));
+      const consequence = "The tool ran; its outcome may not be recorded.";
+      emit(c, "store_error", undefined, new StoreUnavailableError("settle", { cause: failure, consequence }));
     }
   }
   return "store_failed";
@@ -129,7 +130,8 @@ export async function releaseFenced<A, R>(c: Call<A, R>, record: IdempotencyReco
     emit(c, "released", record.attempts);
   } catch (error) {
     // The record stays in progress; once its lease passes a repeat is judged by the effect class.
-    emit(c, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+    const consequence = "The key stays claimed until its lease passes.";
+    emit(c, "store_error", undefined, new StoreUnavailableError("release", { cause: error, consequence }));
   }
 }
 

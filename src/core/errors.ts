@@ -178,12 +178,16 @@ export class OutcomeUnknownError extends IdempotencyError {
 /** The store could not be reached or failed: the tool did not run (fail closed). */
 export class StoreUnavailableError extends IdempotencyError {
   override name = "StoreUnavailableError";
-  constructor(operation: string, options?: { cause?: unknown }) {
+  /**
+   * `consequence` says what the failure meant for the call, in words for the caller and the model;
+   * by default "The tool did not run.", true of every failure thrown before the tool runs.
+   */
+  constructor(operation: string, options?: { cause?: unknown; consequence?: string }) {
     const detail = options?.cause instanceof Error ? `: ${options.cause.message}` : "";
     super(
       "store_unavailable",
-      `The idempotency store failed during ${operation}${detail}. The tool did not run.`,
-      options,
+      `The idempotency store failed during ${operation}${detail}. ${options?.consequence ?? "The tool did not run."}`,
+      options && "cause" in options ? { cause: options.cause } : undefined,
     );
   }
 }

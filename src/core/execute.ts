@@ -279,7 +279,13 @@ async function lookUpSimilar<A, R>(
   try {
     return await findSimilar(c.o.store, c.scope, similarKey, c.key, c.o.clock.now());
   } catch (error) {
-    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call lookup", { cause: error }));
+    const consequence = "The call goes on without its near-duplicate hint.";
+    emit(
+      c,
+      "store_error",
+      undefined,
+      new StoreUnavailableError("similar-call lookup", { cause: error, consequence }),
+    );
     return undefined;
   }
 }
@@ -294,6 +300,12 @@ async function recordSimilar<A, R>(
     const now = c.o.clock.now();
     await rememberSimilar(c.o.store, c.scope, similarKey, c.key, record.createdAt, now, c.o.similar.windowMs);
   } catch (error) {
-    emit(c, "store_error", undefined, new StoreUnavailableError("similar-call record", { cause: error }));
+    const consequence = "The tool ran; later calls may miss the near-duplicate hint.";
+    emit(
+      c,
+      "store_error",
+      undefined,
+      new StoreUnavailableError("similar-call record", { cause: error, consequence }),
+    );
   }
 }

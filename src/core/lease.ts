@@ -111,7 +111,8 @@ class HeldLease implements Lease {
       const renewed = await store.renew({ scope, key, token, leaseMs, ttlMs, now: clock.now() });
       answer = renewed ? "renewed" : "refused";
     } catch (error) {
-      this.#onStoreError(new StoreUnavailableError("renew", { cause: error }));
+      const consequence = "The lease stays as it was; the next renewal tries again.";
+      this.#onStoreError(new StoreUnavailableError("renew", { cause: error, consequence }));
       answer = "store_failed";
     }
     if (decide({ event: "renewed", answer }) === Action.loseLease) {
