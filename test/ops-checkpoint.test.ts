@@ -34,6 +34,19 @@ describe("checkpoint (OP-8)", () => {
     expect(sent).toBe(1);
   });
 
+  it("says the outcome was not recorded, not that nothing ran, when the store fails the settle", async () => {
+    const inner = memoryStore();
+    const down = new Error("connection reset");
+    const store: IdempotencyStore = { ...inner, settle: () => Promise.reject(down) };
+    const cp = await checkpoint(store, { tool: "t", key: "k1", args: {} });
+    await expect(cp.complete({ sid: "SM1" })).rejects.toMatchObject({
+      code: "store_unavailable",
+      message:
+        "The idempotency store failed during settle: connection reset. The outcome is not recorded: the record stays in progress until its lease passes.",
+      cause: down,
+    });
+  });
+
   it("refuses the same key with other arguments", async () => {
     const store = memoryStore();
     const cp = await checkpoint(store, { tool: "t", key: "k1", args: { a: 1 } });

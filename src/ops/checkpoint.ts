@@ -276,8 +276,20 @@ export async function checkpoint<R = unknown>(
         throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
       await lease.stop();
       // Refused, or our own settle resent after its reply was lost: settleOwn reads back which.
-      const done = await storeCall("settle", () =>
-        settleOwn(store, { scope, key, token: record.token, status, result, error, ttlMs, now: clock.now() }),
+      const done = await storeCall(
+        "settle",
+        () =>
+          settleOwn(store, {
+            scope,
+            key,
+            token: record.token,
+            status,
+            result,
+            error,
+            ttlMs,
+            now: clock.now(),
+          }),
+        "The outcome is not recorded: the record stays in progress until its lease passes.",
       );
       if (done === null) throw new LeaseLostError(key);
       settled = true;
@@ -313,7 +325,11 @@ export async function checkpoint<R = unknown>(
         if (settled)
           throw new IdempotencyError(ErrorCode.invalidArguments, `checkpoint(${key}): already settled.`);
         await lease.stop();
-        const released = await storeCall("release", () => store.release({ scope, key, token: record.token }));
+        const released = await storeCall(
+          "release",
+          () => store.release({ scope, key, token: record.token }),
+          "The key stays claimed until its lease passes.",
+        );
         if (!released) throw new LeaseLostError(key);
         settled = true;
       },
@@ -326,10 +342,12 @@ export async function checkpoint<R = unknown>(
   }
 }
 
-async function storeCall<T>(operation: string, run: () => Promise<T>): Promise<T> {
+/** A store operation; a failure is `store_unavailable`, saying what it means (by default, that nothing ran). */
+async function storeCall<T>(operation: string, run: () => Promise<T>, consequence?: string): Promise<T> {
   try {
     return await run();
   } catch (error) {
-    throw error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+    if (error instanceof IdempotencyError) throw error;
+    throw new StoreUnavailableError(operation, { cause: error, ...(consequence ? { consequence } : {}) });
   }
 }
