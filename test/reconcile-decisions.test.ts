@@ -75,6 +75,17 @@ describe("reconcile decisions", () => {
     expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
   });
 
+  it("stops a pass the store cannot list, as store_unavailable saying what was left", async () => {
+    const down = new Error("connection reset");
+    const store: IdempotencyStore = { ...memoryStore(), list: () => Promise.reject(down) };
+    await expect(reconcileOnce({ store, tools: {} })).rejects.toMatchObject({
+      code: "store_unavailable",
+      message:
+        "The idempotency store failed during list: connection reset. The pass stopped here; records not yet examined are left for the next one.",
+      cause: down,
+    });
+  });
+
   it("examines at most `limit` records, across pages", async () => {
     const store = memoryStore();
     const clock = fakeClock();

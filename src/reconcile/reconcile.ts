@@ -181,7 +181,9 @@ async function listPage(o: Resolved, status: RecordStatus, cursor: string | unde
       ...(cursor !== undefined ? { cursor } : {}),
     });
   } catch (error) {
-    throw error instanceof IdempotencyError ? error : new StoreUnavailableError("list", { cause: error });
+    if (error instanceof IdempotencyError) throw error;
+    const consequence = "The pass stopped here; records not yet examined are left for the next one.";
+    throw new StoreUnavailableError("list", { cause: error, consequence });
   }
 }
 
