@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { type Clock, systemClock } from "../core/clock.js";
+import { type Compensation, compensation } from "../core/compensation.js";
 import { IdempotencyError, StoreUnavailableError } from "../core/errors.js";
 import { startLease } from "../core/lease.js";
 import {
@@ -17,7 +18,6 @@ import {
 import { defaults } from "../core/options.js";
 import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
-import { type Compensation, compensation } from "./compensation.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
 import { apply, ask, plan } from "./settle-record.js";

@@ -1,12 +1,12 @@
 /** What the hook answered, and how the reconciler carries it out under the claim it took. */
 
 import { settleAttempts } from "../core/call.js";
+import { undoOnce } from "../core/compensation.js";
 import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import type { RecordBinding } from "../core/result-codec.js";
 import { encodeFailure, encodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, RecordStatus, settleOwn } from "../core/store.js";
-import { undoOnce } from "./compensation.js";
 import { Decision } from "./decision.js";
 import type { ReconcileOutcome, ReconcileTool } from "./hooks.js";
 import type { Resolved } from "./reconcile.js";

@@ -6,6 +6,7 @@
  */
 
 import type { Clock } from "../core/clock.js";
+import { compensation, undoOnce } from "../core/compensation.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import type { IdempotencyEvent } from "../core/events.js";
 import type { FieldList } from "../core/field-list.js";
@@ -16,7 +17,6 @@ import { Effect, type VerifyHook } from "../core/options.js";
 import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
 import { decodeResult, decodeResultProblem } from "../core/serialize.js";
 import type { IdempotencyStore } from "../core/store.js";
-import { compensation, undoOnce } from "../reconcile/compensation.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
 
 const owner = "saga()";

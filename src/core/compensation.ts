@@ -5,15 +5,16 @@
  * `saga.compensate()` and the reconciler both undo through it, so one record is undone at most once
  * whichever of them asks, however often, and whatever crashes in between.
  */
-import { compensationKeyPrefix, ownCompensationCall } from "../core/call-input.js";
-import type { Clock } from "../core/clock.js";
-import type { IdempotencyEvent } from "../core/events.js";
-import { sha256Hex } from "../core/fingerprint.js";
-import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
-import { Effect } from "../core/options.js";
-import type { EncryptionOptions } from "../core/result-codec.js";
-import type { IdempotencyRecord, IdempotencyStore } from "../core/store.js";
-import type { CompensateHook } from "./hooks.js";
+
+import type { CompensateHook } from "../reconcile/hooks.js";
+import { compensationKeyPrefix, ownCompensationCall } from "./call-input.js";
+import type { Clock } from "./clock.js";
+import type { IdempotencyEvent } from "./events.js";
+import { sha256Hex } from "./fingerprint.js";
+import { type IdempotentTool, idempotent, type ToolContext } from "./idempotent.js";
+import { Effect } from "./options.js";
+import type { EncryptionOptions } from "./result-codec.js";
+import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
 /** One undo: the record, what to undo, and why (the reason is words: it is not fingerprinted). */
 export interface Undo<S> {
