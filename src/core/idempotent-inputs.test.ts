@@ -389,6 +389,16 @@ describe("options are checked when the tool is wrapped", () => {
     ],
     ["bigint", { bigint: "number" as "string" }],
   ];
+  it("tells the wrapped tool's name, effect, window and wait, as resolved", () => {
+    const wrapped = idempotent(fn, { name: "tool", store, effect: "native-key", ttlMs: 120_000 });
+    expect({
+      toolName: wrapped.toolName,
+      effect: wrapped.effect,
+      ttlMs: wrapped.ttlMs,
+      waitMs: wrapped.waitMs,
+    }).toEqual({ toolName: "tool", effect: "native-key", ttlMs: 120_000, waitMs: 10_000 });
+  });
+
   it("refuses a tool that is not a function, saying what the first argument must be", () => {
     let thrown: unknown;
     try {

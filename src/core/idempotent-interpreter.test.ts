@@ -453,6 +453,61 @@ describe("events of a run and a replay", () => {
   });
 });
 
+describe("a run under a store with a mind of its own", () => {
+  it("reports a renewal that fails while the tool runs, and still records the result", async () => {
+    const inner = memoryStore();
+    let renewFails = true;
+    const store: IdempotencyStore = {
+      ...inner,
+      renew: (request) => (renewFails ? Promise.reject(new Error("replica lag")) : inner.renew(request)),
+    };
+    const clock = fakeClock(start);
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const { tool, events } = smsTool({
+      store,
+      clock,
+      result: async () => {
+        await finished;
+        return "msg-1";
+      },
+    });
+    const call = tool(sms, { key: "k" });
+    await clock.advance(LEASE_MS / 3);
+    renewFails = false;
+    finish();
+    expect(await call).toMatchObject({ result: "msg-1", was_replay: false });
+    const storeErrors = events.filter((e) => e.type === "store_error");
+    expect(storeErrors).toHaveLength(1);
+    expect(storeErrors[0]?.error).toBeInstanceOf(StoreUnavailableError);
+    expect(storeErrors[0]?.error).toMatchObject({
+      message: expect.stringContaining("during renew: replica lag"),
+    });
+    expect(await inner.get({ scope: "default", key: "k" }, clock.now())).toMatchObject({
+      status: "completed",
+    });
+  });
+
+  it("gives the expiry the store recorded, by the store's clock, not this process's", async () => {
+    const inner = memoryStore();
+    const aheadMs = 5_000;
+    // A server-clock store (PostgreSQL, Redis) whose clock runs ahead of this process's.
+    const store: IdempotencyStore = {
+      ...inner,
+      settle: (request) => inner.settle({ ...request, now: request.now + aheadMs }),
+    };
+    const clock = fakeClock(start);
+    const { tool } = smsTool({ store, clock });
+    const envelope = await tool(sms, { key: "k" });
+    expect(envelope.original_called_at).toBe(new Date(start).toISOString());
+    expect(envelope.expires_at).toBe(new Date(start + aheadMs + TTL_MS).toISOString());
+    const replay = await tool(sms, { key: "k" });
+    expect(replay.expires_at).toBe(envelope.expires_at);
+  });
+});
+
 describe("a result the store cannot keep", () => {
   it("too large: the caller gets it, the completed event says why it was not kept, and a repeat is told", async () => {
     const store = memoryStore();

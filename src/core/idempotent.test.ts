@@ -542,7 +542,7 @@ describe("idempotent: events", () => {
     await first;
 
     expect(events.filter((e) => e.type === "in_flight_gave_up")).toEqual([
-      expect.objectContaining({ key: "k", error: reason }),
+      expect.objectContaining({ key: "k", attempt: 1, error: reason }),
     ]);
     expect(typesByCall(events)).toEqual([
       ["run", "completed"],

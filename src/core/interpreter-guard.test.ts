@@ -56,6 +56,7 @@ function smsTool(
   } = {},
 ) {
   const clock = options.clock ?? fakeClock();
+  const events: string[] = [];
   let runs = 0;
   const tool = idempotent(
     async (_args: { to: string }) => {
@@ -69,10 +70,11 @@ function smsTool(
       clock,
       effect: options.effect ?? "irreversible",
       leaseMs: 60_000,
+      onEvent: (event) => events.push(event.type),
       ...(options.verify ? { verify: options.verify } : {}),
     },
   );
-  return { tool, clock, runs: () => runs };
+  return { tool, clock, events, runs: () => runs };
 }
 
 /** A worker claimed (default, "k") and died; its lease has passed by `clock`. */
@@ -168,11 +170,12 @@ describe("a table that chooses what a step cannot do stops the call, naming both
     const clock = fakeClock();
     await crashedClaim(store, clock);
     chooseAt("takeover", "outcome_unknown");
-    const { tool, runs } = smsTool(store, { clock, effect: "native-key" });
+    const { tool, runs, events } = smsTool(store, { clock, effect: "native-key" });
     const error = await rejection(tool({ to: "bob" }, { key: "k" }));
     expect(error).toBeInstanceOf(OutcomeUnknownError);
     expect((error as OutcomeUnknownError).record).toMatchObject({ status: "in_progress", attempts: 2 });
     expect((error as Error).message).toContain("stopped renewing its lease");
+    expect(events).toEqual(["takeover", "outcome_unknown"]);
     expect(runs()).toBe(0);
   });
 
@@ -214,6 +217,7 @@ describe("a table that chooses what a step cannot do stops the call, naming both
     ["completed", "settle_failed", { status: "completed", result: "msg-0" }],
     ["failed", "settle_completed", { status: "failed", error: new Error("bounced") }],
     ["undefined", "settle_completed", undefined],
+    ["undefined", "settle_failed", undefined],
   ] as const)(
     "after verify answered %s, when the table settles something else",
     async (answered, action, outcome) => {
