@@ -316,6 +316,11 @@ describe("canonicalJson", () => {
     });
 
     it.each<[string, unknown, string]>([
+      ["a Map", new Map([["a", 1]]), "Object.fromEntries(map) or [...map]"],
+      ["a Set", new Set(["a"]), "[...set]"],
+      ["a WeakMap", new WeakMap(), "the data it holds"],
+      ["a WeakSet", new WeakSet(), "the data it holds"],
+      ["a Promise", Promise.resolve(1), "its awaited value"],
       ["a WeakRef", new WeakRef({}), "the data it refers to"],
       ["a RegExp", /x/, "its source string"],
       ["an Error", new Error("boom"), "{ name, message }"],
