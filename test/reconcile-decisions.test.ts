@@ -21,6 +21,21 @@ async function stale(store: IdempotencyStore, clock: FakeClock, keys: string[]) 
   await clock.advance(1_001);
 }
 
+/** A send_email whose hook always asks to compensate, counting the recalls its compensate makes. */
+function recallingTools() {
+  let recalls = 0;
+  const tools = {
+    send_email: {
+      verify: (): ReconcileOutcome => ({ status: "compensate", reason: "sent, but to the wrong list" }),
+      compensate: () => {
+        recalls++;
+        return { recalled: recalls };
+      },
+    },
+  };
+  return { tools, refunds: () => recalls };
+}
+
 describe("reconcile decisions", () => {
   it("counts a hook that throws as an error and puts the record back as unknown", async () => {
     const store = memoryStore();
@@ -203,16 +218,7 @@ describe("the reconciler's claim while a hook runs", () => {
         dead && request.key === "k" ? Promise.reject(new Error("process gone")) : inner.settle(request),
     };
     await stale(inner, clock, ["k"]);
-    let refunds = 0;
-    const tools = {
-      send_email: {
-        verify: (): ReconcileOutcome => ({ status: "compensate", reason: "sent, but to the wrong list" }),
-        compensate: () => {
-          refunds++;
-          return { recalled: refunds };
-        },
-      },
-    };
+    const { tools, refunds } = recallingTools();
     const first = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
     expect(first).toMatchObject({ compensated: 0, errors: 1 });
     expect((await inner.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("in_progress");
@@ -221,7 +227,7 @@ describe("the reconciler's claim while a hook runs", () => {
     await clock.advance(2_000);
     const second = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
     expect(second).toMatchObject({ compensated: 1, errors: 0 });
-    expect(refunds).toBe(1);
+    expect(refunds()).toBe(1);
     const record = await inner.get({ scope: "default", key: "k" }, clock.now());
     expect(record?.status).toBe("failed");
     // The settled failure keeps what the one compensation returned.
@@ -261,22 +267,13 @@ describe("the reconciler's claim while a hook runs", () => {
         failSettles-- > 0 ? Promise.reject(new Error("ECONNRESET")) : inner.settle(request),
     };
     await stale(inner, clock, ["k"]);
-    let refunds = 0;
-    const tools = {
-      send_email: {
-        verify: (): ReconcileOutcome => ({ status: "compensate", reason: "sent, but to the wrong list" }),
-        compensate: () => {
-          refunds++;
-          return { recalled: true };
-        },
-      },
-    };
+    const { tools, refunds } = recallingTools();
     const first = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
     expect(first).toMatchObject({ compensated: 1, errors: 0 });
     await clock.advance(2_000);
     const second = await reconcileOnce({ store, clock, tools, leaseMs: 1_000 });
     expect(second.examined).toBe(0);
-    expect(refunds).toBe(1);
+    expect(refunds()).toBe(1);
     expect((await inner.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("failed");
   });
 });
