@@ -2,7 +2,6 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { fingerprint } from "../src/core/fingerprint.js";
 import { idempotent } from "../src/core/idempotent.js";
@@ -14,6 +13,17 @@ import type { IdempotencyStore } from "../src/core/store.js";
 import { checkpoint, postgresDedupTableSql, postgresTransactionalOnce } from "../src/ops/index.js";
 import { sqliteStore } from "../src/sqlite/index.js";
 import { freshTable, testPool } from "./fixtures/pg-helpers.js";
+import { sqliteDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
+
+/**
+ * Opens the store's file directly, as someone with access to the disk would, with the driver sqliteStore
+ * picks by default: two SQLite libraries must not open one file in one process (each would drop the
+ * other's POSIX locks), so the raw handle uses the store's own.
+ */
+function openRaw(file: string) {
+  const builtIn = sqliteDrivers.some((driver) => driver.name === "node:sqlite");
+  return sqliteDriver(builtIn ? "node:sqlite" : "better-sqlite3").open(file);
+}
 
 const k1 = randomBytes(32);
 const k2 = randomBytes(32);
@@ -37,7 +47,7 @@ describe("results at rest on a real SQLite file", () => {
     const store = sqliteStore({ path: file });
     const encryption = { keys: { k1 }, current: "k1" };
     await completeOnce(store, "k1", { encryption });
-    const raw = new Database(file, { readonly: true });
+    const raw = openRaw(file);
     const dump = JSON.stringify(raw.prepare("SELECT * FROM idempotool_records").all());
     raw.close();
     expect(dump).not.toContain("4242");
@@ -96,7 +106,7 @@ describe("results at rest on a real SQLite file", () => {
     const store = sqliteStore({ path: file });
     const encryption = { keys: { k1 }, current: "k1" };
     await completeOnce(store, "k1", { encryption });
-    const raw = new Database(file);
+    const raw = openRaw(file);
     const { result } = raw.prepare("SELECT result FROM idempotool_records WHERE key = 'k1'").get() as {
       result: string;
     };
@@ -215,7 +225,7 @@ function row(file: string, scope: string, key: string) {
   const where = "WHERE scope = ? AND key = ?";
   return {
     read(): { result: string | null; error: string | null; fingerprint: string; status: string } {
-      const raw = new Database(file, { readonly: true });
+      const raw = openRaw(file);
       try {
         return raw
           .prepare(`SELECT result, error, fingerprint, status FROM idempotool_records ${where}`)
@@ -225,7 +235,7 @@ function row(file: string, scope: string, key: string) {
       }
     },
     write(fields: { result?: string | null; error?: string | null; status?: string }): void {
-      const raw = new Database(file);
+      const raw = openRaw(file);
       try {
         for (const [column, value] of Object.entries(fields)) {
           raw.prepare(`UPDATE idempotool_records SET ${column} = ? ${where}`).run(value, scope, key);

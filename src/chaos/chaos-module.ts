@@ -82,19 +82,20 @@ export async function importTarget(ref: ModuleRef, cwd: string): Promise<ChaosTa
   if (!existsSync(ref.path)) unusableModule(`there is no module at ${ref.path}`);
   const url = pathToFileURL(ref.path).href;
   let module: Record<string, unknown>;
+  // A TypeScript module loads through tsx where it is installed: it reads what TypeScript reads (a
+  // "./x.js" import of ./x.ts, enums, paths), which the type stripping of Node 22.18+ and 24 does not.
+  // Without tsx, Node's own stripping is tried; a Node without it needs tsx.
+  const viaTsx = typeScript.test(ref.path) && (await registerTypeScript(cwd));
   try {
     module = (await import(url)) as Record<string, unknown>;
   } catch (error) {
-    if ((error as { code?: string }).code !== "ERR_UNKNOWN_FILE_EXTENSION" || !typeScript.test(ref.path)) {
-      throw loadError(ref, error);
+    const code = (error as { code?: string }).code;
+    if (code === "ERR_UNKNOWN_FILE_EXTENSION" && typeScript.test(ref.path)) {
+      unusableModule(
+        "loading a TypeScript module needs tsx (npm install -D tsx); or point chaos at the compiled JavaScript",
+      );
     }
-    // Node caches the failed load under its URL, so the retry after registering tsx uses a fresh one.
-    await registerTypeScript(cwd);
-    try {
-      module = (await import(`${url}?idempotool-chaos`)) as Record<string, unknown>;
-    } catch (retryError) {
-      throw loadError(ref, retryError);
-    }
+    throw loadError(ref, error, typeScript.test(ref.path) && !viaTsx);
   }
   if (!(ref.exportName in module)) {
     const names = Object.keys(module);
@@ -161,22 +162,24 @@ export function findTypeScriptLoader(cwd: string): TypeScriptLoader | undefined 
 
 let registered = false;
 
-async function registerTypeScript(cwd: string): Promise<void> {
-  if (registered) return;
+/** Registers tsx for the rest of the process; false when it is not installed. */
+async function registerTypeScript(cwd: string): Promise<boolean> {
+  if (registered) return true;
   const loader = findTypeScriptLoader(cwd);
-  if (!loader) {
-    unusableModule(
-      "loading a TypeScript module needs tsx (npm install -D tsx); or point chaos at the compiled JavaScript",
-    );
-  }
+  if (!loader) return false;
   const api = (await import(loader.apiUrl)) as { register: () => unknown };
   api.register();
   registered = true;
+  return true;
 }
 
-function loadError(ref: ModuleRef, error: unknown): IdempotencyError {
+function loadError(ref: ModuleRef, error: unknown, strippedByNode = false): IdempotencyError {
   const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
-  return new IdempotencyError("invalid_options", `chaos: cannot load ${ref.path}: ${reason}`, {
+  // Node's own type stripping resolves imports as written: "./x.js" does not find ./x.ts.
+  const hint = strippedByNode
+    ? " (Node loaded it without tsx; npm install -D tsx to load it as TypeScript does)"
+    : "";
+  return new IdempotencyError("invalid_options", `chaos: cannot load ${ref.path}: ${reason}${hint}`, {
     cause: error,
   });
 }

@@ -3,8 +3,8 @@
  * resume, duplicate emission, user retry, a crash right after the effect) and count its effects with a
  * probe: one intended call must give one effect. The same harness is the `idempotool chaos` command.
  *
- * It runs the tool against a throwaway SQLite store: on Node's built-in `node:sqlite` where the running
- * Node has it (Node 24), else on `better-sqlite3`, which must then be installed. The store-neutral helpers
+ * It runs the tool against a throwaway SQLite store on Node's built-in `node:sqlite` (or on
+ * `better-sqlite3` where the running Node lacks a usable one). The store-neutral helpers
  * (the conformance suite, `fakeClock()`, `recordToolCalls()`) are in `idempotool/testing`.
  * @example
  * import { chaos } from "idempotool/chaos";

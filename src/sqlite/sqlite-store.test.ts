@@ -1,6 +1,8 @@
+import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import type BetterSqlite3 from "better-sqlite3";
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import { claimRequest as baseClaim } from "../../test/fixtures/claim-request.js";
@@ -85,22 +87,28 @@ describe("sqliteStore's choice of driver", () => {
     await store.close();
   });
 
-  const missing = (["node:sqlite", "better-sqlite3"] as const).filter(
-    (name) => !sqliteDrivers.some((driver) => driver.name === name),
-  );
-  it.skipIf(missing.length === 0)(
-    "refuses a driver this Node cannot load with invalid_options, naming it",
-    () => {
-      for (const name of missing) {
-        let thrown: unknown;
-        try {
-          sqliteStore({ path: tempFile(), driver: name });
-        } catch (error) {
-          thrown = error;
-        }
-        expect(isIdempotencyError(thrown, "invalid_options"), name).toBe(true);
-        expect((thrown as Error).message).toContain(name);
-      }
+  it.each(["node:sqlite", "better-sqlite3"] as const)(
+    "refuses %s, named, with invalid_options on a Node that cannot load it, and opens a path with the other",
+    async (name) => {
+      const fixtures = path.join(import.meta.dirname, "..", "..", "test", "fixtures");
+      const run = (...args: string[]) =>
+        promisify(execFile)(
+          process.execPath,
+          [
+            "--require",
+            path.join(fixtures, "without-sqlite-drivers.cjs"),
+            "--import",
+            "tsx",
+            path.join(fixtures, "sqlite-open-path.ts"),
+            ...args,
+          ],
+          { env: { ...process.env, IDEMPOTOOL_HIDE_SQLITE_DRIVERS: name } },
+        ).then(({ stdout }) => JSON.parse(stdout) as { code?: string; message?: string; driver?: string });
+      const refused = await run(name);
+      expect(refused.code).toBe("invalid_options");
+      expect(refused.message).toContain(name);
+      const other = name === "node:sqlite" ? "better-sqlite3" : "node:sqlite";
+      expect(await run()).toEqual({ driver: other });
     },
   );
 
