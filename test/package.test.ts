@@ -172,3 +172,21 @@ describe("the package", () => {
     expect(stdout).toContain("# fail 0");
   }, 60_000);
 });
+
+describe("the Node versions the package claims", () => {
+  it("are the versions npm test and CI run the whole suite on, each a supported major", () => {
+    const engines = (
+      JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { engines: { node: string } }
+    ).engines.node;
+    const claimed = engines.split("||").map((range) => range.trim().match(/^\^(\d+)\.\d+\.\d+$/)?.[1]);
+    expect(claimed, `engines.node is ^major.minor.patch ranges joined by ||: ${engines}`).not.toContain(
+      undefined,
+    );
+    const testScript = readFileSync(join(root, "scripts", "test.sh"), "utf8");
+    const tested = testScript.match(/IDEMPOTOOL_TEST_NODES:-([\d ]+)\}/)?.[1]?.split(" ") ?? [];
+    expect([...tested].sort()).toEqual([...claimed].sort());
+    const ci = readFileSync(join(root, ".ci", "run"), "utf8");
+    const reported = ci.match(/const versions = \[([^\]]*)\]/)?.[1]?.match(/\d+/g) ?? [];
+    expect([...reported].sort()).toEqual([...claimed].sort());
+  });
+});
