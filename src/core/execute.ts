@@ -16,9 +16,9 @@ import {
 import { Action, decide, type Facts } from "./decide.js";
 import {
   ErrorCode,
-  IdempotencyError,
   OutcomeUnknownError,
   ResultTooLargeError,
+  ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
 import { beginFlight, endFlight } from "./in-flight.js";
@@ -197,7 +197,7 @@ async function settleCompleted<A, R>(
         ? undefined
         : encoded.problem.code === ErrorCode.resultTooLarge
           ? new ResultTooLargeError(encoded.problem.sizeBytes, encoded.problem.maxBytes)
-          : new IdempotencyError(ErrorCode.resultUnserializable, encoded.problem.reason);
+          : new ResultUnserializableError(kept ?? record, encoded.problem.reason);
       emit(c, "completed", record.attempts, notKept);
       return envelope(c, result, false, kept?.createdAt ?? record.createdAt, expiresAt);
     }

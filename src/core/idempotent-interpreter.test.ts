@@ -11,6 +11,7 @@ import {
   KeyInUseError,
   OutcomeUnknownError,
   ResultTooLargeError,
+  ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
@@ -521,15 +522,18 @@ describe("a result the store cannot keep", () => {
     expect(error).toBeInstanceOf(ResultTooLargeError);
   });
 
-  it("unserializable: the completed event carries result_unserializable", async () => {
+  it("unserializable: the completed event carries a ResultUnserializableError with the settled record", async () => {
     const { tool, events } = smsTool({ result: () => ({ amount: 10n }) });
     expect((await tool(sms, { key: "k" })).result).toEqual({ amount: 10n });
     const completed = events.find((e) => e.type === "completed");
+    expect(completed?.error).toBeInstanceOf(ResultUnserializableError);
     expect(completed?.error).toMatchObject({
       code: "result_unserializable",
       message: expect.stringContaining("BigInt"),
+      record: expect.objectContaining({ key: "k", status: "completed" }),
     });
-    expect(completed?.error).not.toBeInstanceOf(ResultTooLargeError);
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(ResultUnserializableError);
   });
 });
 
