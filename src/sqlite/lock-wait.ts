@@ -1,6 +1,6 @@
 /**
- * Waiting for another connection's lock on a SQLite file without blocking the process. Both drivers
- * (node:sqlite and better-sqlite3) run every statement synchronously, so SQLite's own busy timeout would hold the event loop for as long
+ * Waiting for another connection's lock on a SQLite file without blocking the process. Every driver
+ * (node:sqlite, bun:sqlite and better-sqlite3) runs every statement synchronously, so SQLite's own busy timeout would hold the event loop for as long
  * as it waits: timers, I/O and the lease renewals of every other call in flight would stop. The store
  * keeps that wait to a few milliseconds per attempt and waits the rest on timers between attempts.
  */
@@ -17,18 +17,29 @@ const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
 
 /**
+ * SQLite's own text for those codes (`sqlite3_errmsg`), the only sign Deno's node:sqlite gives: its errors
+ * carry `code: "ERR_SQLITE_ERROR"` and no `errcode`.
+ */
+const lockMessage = /^database (?:table |schema )?is locked(?:$|:)/;
+
+/**
  * Whether `error` says another connection holds a lock (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended
- * codes): better-sqlite3 names the code in `code`, node:sqlite gives its number in `errcode`. Such a
- * statement did not apply: SQLite rolls back a statement that could not get its lock, and the store's
- * transactions are rolled back whole when any statement in them (or their `COMMIT`) throws. So the same
- * attempt can simply run again.
+ * codes): better-sqlite3 and bun:sqlite name the code in `code`, node:sqlite gives its number in `errcode`
+ * (on Deno, only SQLite's message). Such a statement did not apply: SQLite rolls back a statement that could
+ * not get its lock, and the store's transactions are rolled back whole when any statement in them (or their
+ * `COMMIT`) throws. So the same attempt can simply run again.
  */
 export function isLockBusy(error: unknown): boolean {
-  const { code, errcode } = (error ?? {}) as { code?: unknown; errcode?: unknown };
+  const { code, errcode, message } = (error ?? {}) as {
+    code?: unknown;
+    errcode?: unknown;
+    message?: unknown;
+  };
   if (typeof errcode === "number") {
     const primary = errcode & 0xff;
     return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
   }
+  if (code === "ERR_SQLITE_ERROR") return typeof message === "string" && lockMessage.test(message);
   return typeof code === "string" && /^SQLITE_(?:BUSY|LOCKED)(?:_|$)/.test(code);
 }
 
