@@ -1,14 +1,16 @@
 /**
- * Opening a SQLite file with whichever driver the running Node has: its built-in `node:sqlite` where it
- * has one the store can use, else the better-sqlite3 package. Each is loaded only when a file is opened
- * with it, synchronously (the store's factory is synchronous), so Node 20 never asks for `node:sqlite` and a
- * Node with the built-in never needs better-sqlite3 installed.
+ * Opening a SQLite file with whichever driver the running runtime has: on Bun, its own `bun:sqlite`; on
+ * Node and Deno, the built-in `node:sqlite` where it has one the store can use; else the better-sqlite3
+ * package. Each is loaded only when a file is opened with it, synchronously (the store's factory is
+ * synchronous), so Node 20 never asks for `node:sqlite` and a runtime with a built-in never needs
+ * better-sqlite3 installed.
  */
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { IdempotencyError } from "../core/errors.js";
 import type {
   AnySqliteDatabase,
+  BunSqliteDatabase,
   NodeSqliteDatabase,
   SqliteDatabase,
   SqliteDriver,
@@ -21,14 +23,39 @@ type NodeSqliteModule = {
   StatementSync: { prototype: object };
 };
 type BetterSqlite3 = new (path: string, options?: object) => SqliteDatabase;
+type BunSqliteModule = { Database: new (path: string, options?: object) => BunSqliteDatabase };
 
 /** A driver, or why it cannot be used here; each is tried once per process. */
 type Loaded<T> = { readonly driver: T } | { readonly error: unknown };
 
 let nodeSqlite: Loaded<NodeSqliteModule> | undefined;
 let betterSqlite3: Loaded<BetterSqlite3> | undefined;
+let bunSqlite: Loaded<BunSqliteModule> | undefined;
 
-/** The statement methods the store needs: Node 24 has them, and recent Node 22 releases (22.23 does); older ones lack some. */
+interface RuntimeGlobals {
+  readonly Bun?: { readonly version: string };
+  readonly Deno?: { readonly version: { readonly deno: string } };
+  readonly process?: { readonly version?: string };
+}
+
+/** The runtime and its version, for messages: `Node v24.1.0`, `Deno 2.9.6`, `Bun 1.4.5`. */
+export function runtimeName(): string {
+  const { Bun, Deno, process } = globalThis as RuntimeGlobals;
+  if (Bun) return `Bun ${Bun.version}`;
+  if (Deno) return `Deno ${Deno.version.deno}`;
+  return `Node ${process?.version ?? "(unknown version)"}`;
+}
+
+/** The drivers a path is opened with when none is named, in order of preference. */
+function defaultDrivers(): readonly SqliteDriver[] {
+  const onBun = (globalThis as RuntimeGlobals).Bun !== undefined;
+  return onBun ? ["bun:sqlite", "node:sqlite", "better-sqlite3"] : ["node:sqlite", "better-sqlite3"];
+}
+
+/**
+ * The statement methods the store needs: Node 24, Deno 2 and Bun have them, and recent Node 22 releases
+ * (22.23 does); older ones lack some.
+ */
 const nodeStatementMethods = ["setReturnArrays", "setAllowUnknownNamedParameters", "setReadBigInts"];
 
 function loadNodeSqlite(): Loaded<NodeSqliteModule> {
@@ -38,7 +65,7 @@ function loadNodeSqlite(): Loaded<NodeSqliteModule> {
       const prototype = module.StatementSync.prototype as Record<string, unknown>;
       const missing = nodeStatementMethods.filter((name) => typeof prototype[name] !== "function");
       if (missing.length > 0) {
-        return { error: new Error(`node:sqlite on Node ${process.version} lacks ${missing.join(", ")}`) };
+        return { error: new Error(`node:sqlite on ${runtimeName()} lacks ${missing.join(", ")}`) };
       }
       return { driver: module };
     } catch (error) {
@@ -62,11 +89,24 @@ function loadBetterSqlite3(): Loaded<BetterSqlite3> {
   return betterSqlite3;
 }
 
+function loadBunSqlite(): Loaded<BunSqliteModule> {
+  bunSqlite ??= (() => {
+    try {
+      return { driver: require("bun:sqlite") as BunSqliteModule };
+    } catch (error) {
+      return { error };
+    }
+  })();
+  return bunSqlite;
+}
+
 /**
  * Node 22 warns that SQLite is experimental the first time `node:sqlite` loads. The user chose no
  * experiment, the store did, so that one warning is dropped; every other warning passes as it was.
  */
 export function withoutSqliteExperimentalWarning<T>(load: () => T): T {
+  // Deno and Bun have process.emitWarning too; a runtime without it has no such warning to drop.
+  if (typeof globalThis.process?.emitWarning !== "function") return load();
   const emitWarning = process.emitWarning;
   process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]) {
     const type = typeof rest[0] === "string" ? rest[0] : (rest[0] as { type?: unknown } | undefined)?.type;
@@ -83,7 +123,7 @@ export function withoutSqliteExperimentalWarning<T>(load: () => T): T {
 }
 
 export interface OpenSqliteFileOptions {
-  /** The driver to use; default node:sqlite where the running Node has it, else better-sqlite3. */
+  /** The driver to use; default the runtime's own (see {@link openSqliteFile}). */
   readonly driver?: SqliteDriver | undefined;
   /** Refuse to create the file: open an existing one only. */
   readonly mustExist?: boolean | undefined;
@@ -99,51 +139,78 @@ export interface OpenedSqliteFile {
   readonly driver: SqliteDriver;
 }
 
-/** Opens `path` with the chosen driver, or the one available; `invalid_options` when there is none. */
+/** What each driver says when it cannot be loaded here: how to get it. */
+const driverAdvice: Record<SqliteDriver, string> = {
+  "node:sqlite": " (the store needs the node:sqlite of Node 24, a recent Node 22, Deno 2 or Bun).",
+  "better-sqlite3": ": install better-sqlite3@12.",
+  "bun:sqlite": " (it is Bun's own module: run on Bun).",
+};
+
+/**
+ * Opens `path` with the chosen driver, or the first of the runtime's that loads: on Bun `bun:sqlite`, then
+ * `node:sqlite`; elsewhere `node:sqlite`; then better-sqlite3. `invalid_options` when there is none.
+ */
 export function openSqliteFile(path: string, options: OpenSqliteFileOptions): OpenedSqliteFile {
   const timeout = Math.ceil(options.busyTimeoutMs);
-  const useNode = () => {
-    const loaded = loadNodeSqlite();
-    if (!("driver" in loaded)) return loaded;
-    // A file: URI with mode=rw opens an existing file and never creates one.
-    const location = options.mustExist && path !== ":memory:" ? `${pathToFileURL(path).href}?mode=rw` : path;
-    return { database: new loaded.driver.DatabaseSync(location, { timeout }) };
-  };
-  const useBetterSqlite3 = () => {
-    const loaded = loadBetterSqlite3();
-    if (!("driver" in loaded)) return loaded;
-    return { database: new loaded.driver(path, { fileMustExist: options.mustExist === true, timeout }) };
+  const mustExist = options.mustExist === true && path !== ":memory:";
+  const open: Record<SqliteDriver, () => { database: AnySqliteDatabase } | { error: unknown }> = {
+    "node:sqlite": () => {
+      const loaded = loadNodeSqlite();
+      if (!("driver" in loaded)) return loaded;
+      // A file: URI with mode=rw opens an existing file and never creates one.
+      const location = mustExist ? `${pathToFileURL(path).href}?mode=rw` : path;
+      return { database: new loaded.driver.DatabaseSync(location, { timeout }) };
+    },
+    "better-sqlite3": () => {
+      const loaded = loadBetterSqlite3();
+      if (!("driver" in loaded)) return loaded;
+      return { database: new loaded.driver(path, { fileMustExist: mustExist, timeout }) };
+    },
+    "bun:sqlite": () => {
+      const loaded = loadBunSqlite();
+      if (!("driver" in loaded)) return loaded;
+      // strict: `@name` binds from a plain `name` key, and a missing one is an error, as on the others.
+      const database = new loaded.driver.Database(path, {
+        strict: true,
+        readwrite: true,
+        create: !mustExist,
+      });
+      // bun:sqlite takes no timeout option: SQLite's pragma sets the same busy timeout.
+      database.exec(`PRAGMA busy_timeout = ${timeout}`);
+      return { database };
+    },
   };
 
-  if (options.driver === "node:sqlite" || options.driver === "better-sqlite3") {
-    const opened = options.driver === "node:sqlite" ? useNode() : useBetterSqlite3();
+  if (options.driver !== undefined) {
+    if (!Object.hasOwn(driverAdvice, options.driver)) {
+      throw new IdempotencyError(
+        "invalid_options",
+        `${options.caller}: driver must be "node:sqlite", "bun:sqlite" or "better-sqlite3", ` +
+          `got ${JSON.stringify(options.driver)}.`,
+      );
+    }
+    const opened = open[options.driver]();
     if ("error" in opened) {
       throw new IdempotencyError(
         "invalid_options",
-        `${options.caller}: driver "${options.driver}" cannot be loaded on Node ${process.version}` +
-          (options.driver === "node:sqlite"
-            ? " (the store needs the node:sqlite of Node 24 or of a recent Node 22)."
-            : ": install better-sqlite3@12."),
+        `${options.caller}: driver "${options.driver}" cannot be loaded on ${runtimeName()}` +
+          driverAdvice[options.driver],
         { cause: opened.error },
       );
     }
     return { database: opened.database, driver: options.driver };
   }
-  if (options.driver !== undefined) {
-    throw new IdempotencyError(
-      "invalid_options",
-      `${options.caller}: driver must be "node:sqlite" or "better-sqlite3", got ${JSON.stringify(options.driver)}.`,
-    );
+  const errors: unknown[] = [];
+  for (const driver of defaultDrivers()) {
+    const opened = open[driver]();
+    if ("database" in opened) return { database: opened.database, driver };
+    errors.push(opened.error);
   }
-  const native = useNode();
-  if ("database" in native) return { database: native.database, driver: "node:sqlite" };
-  const addon = useBetterSqlite3();
-  if ("database" in addon) return { database: addon.database, driver: "better-sqlite3" };
   throw new IdempotencyError(
     "invalid_options",
-    `${options.caller} needs a SQLite driver, and Node ${process.version} has none the store can use: ` +
-      "run on Node 24 (its built-in node:sqlite), or install better-sqlite3@12, " +
+    `${options.caller} needs a SQLite driver, and ${runtimeName()} has none the store can use: ` +
+      "run on Node 24 (its built-in node:sqlite), Deno 2 or Bun, or install better-sqlite3@12, " +
       "or pass an open database as { database }.",
-    { cause: new AggregateError([native.error, addon.error], "no SQLite driver could be loaded") },
+    { cause: new AggregateError(errors, "no SQLite driver could be loaded") },
   );
 }

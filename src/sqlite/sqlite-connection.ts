@@ -1,12 +1,15 @@
 /**
- * One connection, either driver: the shapes of better-sqlite3's `Database` and node:sqlite's `DatabaseSync`
- * that the store accepts, and the few operations it asks of either, made the same on both. The store's SQL
- * and its guarantees live in sqlite-store.ts; what differs between the drivers lives here.
+ * One connection, any driver: the shapes of better-sqlite3's `Database`, node:sqlite's `DatabaseSync` and
+ * bun:sqlite's `Database` that the store accepts, and the few operations it asks of each, made the same on
+ * all. The store's SQL and its guarantees live in sqlite-store.ts; what differs between the drivers lives here.
  */
 import { IdempotencyError } from "../core/errors.js";
 
-/** The SQLite drivers the store runs on: Node's built-in module, or the better-sqlite3 package. */
-export type SqliteDriver = "node:sqlite" | "better-sqlite3";
+/**
+ * The SQLite drivers the store runs on: the built-in `node:sqlite` (Node 24, recent Node 22, Deno 2, Bun),
+ * Bun's own `bun:sqlite`, or the better-sqlite3 package. All write the same file format.
+ */
+export type SqliteDriver = "node:sqlite" | "better-sqlite3" | "bun:sqlite";
 
 /** The part of a better-sqlite3 statement we use. The store binds by name: one object of `@name`s. */
 export interface SqliteStatement {
@@ -52,8 +55,36 @@ export interface NodeSqliteDatabase {
   close(): unknown;
 }
 
-/** A database of either driver: a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`. */
-export type AnySqliteDatabase = SqliteDatabase | NodeSqliteDatabase;
+/** The part of a bun:sqlite `Statement` we use. */
+export interface BunSqliteStatement {
+  run(...params: unknown[]): { readonly changes: number };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+  /** Rows as arrays, as better-sqlite3's `raw()`. */
+  values(...params: unknown[]): unknown[][];
+  safeIntegers(enabled: boolean): unknown;
+}
+
+/**
+ * The part of a bun:sqlite `Database` we use. Open it with `{ strict: true }`, so that `@name` binds from a
+ * plain `name` key: the store refuses a database that does not bind so.
+ */
+export interface BunSqliteDatabase {
+  prepare(source: string): BunSqliteStatement;
+  exec(source: string): unknown;
+  /** Whether a transaction is open. */
+  readonly inTransaction: boolean;
+  transaction(fn: (...args: never[]) => unknown): unknown;
+  /** Only Bun's database has it beside `prepare`: how the store tells it from the others. */
+  query(source: string): unknown;
+  close(): unknown;
+}
+
+/**
+ * A database of any driver: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync` or a bun:sqlite
+ * `Database`.
+ */
+export type AnySqliteDatabase = SqliteDatabase | NodeSqliteDatabase | BunSqliteDatabase;
 
 /** A statement that answers rows as arrays of plain numbers and strings, bound by name. */
 export interface RowReader {
@@ -61,7 +92,7 @@ export interface RowReader {
   all(params: object): unknown[];
 }
 
-/** What the store asks of a connection, the same on both drivers. */
+/** What the store asks of a connection, the same on every driver. */
 export interface SqliteConnection {
   readonly driver: SqliteDriver;
   /** A statement that answers rows (see {@link RowReader}); a caller's BigInt default does not apply. */
@@ -83,20 +114,26 @@ export function driverOf(database: unknown): SqliteDriver | undefined {
   if (typeof db?.prepare !== "function" || typeof db.exec !== "function") return undefined;
   if (typeof db.pragma === "function" && typeof db.transaction === "function") return "better-sqlite3";
   if ("isTransaction" in db) return "node:sqlite";
+  if ("inTransaction" in db && typeof db.query === "function" && typeof db.transaction === "function") {
+    return "bun:sqlite";
+  }
   return undefined;
 }
 
-/** The connection over a database handle of either driver; `invalid_options` for anything else. */
+/** The connection over a database handle of any driver; `invalid_options` for anything else. */
 export function sqliteConnection(database: AnySqliteDatabase): SqliteConnection {
   switch (driverOf(database)) {
     case "better-sqlite3":
       return betterSqlite3Connection(database as SqliteDatabase);
     case "node:sqlite":
       return nodeSqliteConnection(database as NodeSqliteDatabase);
+    case "bun:sqlite":
+      return bunSqliteConnection(database as BunSqliteDatabase);
     default:
       throw new IdempotencyError(
         "invalid_options",
-        "sqliteStore: pass { path }, or as { database } a better-sqlite3 Database or a node:sqlite DatabaseSync.",
+        "sqliteStore: pass { path }, or as { database } a better-sqlite3 Database, a node:sqlite DatabaseSync " +
+          "or a bun:sqlite Database.",
       );
   }
 }
@@ -150,23 +187,90 @@ function nodeSqliteConnection(db: NodeSqliteDatabase): SqliteConnection {
     exec(sql) {
       db.exec(sql);
     },
-    // node:sqlite has no transaction helper: this one does what better-sqlite3's does.
-    immediate: (fn) => (a) => {
-      const nested = db.isTransaction;
-      db.exec(nested ? "SAVEPOINT idempotool" : "BEGIN IMMEDIATE");
-      try {
-        const result = fn(a);
-        db.exec(nested ? "RELEASE idempotool" : "COMMIT");
-        return result;
-      } catch (error) {
-        // A COMMIT refused for a lock leaves the transaction open: end it, so the attempt can run again.
-        if (nested) db.exec("ROLLBACK TO idempotool; RELEASE idempotool");
-        else if (db.isTransaction) db.exec("ROLLBACK");
-        throw error;
-      }
-    },
+    // node:sqlite has no transaction helper.
+    immediate: immediateTransactions(db, () => db.isTransaction),
     close() {
       db.close();
     },
+  };
+}
+
+function bunSqliteConnection(db: BunSqliteDatabase): SqliteConnection {
+  // A database opened without { strict: true } binds NULL for a parameter it finds no key for (and older
+  // Bun binds `@name` only from an `@name` key): a WHERE clause would then match nothing, silently.
+  if (!bindsStrictly(db)) {
+    throw new IdempotencyError(
+      "invalid_options",
+      "sqliteStore: open the bun:sqlite Database with { strict: true } (new Database(file, { strict: true })), " +
+        "so that it binds @name from a plain name key and refuses a statement missing one.",
+    );
+  }
+  // Each statement reads integers as numbers whatever the database's safeIntegers default.
+  const prepare = (sql: string) => {
+    const statement = db.prepare(sql);
+    statement.safeIntegers(false);
+    return statement;
+  };
+  return {
+    driver: "bun:sqlite",
+    reader(sql) {
+      const statement = prepare(sql);
+      return { get: (params) => statement.values(params)[0], all: (params) => statement.values(params) };
+    },
+    writer(sql) {
+      const statement = prepare(sql);
+      return (params) => statement.run(params).changes;
+    },
+    exec(sql) {
+      db.exec(sql);
+    },
+    // The same helper as node:sqlite's, so both drivers without better-sqlite3's end a failed COMMIT alike.
+    immediate: immediateTransactions(db, () => db.inTransaction),
+    close() {
+      db.close();
+    },
+  };
+}
+
+/** Whether a bun:sqlite database binds `@name` from a plain `name` key, and throws when the key is missing. */
+function bindsStrictly(db: BunSqliteDatabase): boolean {
+  const probe = db.prepare("SELECT @idempotool_probe");
+  try {
+    if (probe.values({ idempotool_probe: 1 })[0]?.[0] !== 1) return false;
+  } catch {
+    return false;
+  }
+  try {
+    probe.values({});
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * What better-sqlite3's `transaction(fn).immediate` does, for a driver that has no such helper: `BEGIN
+ * IMMEDIATE`, or a savepoint inside a transaction already open; rolled back whole when `fn` or its
+ * `COMMIT` throws.
+ */
+function immediateTransactions(
+  db: { exec(sql: string): unknown },
+  inTransaction: () => boolean,
+): SqliteConnection["immediate"] {
+  return (fn) => (a) => {
+    const nested = inTransaction();
+    db.exec(nested ? "SAVEPOINT idempotool" : "BEGIN IMMEDIATE");
+    try {
+      const result = fn(a);
+      db.exec(nested ? "RELEASE idempotool" : "COMMIT");
+      return result;
+    } catch (error) {
+      // A COMMIT refused for a lock leaves the transaction open: end it, so the attempt can run again.
+      if (nested) {
+        db.exec("ROLLBACK TO idempotool");
+        db.exec("RELEASE idempotool");
+      } else if (inTransaction()) db.exec("ROLLBACK");
+      throw error;
+    }
   };
 }

@@ -112,6 +112,20 @@ describe("sqliteStore's choice of driver", () => {
     },
   );
 
+  it("refuses bun:sqlite outside Bun with invalid_options, saying it is Bun's own", () => {
+    let thrown: unknown;
+    try {
+      sqliteStore({ path: tempFile(), driver: "bun:sqlite" });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(isIdempotencyError(thrown, "invalid_options")).toBe(true);
+    expect((thrown as Error).message).toBe(
+      `sqliteStore({ path }): driver "bun:sqlite" cannot be loaded on Node ${process.version} ` +
+        "(it is Bun's own module: run on Bun).",
+    );
+  });
+
   it("refuses a driver it does not know, and a database of neither driver, with invalid_options", () => {
     expect(() => sqliteStore({ path: tempFile(), driver: "sqlite3" as SqliteDriver })).toThrow(
       expect.objectContaining({ code: "invalid_options", message: expect.stringContaining("driver") }),
