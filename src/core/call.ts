@@ -2,7 +2,6 @@
  * One call's state as it goes through the core, and the fenced store operations every path shares:
  * settle, release and takeover under the owner token, store errors turned into `store_unavailable`, events.
  */
-import { randomBytes } from "node:crypto";
 import type { SleepOptions } from "./clock.js";
 import { IdempotencyError, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
@@ -210,7 +209,9 @@ let callIdPrefix: string | undefined;
 let callCount = 0;
 
 function nextCallId(): string {
-  callIdPrefix ??= randomBytes(6).toString("hex");
+  callIdPrefix ??= Array.from(crypto.getRandomValues(new Uint8Array(6)), (byte) =>
+    byte.toString(16).padStart(2, "0"),
+  ).join("");
   callCount += 1;
   return `${callIdPrefix}-${callCount.toString(36)}`;
 }

@@ -428,6 +428,20 @@ describe("options are checked when the tool is wrapped", () => {
     expect(warn).toHaveBeenCalledWith(expect.stringContaining("Below 1 h"), expect.anything());
     warn.mockRestore();
   });
+
+  it("warns on the console where the runtime has no process.emitWarning", () => {
+    const emitWarning = process.emitWarning;
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    // A runtime without Node's process API (a browser, a worker) has no emitWarning.
+    Reflect.deleteProperty(process, "emitWarning");
+    try {
+      idempotent(fn, { name: "tool", store, ttlMs: 60_000 });
+      expect(warn).toHaveBeenCalledWith(expect.stringMatching(/^\(IDEMPOTOOL_SHORT_TTL\) .*Below 1 h/));
+    } finally {
+      process.emitWarning = emitWarning;
+      warn.mockRestore();
+    }
+  });
 });
 
 describe("errors", () => {

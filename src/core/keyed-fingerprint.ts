@@ -6,6 +6,7 @@
  * were configured) still matches its plain SHA-256.
  * @module
  */
+import { Buffer } from "node:buffer";
 import { createHmac, hkdfSync } from "node:crypto";
 import type { Call } from "./call.js";
 import { type CanonicalJsonOptions, canonicalJson } from "./canonical-json.js";

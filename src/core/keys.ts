@@ -2,7 +2,6 @@
  * Idempotency keys: helpers that derive one key per logical operation (docs/keys.md).
  * @module
  */
-import { randomUUID } from "node:crypto";
 import { canonicalJson } from "./canonical-json.js";
 import { IdempotencyError } from "./errors.js";
 import { fingerprint, sha256Hex } from "./fingerprint.js";
@@ -35,7 +34,7 @@ const maxKeyLength = 255;
 function fromState(
   state: Record<string, unknown>,
   toolName: string,
-  create: () => string = randomUUID,
+  create: () => string = () => crypto.randomUUID(),
 ): string {
   if (typeof state !== "object" || state === null) {
     throw new IdempotencyError("invalid_arguments", "keys.fromState needs the agent state object.");

@@ -2,6 +2,7 @@
  * What every store's `list` and `purge` share: the limits, the keyset cursor over (scope, key), and the
  * upper bound that turns a literal key prefix into an index-friendly range.
  */
+import { Buffer } from "node:buffer";
 import type { RecordId } from "./store.js";
 
 const defaultListLimit = 100;

@@ -204,9 +204,9 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     invalidOption(owner, "bigint", 'must be "reject" or "string"');
   }
   if (ttlMs < warnBelowTtlMs) {
-    process.emitWarning(
+    warn(
       `idempotent(${options.name}): ttlMs is ${ttlMs} ms. Below 1 h, a retry after the window runs the tool again.`,
-      { code: "IDEMPOTOOL_SHORT_TTL" },
+      "IDEMPOTOOL_SHORT_TTL",
     );
   }
   return {
@@ -254,4 +254,11 @@ function significantPicker<A>(
     invalidOption(owner, option, `${problem} (or be a function)`),
   );
   return (args: A): unknown => pickFields(args, names, tool, option);
+}
+
+/** A warning through `process.emitWarning` (Node, Deno and Bun have it), else the console. */
+function warn(message: string, code: string): void {
+  const emitWarning = globalThis.process?.emitWarning;
+  if (typeof emitWarning === "function") emitWarning.call(globalThis.process, message, { code });
+  else console.warn(`(${code}) ${message}`);
 }

@@ -3,6 +3,7 @@
  * keeps, so a store dump shows neither card numbers nor tokens, and a sealed value opens only in the
  * record it was sealed for. See docs/results-at-rest.md.
  */
+import { Buffer } from "node:buffer";
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { ResultUndecryptableError } from "./errors.js";
 import {

@@ -7,6 +7,7 @@
  * result, failure and note a settled record keeps is sealed, `undefined` included, so an emptied field
  * is refused rather than replayed as `undefined` or as a generic failure.
  */
+import { Buffer } from "node:buffer";
 import { ErrorCode } from "./errors.js";
 import type { StoredFailure } from "./outcomes.js";
 import {

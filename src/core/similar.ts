@@ -7,7 +7,6 @@
  * kept for the window; a lost or raced marker only loses a hint, never an outcome.
  */
 
-import { randomUUID } from "node:crypto";
 import { sha256Hex } from "./fingerprint.js";
 import { fingerprintWith, type ResolvedFingerprintKeys } from "./keyed-fingerprint.js";
 import type { IdempotencyStore } from "./store.js";
@@ -82,7 +81,7 @@ export async function rememberSimilar(
       key: markerKey,
       tool: similarMarkerTool,
       fingerprint: markerKey,
-      token: randomUUID(),
+      token: crypto.randomUUID(),
       leaseMs: 1,
       ttlMs: windowMs,
       now,

@@ -2,6 +2,7 @@
  * A response as the store keeps it, and back: the status, the allow-listed headers and the body. It is
  * the tool result of the core's record, so a store holds nothing else of an HTTP exchange.
  */
+import { Buffer } from "node:buffer";
 import { redactPaths } from "../core/result-codec.js";
 import { HttpHeader } from "./idempotency-key-header.js";
 import { isJson } from "./request-fingerprint.js";
