@@ -1,0 +1,175 @@
+/**
+ * The stores under the running runtime: the conformance suite on memoryStore, tieredStore and sqliteStore
+ * (on each SQLite driver the runtime has), and what sqliteStore promises beyond it there: the runtime's
+ * own driver by default, WAL mode, waiting for another connection's lock without blocking the event loop,
+ * and one file format shared by the drivers.
+ */
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { memoryStore, tieredStore } from "idempotool";
+import { type AnySqliteDatabase, type SqliteDriver, sqliteStore } from "idempotool/sqlite";
+import { fakeClock, storeConformanceCases } from "idempotool/testing";
+import { type RuntimeCase, runtime, tempFile } from "./harness.js";
+
+const require = createRequire(import.meta.url);
+
+/** The SQLite drivers each runtime offers, its default first. */
+export const runtimeSqliteDrivers: Record<typeof runtime.name, readonly SqliteDriver[]> = {
+  Deno: ["node:sqlite"],
+  Bun: ["bun:sqlite", "node:sqlite"],
+  Node: ["node:sqlite"],
+};
+
+const conformance = (name: string, create: Parameters<typeof storeConformanceCases>[0]["create"]) =>
+  storeConformanceCases({ name, create }).map((c) => ({
+    name: `conformance ${name}: ${c.name}`,
+    run: c.run,
+  }));
+
+function sqliteConformance(driver: SqliteDriver): RuntimeCase[] {
+  return conformance(`sqliteStore (${driver})`, () => {
+    const store = sqliteStore({ path: tempFile(), driver });
+    return { store, clock: fakeClock(), cleanup: () => store.close() };
+  });
+}
+
+/** A PRAGMA's value, read alike on every driver (each answers a row named after the pragma). */
+function pragma(database: AnySqliteDatabase, name: string): unknown {
+  const row = database.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>;
+  return Object.values(row)[0];
+}
+
+const t0 = Date.parse("2026-01-01T00:00:00.000Z");
+const claimOf = (token: string, now = t0) => ({
+  scope: "tenant-a",
+  key: "order-1",
+  tool: "send_email",
+  fingerprint: "f".repeat(64),
+  token,
+  leaseMs: 30_000,
+  ttlMs: 86_400_000,
+  now,
+});
+
+function sqliteCases(): RuntimeCase[] {
+  const [ownDriver, ...otherDrivers] = runtimeSqliteDrivers[runtime.name];
+  const cases: RuntimeCase[] = [
+    {
+      name: `sqliteStore: opens a path with ${runtime.name}'s own SQLite (${ownDriver}), in WAL mode`,
+      run: async () => {
+        const store = sqliteStore({ path: tempFile() });
+        try {
+          assert.equal(store.driver, ownDriver);
+          assert.equal(pragma(store.database, "journal_mode"), "wal");
+          store.migrate();
+          assert.equal((await store.claim(claimOf("token-a"))).claimed, true);
+        } finally {
+          await store.close();
+        }
+      },
+    },
+    {
+      name: "sqliteStore: waits on timers while another connection holds the write lock, then claims",
+      run: async () => {
+        const file = tempFile();
+        const holder = sqliteStore({ path: file });
+        const store = sqliteStore({ path: file, busyTimeoutMs: 5_000 });
+        try {
+          holder.migrate();
+          holder.database.exec("BEGIN IMMEDIATE");
+          const holdMs = 150;
+          const tickMs = 5;
+          let ticks = 0;
+          const ticker = setInterval(() => ticks++, tickMs);
+          const committed = setTimeout(() => holder.database.exec("COMMIT"), holdMs);
+          const started = performance.now();
+          try {
+            const claimed = await store.claim(claimOf("token-a"));
+            assert.equal(claimed.claimed, true);
+          } finally {
+            clearInterval(ticker);
+            clearTimeout(committed);
+          }
+          const elapsedMs = performance.now() - started;
+          // The claim could land only once the other connection committed, and the loop ran meanwhile.
+          assert.ok(elapsedMs >= holdMs * 0.8, `claimed after ${elapsedMs.toFixed(0)} ms`);
+          assert.ok(ticks >= holdMs / tickMs / 3, `the timer fired ${ticks} times while the claim waited`);
+        } finally {
+          await store.close();
+          await holder.close();
+        }
+      },
+    },
+  ];
+  for (const other of otherDrivers) {
+    cases.push({
+      name: `sqliteStore: ${ownDriver} and ${other} share one file: a claim made by one holds for the other`,
+      run: async () => {
+        const file = tempFile();
+        const one = sqliteStore({ path: file, driver: ownDriver });
+        const two = sqliteStore({ path: file, driver: other });
+        try {
+          assert.equal(two.driver, other);
+          assert.equal((await one.claim(claimOf("token-a"))).claimed, true);
+          const seen = await two.claim(claimOf("token-b", t0 + 1));
+          assert.equal(seen.claimed, false);
+          assert.equal(seen.record.token, "token-a");
+        } finally {
+          await one.close();
+          await two.close();
+        }
+      },
+    });
+  }
+  if (runtime.name === "Bun") cases.push(...bunDatabaseCases());
+  return cases;
+}
+
+type BunDatabase = new (file: string, options?: { strict?: boolean }) => AnySqliteDatabase;
+
+/** A bun:sqlite `Database` the caller opened, as `{ database }`. */
+function bunDatabaseCases(): RuntimeCase[] {
+  const { Database } = require("bun:sqlite") as { Database: BunDatabase };
+  return [
+    {
+      name: "sqliteStore: takes a bun:sqlite Database opened with { strict: true }, and leaves it open",
+      run: async () => {
+        const database = new Database(tempFile(), { strict: true });
+        const store = sqliteStore({ database });
+        assert.equal(store.driver, "bun:sqlite");
+        assert.equal((await store.claim(claimOf("token-a"))).claimed, true);
+        assert.equal((await store.get({ scope: "tenant-a", key: "order-1" }, t0 + 1))?.token, "token-a");
+        await store.close();
+        assert.deepEqual(database.prepare("SELECT count(*) AS n FROM idempotool_records").get(), { n: 1 });
+        database.close();
+      },
+    },
+    {
+      name: "sqliteStore: refuses a bun:sqlite Database opened without { strict: true }, with invalid_options",
+      run: async () => {
+        const database = new Database(tempFile());
+        try {
+          assert.throws(() => sqliteStore({ database }), {
+            code: "invalid_options",
+            message: /open the bun:sqlite Database with \{ strict: true \}/,
+          });
+        } finally {
+          database.close();
+        }
+      },
+    },
+  ];
+}
+
+/** Every store case for the running runtime. */
+export function storeCases(): RuntimeCase[] {
+  return [
+    ...conformance("memoryStore", () => ({ store: memoryStore(), clock: fakeClock() })),
+    ...conformance("tieredStore", () => ({
+      store: tieredStore({ store: memoryStore(), maxEntries: 4 }),
+      clock: fakeClock(),
+    })),
+    ...runtimeSqliteDrivers[runtime.name].flatMap(sqliteConformance),
+    ...sqliteCases(),
+  ];
+}
