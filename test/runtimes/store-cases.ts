@@ -2,7 +2,7 @@
  * The stores under the running runtime: the conformance suite on memoryStore, tieredStore and sqliteStore
  * (on each SQLite driver the runtime has), and what sqliteStore promises beyond it there: the runtime's
  * own driver by default, WAL mode, waiting for another connection's lock without blocking the event loop,
- * and one file format shared by the drivers.
+ * and one file format across the drivers.
  */
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
@@ -103,19 +103,20 @@ function sqliteCases(): RuntimeCase[] {
   ];
   for (const other of otherDrivers) {
     cases.push({
-      name: `sqliteStore: ${ownDriver} and ${other} share one file: a claim made by one holds for the other`,
+      name: `sqliteStore: ${ownDriver} and ${other} write one file format: a record made by one holds for the other`,
       run: async () => {
         const file = tempFile();
+        // One after the other: within one process, a file is open with one driver at a time (docs/stores.md).
         const one = sqliteStore({ path: file, driver: ownDriver });
+        assert.equal((await one.claim(claimOf("token-a"))).claimed, true);
+        await one.close();
         const two = sqliteStore({ path: file, driver: other });
         try {
           assert.equal(two.driver, other);
-          assert.equal((await one.claim(claimOf("token-a"))).claimed, true);
           const seen = await two.claim(claimOf("token-b", t0 + 1));
           assert.equal(seen.claimed, false);
           assert.equal(seen.record.token, "token-a");
         } finally {
-          await one.close();
           await two.close();
         }
       },
