@@ -1,12 +1,15 @@
 /**
  * `idempotool/sqlite`: the embedded idempotency store on one SQLite file, safe across processes that share
- * the file. It opens a `path` with Node's built-in `node:sqlite` where the running Node has it (Node 24),
- * else with better-sqlite3 (an optional peer dependency, loaded only then); pass your own better-sqlite3
- * `Database` or node:sqlite `DatabaseSync` as `{ database }` to keep control of the connection.
+ * the file. It opens a `path` with the runtime's own SQLite (`node:sqlite` on Node 24 and Deno, `bun:sqlite`
+ * on Bun), else with better-sqlite3 (an optional peer dependency, loaded only then); pass your own
+ * better-sqlite3 `Database`, node:sqlite `DatabaseSync` or bun:sqlite `Database` as `{ database }` to keep
+ * control of the connection.
  * @module
  */
 export type {
   AnySqliteDatabase,
+  BunSqliteDatabase,
+  BunSqliteStatement,
   NodeSqliteDatabase,
   NodeSqliteStatement,
   SqliteDatabase,

@@ -34,9 +34,9 @@ import {
 } from "./sqlite-connection.js";
 
 /**
- * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default) with Node's built-in
- * `node:sqlite` where the running Node has it and better-sqlite3 otherwise, or a database the caller opened
- * with either driver and keeps owning. Share a file across processes only in WAL mode: set it yourself
+ * Either a file the store opens and owns (WAL mode, `synchronous` NORMAL by default) with the runtime's own
+ * SQLite (`node:sqlite` on Node and Deno, `bun:sqlite` on Bun) and better-sqlite3 where it has none, or a
+ * database the caller opened with any of those drivers and keeps owning. Share a file across processes only in WAL mode: set it yourself
  * when you pass `database`. See docs/stores.md#sqlite.
  */
 export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> = LockWaitOptions &
@@ -44,9 +44,10 @@ export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> 
     | {
         readonly path: string;
         /**
-         * The driver that opens the file. Default: `"node:sqlite"` where the running Node has it (Node 24,
-         * recent Node 22), else `"better-sqlite3"` (the optional peer dependency, e.g. on Node 20).
-         * Both write the same file format, so processes on either driver can share one file.
+         * The driver that opens the file. Default: on Bun `"bun:sqlite"`; elsewhere `"node:sqlite"` where the
+         * runtime has it (Node 24, recent Node 22, Deno 2); else `"better-sqlite3"` (the optional peer
+         * dependency, e.g. on Node 20). All write the same file format, so processes on different drivers
+         * can share one file.
          */
         readonly driver?: SqliteDriver | undefined;
         /** Table name; default `idempotool_records`. */
@@ -56,12 +57,12 @@ export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> 
       }
     | {
         /**
-         * Your database: a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`. The store configures
-         * nothing on it and never closes it. Its busy timeout (the `timeout` option of either driver:
-         * better-sqlite3's default is 5 s, node:sqlite's 0) is how long each of the store's attempts may
-         * block the process waiting for a lock: open it with a few milliseconds
-         * (`new Database(file, { timeout: 2 })`, `new DatabaseSync(file, { timeout: 2 })`) and the store
-         * waits on timers instead.
+         * Your database: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync`, or a bun:sqlite
+         * `Database` opened with `{ strict: true }`. The store configures nothing on it and never closes it.
+         * Its busy timeout (better-sqlite3's default is 5 s, node:sqlite's and bun:sqlite's 0) is how long
+         * each of the store's attempts may block the process waiting for a lock: open it with a few
+         * milliseconds (`new Database(file, { timeout: 2 })`, `new DatabaseSync(file, { timeout: 2 })`, or
+         * `PRAGMA busy_timeout = 2` on bun:sqlite) and the store waits on timers instead.
          */
         readonly database: D;
         /** Table name; default `idempotool_records`. */
@@ -164,8 +165,8 @@ function storedExactly(text: string | null): boolean {
 
 /**
  * A store on SQLite: the embedded default, safe across processes sharing one file. With `{ path }` it opens
- * the file with Node's built-in `node:sqlite` where the running Node has it (Node 24), else with
- * better-sqlite3; pass `{ database }` to bring a connection of either driver.
+ * the file with the runtime's own SQLite (`node:sqlite` on Node 24 and Deno, `bun:sqlite` on Bun), else
+ * with better-sqlite3; pass `{ database }` to bring a connection of any of those drivers.
  * @example
  * import { idempotent } from "idempotool";
  * import { sqliteStore } from "idempotool/sqlite";
