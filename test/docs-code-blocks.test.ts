@@ -49,8 +49,8 @@ const compilerOptions = {
 };
 
 /**
- * Packages the pages use that are not among our dev dependencies: only the part the pages call, as
- * the package declares it, so a block that misuses them still fails.
+ * Packages and runtime modules (Bun's) the pages use that are not among our dev dependencies: only the
+ * part the pages call, as the package declares it, so a block that misuses them still fails.
  */
 const shims = `
 declare module "stripe" {
@@ -68,6 +68,25 @@ declare module "stripe" {
     };
   }
   export default Stripe;
+}
+declare module "bun:sqlite" {
+  interface Changes { changes: number; lastInsertRowid: number | bigint }
+  class Statement {
+    run(...params: unknown[]): Changes;
+    get(...params: unknown[]): unknown;
+    all(...params: unknown[]): unknown[];
+    values(...params: unknown[]): unknown[][];
+    safeIntegers(toggle: boolean): this;
+  }
+  class Database {
+    constructor(filename?: string, options?: { readonly?: boolean; create?: boolean; readwrite?: boolean; strict?: boolean; safeIntegers?: boolean });
+    prepare(sql: string): Statement;
+    query(sql: string): Statement;
+    exec(sql: string, ...params: unknown[]): Changes;
+    transaction<F extends (...args: never[]) => unknown>(fn: F): F & { immediate: F };
+    get inTransaction(): boolean;
+    close(throwOnError?: boolean): void;
+  }
 }
 `;
 

@@ -4,6 +4,7 @@
  * rest of the suite. A runtime that cannot be installed or started fails, never skips.
  */
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
@@ -108,3 +109,18 @@ for (const [name, expected] of Object.entries(expectations)) {
     }
   });
 }
+
+describe("README's Runtimes table", () => {
+  it("names the Deno and Bun versions scripts/runtimes.sh installs", () => {
+    const script = readFileSync(join(root, "scripts/runtimes.sh"), "utf8");
+    const readme = readFileSync(join(root, "README.md"), "utf8");
+    for (const [name, variable] of [
+      ["Deno", "DENO"],
+      ["Bun", "BUN"],
+    ]) {
+      const pinned = new RegExp(`IDEMPOTOOL_${variable}_VERSION:-([0-9.]+)\\}`).exec(script)?.[1];
+      expect(pinned, name).toMatch(/^\d+\.\d+\.\d+$/);
+      expect(readme).toMatch(new RegExp(`^\\| ${name} \\d +\\| ${pinned!.replaceAll(".", "\\.")} +\\|`, "m"));
+    }
+  });
+});
