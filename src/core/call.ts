@@ -2,6 +2,7 @@
  * One call's state as it goes through the core, and the fenced store operations every path shares:
  * settle, release and takeover under the owner token, store errors turned into `store_unavailable`, events.
  */
+import { Buffer } from "node:buffer";
 import type { SleepOptions } from "./clock.js";
 import { IdempotencyError, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
@@ -209,9 +210,7 @@ let callIdPrefix: string | undefined;
 let callCount = 0;
 
 function nextCallId(): string {
-  callIdPrefix ??= Array.from(crypto.getRandomValues(new Uint8Array(6)), (byte) =>
-    byte.toString(16).padStart(2, "0"),
-  ).join("");
+  callIdPrefix ??= Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("hex");
   callCount += 1;
   return `${callIdPrefix}-${callCount.toString(36)}`;
 }
