@@ -5,7 +5,7 @@
 # runtime from npm (the official binaries in the deno and bun packages) into a cache folder the first time.
 #
 # Usage: npm run build && scripts/runtimes.sh [deno] [bun]      (default: both)
-# Cache: $IDEMPOTOOL_RUNTIMES_DIR, default ${XDG_CACHE_HOME:-~/.cache}/idempotool (deno/ and bun/ in it).
+# Cache: $IDEMPOTOOL_CACHE_DIR, default ${XDG_CACHE_HOME:-~/.cache}/idempotool (deno/ and bun/ in it), as scripts/node.sh.
 # Versions: $IDEMPOTOOL_DENO_VERSION (default below) and $IDEMPOTOOL_BUN_VERSION.
 #
 # It fails, never skips: when dist/ is missing, when a runtime cannot be installed, or when any case fails.
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 deno_version="${IDEMPOTOOL_DENO_VERSION:-2.9.6}"
 bun_version="${IDEMPOTOOL_BUN_VERSION:-1.4.5}"
-cache="${IDEMPOTOOL_RUNTIMES_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idempotool}"
+cache="${IDEMPOTOOL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idempotool}"
 
 if ! [[ -f dist/index.js && -f dist/sqlite/index.js ]]; then
   echo "scripts/runtimes.sh: dist/ is missing: run npm run build first" >&2
