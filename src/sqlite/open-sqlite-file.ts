@@ -2,8 +2,8 @@
  * Opening a SQLite file with whichever driver the running runtime has: on Bun, its own `bun:sqlite`; on
  * Node and Deno, the built-in `node:sqlite` where it has one the store can use; else the better-sqlite3
  * package. Each is loaded only when a file is opened with it, synchronously (the store's factory is
- * synchronous), so Node 20 never asks for `node:sqlite` and a runtime with a built-in never needs
- * better-sqlite3 installed.
+ * synchronous), so a runtime without `node:sqlite` never asks for it and a runtime with a built-in never
+ * needs better-sqlite3 installed.
  */
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
@@ -39,7 +39,7 @@ interface RuntimeGlobals {
 }
 
 /** The runtime and its version, for messages: `Node v24.1.0`, `Deno 2.9.6`, `Bun 1.4.5`. */
-export function runtimeName(): string {
+function runtimeName(): string {
   const { Bun, Deno, process } = globalThis as RuntimeGlobals;
   if (Bun) return `Bun ${Bun.version}`;
   if (Deno) return `Deno ${Deno.version.deno}`;
