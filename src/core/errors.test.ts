@@ -1,5 +1,5 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
-import { ApprovalMismatchError } from "../langgraph/approval-mismatch-error.js";
+import { ApprovalMismatchError } from "./approval-mismatch-error.js";
 import {
   IdempotencyError,
   isIdempotencyError,

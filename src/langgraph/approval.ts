@@ -4,6 +4,7 @@
  * @module
  */
 
+import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
@@ -18,7 +19,6 @@ import {
   readDecision,
   requestType,
 } from "./approval-decision.js";
-import { ApprovalMismatchError } from "./approval-mismatch-error.js";
 
 /** The `interrupt` a node calls: LangGraph's own (`import { interrupt } from "@langchain/langgraph"`) or `config.interrupt`. */
 export type Interrupt<A> = (request: ApprovalRequest<A>) => unknown;

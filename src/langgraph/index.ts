@@ -15,6 +15,7 @@
  * @module
  */
 
+export { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 export type { Interrupt, RequestApprovalOptions, RunApprovedOptions } from "./approval.js";
 export { requestApproval, runApproved } from "./approval.js";
 export type {
@@ -24,7 +25,6 @@ export type {
   RejectedDecision,
 } from "./approval-decision.js";
 export { approve, isApprovalRequest, reject } from "./approval-decision.js";
-export { ApprovalMismatchError } from "./approval-mismatch-error.js";
 export type { NodeConfig } from "./checkpoint-key.js";
 export { keyFromCheckpoint } from "./checkpoint-key.js";
 export type { NodeCall, NodeTool, NodeToolOptions } from "./node-tool.js";

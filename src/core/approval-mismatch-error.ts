@@ -1,9 +1,9 @@
 /**
- * The error for a run whose arguments (or key) differ from what a human approved
- * (docs/integrations/langgraph.md, "Approvals").
+ * The error for a run whose arguments (or key) differ from what a human approved: shared by the LangGraph
+ * and OpenAI Agents integrations (docs/integrations/langgraph.md and openai-agents.md, "Approvals").
  * @module
  */
-import { KeyConflictError } from "../core/errors.js";
+import { KeyConflictError } from "./errors.js";
 
 /** What the approval named, and what the run has instead. */
 export interface ApprovalMismatch {
@@ -22,7 +22,8 @@ export interface ApprovalMismatch {
 
 /**
  * A human approved one call, and the run now holds another: different arguments (the model rewrote the
- * draft when the node re-ran), or an approval given for another key. Nothing was executed.
+ * draft when the node re-ran, or a saved run state was edited), or an approval given for another key.
+ * Nothing was executed.
  *
  * It is a `KeyConflictError` (code `idempotency_key_conflict`, 422), as for the same key arriving with
  * different arguments: it is that same caller bug, caught at the approval instead of at the store. Its
