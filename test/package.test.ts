@@ -18,7 +18,8 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
 
 /**
  * The folders of dist/ each entry loads: its own, the core, and only what it is about. The conformance
- * suite loads no concrete store; chaos runs tools on SQLite; the two agent-loop entries share tool-calls/.
+ * suite loads no concrete store; chaos runs tools on SQLite; the agent-loop and agent-SDK entries share
+ * tool-calls/.
  */
 const foldersLoaded: Record<string, string[]> = {
   ".": [".", "core"],
@@ -34,6 +35,7 @@ const foldersLoaded: Record<string, string[]> = {
   "./redis": ["core", "redis"],
   "./mcp": ["core", "mcp"],
   "./ai-sdk": ["ai-sdk", "core", "tool-calls"],
+  "./openai-agents": ["core", "openai-agents", "tool-calls"],
   "./loops": ["core", "loops", "tool-calls"],
   "./http": ["core", "http"],
   "./http/hono": ["core", "http"],
@@ -74,6 +76,7 @@ const expected: Record<string, string[]> = {
   "./redis": ["redisStore"],
   "./mcp": ["registerIdempotentTool"],
   "./ai-sdk": ["idempotentTool", "idempotentTools", "turnIdFromMessages"],
+  "./openai-agents": ["idempotentTool", "approvalRequest", "approve", "ApprovalMismatchError"],
   "./loops": [
     "loopTool",
     "dispatchToolCalls",
