@@ -99,6 +99,33 @@ describe("approvals", () => {
     expect(sent).toEqual([alice]);
   });
 
+  it("does not carry an approval into the next run that uses the same context object", async () => {
+    const sent: Email[] = [];
+    const model = scriptedModel([
+      [call("c1", alice)],
+      [says("sent")],
+      [call("c1", alice)],
+      [says("sent again")],
+    ]);
+    const { agent, sendEmailOptions } = mailer({ store: memoryStore(), model, sent, needsApproval: true });
+    const context = { user: "u-1" };
+
+    const first = await run(agent, "Send Alice the summary", { context });
+    const [item] = first.interruptions;
+    if (item === undefined) throw new Error("expected an interruption");
+    approve(first.state, item, approvalRequest(sendEmailOptions, first.state, item));
+    await run(agent, first.state);
+    expect(sent).toHaveLength(1);
+
+    // The next message, with the same context object; this script reuses the call id.
+    const second = await run(agent, "Send it again", { context });
+    expect(second.interruptions).toHaveLength(1);
+    second.state.approve(second.interruptions[0] as never);
+    await run(agent, second.state);
+
+    expect(sent).toEqual([alice, alice]);
+  });
+
   it("resumes in another process and sends the approved email exactly once, even when the resume is retried", async () => {
     const database = join(tempDir(), "idempotency.db");
     const model = scriptedModel([[call("c1", alice)]]);

@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { idempotent } from "../src/core/idempotent.js";
 import { memoryStore } from "../src/index.js";
+import { idempotentTool, toolContextOf } from "../src/openai-agents/index.js";
 import {
   call,
   type Email,
@@ -186,6 +187,45 @@ describe("idempotentTool", () => {
     expect(seen.c2).toMatch(
       /^Nobody knows whether send_email took effect: an attempt of this same call \(started at .*\) ended without a known outcome\. It will not run again until that is resolved\./,
     );
+  });
+
+  it('merges the replay marker into an object result with output: "merge"', async () => {
+    const sent: Email[] = [];
+    const model = scriptedModel([[call("c1", alice), call("c2", alice)], [says("sent")]]);
+    const { agent } = mailer({ store: memoryStore(), model, sent, idempotency: { output: "merge" } });
+
+    await run(agent, "Send Alice the summary");
+
+    const seen = toolOutputsSeen(model) as Record<string, { messageId: string; was_replay: boolean }>;
+    expect([seen.c1, seen.c2].map((output) => [output?.messageId, output?.was_replay]).sort()).toEqual([
+      ["m-1", false],
+      ["m-1", true],
+    ]);
+  });
+
+  it("gives the tool body the key it runs under, the one the model reads back", async () => {
+    const model = scriptedModel([[call("c1", alice)], [says("sent")]]);
+    let keySeen: string | undefined;
+    const sendEmail = tool(
+      idempotentTool(
+        {
+          name: "send_email",
+          description: "Send an email",
+          parameters: z.object({ to: z.string(), subject: z.string(), body: z.string() }),
+          execute: async (_email, _runContext, details) => {
+            keySeen = details === undefined ? undefined : toolContextOf(details)?.key;
+            return "sent";
+          },
+        },
+        { store: memoryStore() },
+      ),
+    );
+
+    await run(new Agent({ name: "mailer", model, tools: [sendEmail] }), "Send Alice the summary");
+
+    const seen = toolOutputsSeen(model) as Record<string, { idempotency_key: string }>;
+    expect(keySeen).toMatch(/^intent_/);
+    expect(seen.c1?.idempotency_key).toBe(keySeen);
   });
 
   it("rejects options it cannot honour at configuration time, naming the option", () => {

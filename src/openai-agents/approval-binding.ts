@@ -60,6 +60,15 @@ export function bindApproval(context: unknown, callId: string, binding: Approval
   };
 }
 
+/** Remove the approval bound to `callId` from a run's context, once the approved call has run. */
+export function forgetApproval(context: unknown, callId: string): void {
+  if (typeof context !== "object" || context === null) return;
+  const approvals = (context as Record<string, unknown>)[approvalsField];
+  if (typeof approvals !== "object" || approvals === null || !Object.hasOwn(approvals, callId)) return;
+  const { [callId]: _used, ...rest } = approvals as Record<string, unknown>;
+  (context as Record<string, unknown>)[approvalsField] = rest;
+}
+
 /**
  * The arguments of a function call as the model wrote them (a JSON string), parsed.
  * @throws IdempotencyError `invalid_arguments` when they are not JSON.

@@ -17,7 +17,7 @@ import { ReplayedFailureError } from "../core/outcomes.js";
 import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
 import { modelOutputOf, type OutputMode, outputModeOf } from "../tool-calls/model-output.js";
 import { ToolCallError, toolCallErrorOf } from "../tool-calls/tool-call-error.js";
-import { approvalOf, argumentsOfCall } from "./approval-binding.js";
+import { approvalOf, argumentsOfCall, forgetApproval } from "./approval-binding.js";
 
 /** The call the SDK hands to `execute` beside the run context: the model's function call item. */
 export interface AgentToolCall {
@@ -256,10 +256,11 @@ export function idempotentTool<
     const context = runContext ?? ({ context: {} } as RunContext<CONTEXT>);
     const call = details?.toolCall;
     let envelope: Envelope<unknown>;
+    let approved: string | undefined;
     try {
       const scope = policy.scopeOf(context as RunContext<unknown>);
-      const key =
-        approvedKey(name, scope, context, call) ?? policy.keyOf(input, context as RunContext<unknown>, call);
+      approved = approvedKey(name, scope, context, call);
+      const key = approved ?? policy.keyOf(input, context as RunContext<unknown>, call);
       envelope = await currentCall.run({ runContext: context, details: details ?? {} }, () =>
         wrapped(input, {
           key,
@@ -274,6 +275,10 @@ export function idempotentTool<
         throw toolCallErrorOf(error, name);
       }
       throw error;
+    } finally {
+      // The approval was for this run. A context object used again for the next run must not carry it to
+      // a call that happens to reuse the call id; a saved copy of this run keeps it for a retried resume.
+      if (approved !== undefined && call !== undefined) forgetApproval(context.context, call.callId);
     }
     return modelOutputOf(envelope, mode, name);
   };
