@@ -100,8 +100,10 @@ async function transact<D extends SqliteDatabaseLike, R>(
           created_at: number;
           expires_at: number;
         }
+      | null
       | undefined;
-    if (existing !== undefined) {
+    // No row: `undefined` on better-sqlite3 and node:sqlite, `null` on bun:sqlite.
+    if (existing != null) {
       db.exec("ROLLBACK");
       return replayRow<Awaited<R>>(o, {
         tool: existing.tool,
