@@ -107,7 +107,8 @@ function comparedColumns(request: InsertOnceRequest): readonly string[] {
  */
 function existingRow<Row>(request: InsertOnceRequest, existing: Record<string, unknown>): Row {
   const { [sameColumn]: same, ...row } = existing;
-  if (same === true || same === 1) return row as Row;
+  // 1, or 1n from a connection that reads integers as BigInt (the caller's default, not a difference).
+  if (same === true || same === 1 || same === 1n) return row as Row;
   const compared = comparedColumns(request);
   const pick = (from: Readonly<Record<string, unknown>>) =>
     Object.fromEntries(compared.map((c) => [c, from[c]]));

@@ -97,8 +97,9 @@ async function transact<D extends SqliteDatabaseLike, R>(
           tool: string | null;
           fingerprint: string;
           result: string | null;
-          created_at: number;
-          expires_at: number;
+          // BigInt where the caller's connection reads integers so.
+          created_at: number | bigint;
+          expires_at: number | bigint;
         }
       | null
       | undefined;
@@ -109,8 +110,8 @@ async function transact<D extends SqliteDatabaseLike, R>(
         tool: existing.tool,
         fingerprint: existing.fingerprint,
         result: existing.result,
-        createdAt: existing.created_at,
-        expiresAt: existing.expires_at,
+        createdAt: Number(existing.created_at),
+        expiresAt: Number(existing.expires_at),
       });
     }
     const result: Awaited<R> = await write(db);
