@@ -82,7 +82,9 @@ if $with_better_sqlite3; then
     built_abi="$(sed -n 's/^ *"node_module_version": *\([0-9]*\).*/\1/p' "$module/build/config.gypi" 2>/dev/null | head -n 1)"
     if [[ -n $built_abi ]]; then
       mkdir -p "$module/lib/binding/node-v$built_abi-$platform-$arch"
-      mv -f "$built" "$module/lib/binding/node-v$built_abi-$platform-$arch/better_sqlite3.node"
+      # Another run may have moved it first: only a build still there and not moved is an error.
+      mv -f "$built" "$module/lib/binding/node-v$built_abi-$platform-$arch/better_sqlite3.node" 2>/dev/null ||
+        [[ ! -f $built ]]
     else
       echo "$me: cannot tell which Node built $built; leaving it (it may shadow the other builds)" >&2
     fi
@@ -105,12 +107,16 @@ if $with_better_sqlite3; then
         exit 1
       fi
       mkdir -p "$(dirname "$stored")"
-      cp "$work/better-sqlite3/build/Release/better_sqlite3.node" "$stored.tmp"
-      mv -f "$stored.tmp" "$stored"
+      # Each run copies under its own name, so two runs building at once never write into one file.
+      cp "$work/better-sqlite3/build/Release/better_sqlite3.node" "$stored.tmp.$$"
+      mv -f "$stored.tmp.$$" "$stored"
+      # exec below replaces this shell without running the EXIT trap: remove the working copy now.
+      rm -rf "$work"
+      trap - EXIT
     fi
     mkdir -p "$binding"
-    cp "$stored" "$binding/better_sqlite3.node.tmp"
-    mv -f "$binding/better_sqlite3.node.tmp" "$binding/better_sqlite3.node"
+    cp "$stored" "$binding/better_sqlite3.node.tmp.$$"
+    mv -f "$binding/better_sqlite3.node.tmp.$$" "$binding/better_sqlite3.node"
   fi
 fi
 

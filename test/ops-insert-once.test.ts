@@ -181,6 +181,25 @@ function sqliteInsertOnceSpecs(driver: SqliteTestDriver) {
       expect(db.prepare("SELECT count(*) AS n FROM orders").get()).toEqual({ n: 1 });
     });
 
+    it("hands back the existing row on a repeat when the database reads integers as BigInt", () => {
+      const bigInts = driver.open(":memory:", { bigInts: true });
+      try {
+        bigInts.exec("CREATE TABLE orders (id INTEGER PRIMARY KEY, idempotency_key TEXT UNIQUE, item TEXT)");
+        const request = {
+          table: "orders",
+          values: { idempotency_key: "k1", item: "book" },
+          conflict: ["idempotency_key"],
+        };
+        const first = sqliteInsertOnce(bigInts, request);
+        expect(sqliteInsertOnce(bigInts, request)).toEqual({ inserted: false, row: first.row });
+        expect(() =>
+          sqliteInsertOnce(bigInts, { ...request, values: { idempotency_key: "k1", item: "pen" } }),
+        ).toThrow(KeyConflictError);
+      } finally {
+        bigInts.close();
+      }
+    });
+
     it("refuses the same key with other values as a conflict, and leaves the row as it was", () => {
       const request = {
         table: "orders",

@@ -332,6 +332,16 @@ function sqliteTransactionalOnceSpecs(driver: SqliteTestDriver) {
       db.close();
     });
 
+    it("replays on a connection that reads integers as BigInt, as the first call committed it", async () => {
+      const db = driver.open(file, { timeoutMs: 5_000, bigInts: true });
+      const options = { table: "dedup", tool: "place_order", key: "k1", args: { item: "book" } };
+      const first = await sqliteTransactionalOnce(db, options, placeOrder("book"));
+      const again = await sqliteTransactionalOnce(db, options, placeOrder("book"));
+      expect(again).toEqual({ ...first, was_replay: true });
+      expect(Number(count(db))).toBe(1);
+      db.close();
+    });
+
     it("leaves neither the write nor the key when an async write throws, so a retry runs once", async () => {
       const db = open();
       await expect(

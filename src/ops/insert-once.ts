@@ -107,7 +107,8 @@ function comparedColumns(request: InsertOnceRequest): readonly string[] {
  */
 function existingRow<Row>(request: InsertOnceRequest, existing: Record<string, unknown>): Row {
   const { [sameColumn]: same, ...row } = existing;
-  if (same === true || same === 1) return row as Row;
+  // 1, or 1n from a connection that reads integers as BigInt (the caller's default, not a difference).
+  if (same === true || same === 1 || same === 1n) return row as Row;
   const compared = comparedColumns(request);
   const pick = (from: Readonly<Record<string, unknown>>) =>
     Object.fromEntries(compared.map((c) => [c, from[c]]));
@@ -223,11 +224,16 @@ export function sqliteInsertOnce<Row = Record<string, unknown>>(
   const insert = db.prepare(s.insert);
   const select = db.prepare(s.select);
   for (let attempt = 0; attempt < attempts; attempt++) {
+    // No row is `undefined` on better-sqlite3 and node:sqlite, `null` on bun:sqlite: a conflict must never
+    // read as an insert, or the caller runs its effect again.
     const inserted = insert.get(...s.insertValues.map(sqliteValue));
-    // A plain object on either driver (node:sqlite answers rows without a prototype).
-    if (inserted !== undefined) return { inserted: true, row: { ...(inserted as object) } as Row };
-    const existing = select.get(...s.selectValues.map(sqliteValue)) as Record<string, unknown> | undefined;
-    if (existing !== undefined) return { inserted: false, row: existingRow<Row>(request, existing) };
+    // A plain object on every driver (node:sqlite answers rows without a prototype).
+    if (inserted != null) return { inserted: true, row: { ...(inserted as object) } as Row };
+    const existing = select.get(...s.selectValues.map(sqliteValue)) as
+      | Record<string, unknown>
+      | null
+      | undefined;
+    if (existing != null) return { inserted: false, row: existingRow<Row>(request, existing) };
   }
   throw new IdempotencyError(
     ErrorCode.invalidArguments,

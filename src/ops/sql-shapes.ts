@@ -15,8 +15,9 @@ export interface PgQueryableText {
 }
 
 /**
- * The part of a SQLite database we use: a better-sqlite3 `Database` or a node:sqlite `DatabaseSync` fits
- * (they name "a transaction is open" differently); the helpers never import either.
+ * The part of a SQLite database we use: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync` or a
+ * bun:sqlite `Database` fits (they name "a transaction is open" differently, and bun:sqlite answers `null`
+ * for no row where the others answer `undefined`); the helpers never import any of them.
  */
 export type SqliteDatabaseLike = SqliteStatements &
   ({ readonly inTransaction: boolean } | { readonly isTransaction: boolean });

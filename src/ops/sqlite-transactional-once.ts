@@ -97,18 +97,21 @@ async function transact<D extends SqliteDatabaseLike, R>(
           tool: string | null;
           fingerprint: string;
           result: string | null;
-          created_at: number;
-          expires_at: number;
+          // BigInt where the caller's connection reads integers so.
+          created_at: number | bigint;
+          expires_at: number | bigint;
         }
+      | null
       | undefined;
-    if (existing !== undefined) {
+    // No row: `undefined` on better-sqlite3 and node:sqlite, `null` on bun:sqlite.
+    if (existing != null) {
       db.exec("ROLLBACK");
       return replayRow<Awaited<R>>(o, {
         tool: existing.tool,
         fingerprint: existing.fingerprint,
         result: existing.result,
-        createdAt: existing.created_at,
-        expiresAt: existing.expires_at,
+        createdAt: Number(existing.created_at),
+        expiresAt: Number(existing.expires_at),
       });
     }
     const result: Awaited<R> = await write(db);

@@ -235,6 +235,8 @@ function bunSqliteConnection(db: BunSqliteDatabase): SqliteConnection {
 /** Whether a bun:sqlite database binds `@name` from a plain `name` key, and throws when the key is missing. */
 function bindsStrictly(db: BunSqliteDatabase): boolean {
   const probe = db.prepare("SELECT @idempotool_probe");
+  // A database opened with { safeIntegers: true } would answer 1n: its BigInt default says nothing of binding.
+  probe.safeIntegers(false);
   try {
     if (probe.values({ idempotool_probe: 1 })[0]?.[0] !== 1) return false;
   } catch {

@@ -14,6 +14,7 @@ import { memoryStore } from "idempotool";
 import { sqliteStore } from "idempotool/sqlite";
 import { runCases, runtime, tempFile } from "./harness.js";
 import { integrationCases } from "./integration-cases.js";
+import { opsCases } from "./ops-cases.js";
 import { sendEmailCases } from "./send-email.js";
 import { storeCases } from "./store-cases.js";
 
@@ -33,5 +34,6 @@ const failed = await runCases([
   ...sendEmailCases("memoryStore", () => memoryStore()),
   ...sendEmailCases("sqliteStore", () => sqliteStore({ path: tempFile() })),
   ...integrationCases(),
+  ...opsCases(),
 ]);
 process.exitCode = failed > 0 ? 1 : 0;

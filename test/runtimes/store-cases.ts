@@ -130,7 +130,10 @@ function sqliteCases(): RuntimeCase[] {
   return cases;
 }
 
-type BunDatabase = new (file: string, options?: { strict?: boolean }) => AnySqliteDatabase;
+type BunDatabase = new (
+  file: string,
+  options?: { strict?: boolean; safeIntegers?: boolean },
+) => AnySqliteDatabase;
 
 /** A bun:sqlite `Database` the caller opened, as `{ database }`. */
 function bunDatabaseCases(): RuntimeCase[] {
@@ -147,6 +150,22 @@ function bunDatabaseCases(): RuntimeCase[] {
         await store.close();
         assert.deepEqual(database.prepare("SELECT count(*) AS n FROM idempotool_records").get(), { n: 1 });
         database.close();
+      },
+    },
+    {
+      name: "sqliteStore: takes a bun:sqlite Database opened with { strict: true, safeIntegers: true }, reading numbers",
+      run: async () => {
+        // The caller's BigInt default is theirs: the store reads its own columns as numbers on any handle.
+        const database = new Database(tempFile(), { strict: true, safeIntegers: true });
+        try {
+          const store = sqliteStore({ database });
+          assert.equal((await store.claim(claimOf("token-a"))).claimed, true);
+          const record = await store.get({ scope: "tenant-a", key: "order-1" }, t0 + 1);
+          assert.equal(record?.createdAt, t0);
+          assert.equal(record?.attempts, 1);
+        } finally {
+          database.close();
+        }
       },
     },
     {
