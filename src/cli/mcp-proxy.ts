@@ -1,0 +1,377 @@
+/**
+ * The proxy itself: JSON-RPC messages relayed between an MCP client and an MCP server, as they are,
+ * except `tools/list` results (guarded tools gain a required `idempotency_key`) and `tools/call`
+ * requests for guarded tools, which go through `idempotent()` on the store. Relaying the raw messages
+ * keeps everything else (initialize and capabilities, resources, prompts, notifications, progress,
+ * cancellation, requests the server makes of the client, errors) exactly what the two sides said.
+ */
+import { randomUUID } from "node:crypto";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { idempotent } from "../core/idempotent.js";
+import { defaults, type Effect } from "../core/options.js";
+import { notExecuted } from "../core/outcomes.js";
+import type { IdempotencyStore } from "../core/store.js";
+import { callKey } from "../mcp/call-key.js";
+import { keyRequiredMessage } from "../mcp/key-description.js";
+import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
+import {
+  type Guard,
+  guardedTool,
+  guardOf,
+  type ListedTool,
+  type ToolRules,
+  unknownToolsIn,
+} from "./proxy-tools.js";
+
+export interface McpProxyOptions {
+  /** The connection to the MCP client (the proxy is its server). */
+  readonly client: Transport;
+  /** The connection to the real MCP server (the proxy is its client). */
+  readonly server: Transport;
+  readonly store: IdempotencyStore;
+  /** The user's word on named tools; the others are classified. */
+  readonly rules: ToolRules;
+  /** The namespace this connection's keys live in. */
+  readonly scope: string;
+  readonly ttlMs?: number | undefined;
+  readonly leaseMs?: number | undefined;
+  readonly waitMs?: number | undefined;
+  /** One line for the operator (stderr). */
+  readonly log: (line: string) => void;
+}
+
+/** Why the proxy stopped. */
+export interface ProxyEnd {
+  /** Which side went away first, or `config` when the rules name a tool the server does not have. */
+  readonly by: "client" | "server" | "config";
+  readonly reason: string;
+}
+
+export interface McpProxy {
+  /** Settles when either side has gone (the other is closed then), with why. */
+  readonly ended: Promise<ProxyEnd>;
+  /** Close both sides. */
+  close(): Promise<void>;
+}
+
+type Message = Record<string, unknown> & { readonly jsonrpc: "2.0" };
+type RequestId = string | number;
+
+/** A JSON-RPC error the server answered a request with. */
+export class UpstreamError extends Error {
+  override name = "UpstreamError";
+  constructor(readonly error: { code: number; message: string; data?: unknown }) {
+    super(error.message);
+  }
+}
+
+/**
+ * JSON-RPC errors that mean the server refused the call before running it (bad JSON, a bad request, no
+ * such method, bad arguments): the key is released and a retry may run. Any other error may have come
+ * after the effect, so the effect class judges it.
+ */
+const refusedCodes = new Set([-32700, -32600, -32601, -32602]);
+const maxPages = 100;
+
+/**
+ * Relay between `client` and `server`, guarding side-effectful tools. Both transports are started here.
+ * @example
+ * const proxy = await startMcpProxy({ client, server, store, rules: new Map(), scope: "default", log: console.error });
+ * console.error((await proxy.ended).reason);
+ */
+export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy> {
+  const { client, server, store, rules, scope, log } = options;
+  // Our own requests to the server carry ids no client picks, so their answers are never relayed.
+  const idPrefix = `idempotool-proxy-${randomUUID()}-`;
+  let nextId = 0;
+  const pending = new Map<string, { resolve(result: unknown): void; reject(error: unknown): void }>();
+  const clientListings = new Set<RequestId>();
+  const guardedCalls = new Set<RequestId>();
+  const cancelled = new Set<RequestId>();
+  const running = new Set<Promise<void>>();
+  const tools = new Map<string, ReturnType<typeof guardedTools>>();
+  let guards: Map<string, Guard> | undefined;
+  let listing: Promise<Map<string, Guard>> | undefined;
+  let checkedRules = false;
+
+  let resolveEnded!: (end: ProxyEnd) => void;
+  const ended = new Promise<ProxyEnd>((resolve) => {
+    resolveEnded = resolve;
+  });
+  let ending: ProxyEnd | undefined;
+  const end = (why: ProxyEnd) => {
+    if (ending) return;
+    ending = why;
+    // Answer what can still be answered first: a guarded call whose server died settles as unknown.
+    for (const { reject } of pending.values()) reject(new Error("the MCP server exited before answering"));
+    pending.clear();
+    void Promise.allSettled([...running]).then(async () => {
+      await Promise.allSettled([client.close(), server.close()]);
+      resolveEnded(why);
+    });
+  };
+
+  const sendToClient = (message: Message) =>
+    client
+      .send(message as JSONRPCMessage)
+      .catch((error: unknown) => log(`could not answer the client: ${String(error)}`));
+  const sendToServer = (message: Message) =>
+    server
+      .send(message as JSONRPCMessage)
+      .catch((error: unknown) => log(`could not reach the server: ${String(error)}`));
+
+  /** A request of our own to the server. */
+  const request = (method: string, params: Record<string, unknown>): Promise<unknown> => {
+    if (ending) return Promise.reject(new Error("the proxy is stopping"));
+    const id = `${idPrefix}${nextId++}`;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      server.send({ jsonrpc: "2.0", id, method, params } as JSONRPCMessage).catch((error: unknown) => {
+        pending.delete(id);
+        reject(error);
+      });
+    });
+  };
+
+  /** Every tool the server lists, and how each is treated; the first full list checks the rules. */
+  const knownGuards = (): Promise<Map<string, Guard>> => {
+    if (guards) return Promise.resolve(guards);
+    listing ??= (async () => {
+      const listed: ListedTool[] = [];
+      let cursor: unknown;
+      for (let page = 0; page < maxPages; page++) {
+        const result = (await request("tools/list", cursor === undefined ? {} : { cursor })) as {
+          tools?: unknown;
+          nextCursor?: unknown;
+        };
+        if (Array.isArray(result.tools)) listed.push(...result.tools.filter(isListedTool));
+        cursor = result.nextCursor;
+        if (typeof cursor !== "string") break;
+      }
+      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules)]));
+      if (!checkedRules) {
+        checkedRules = true;
+        const unknown = unknownToolsIn(rules, listed);
+        if (unknown.length > 0) {
+          const reason =
+            `the tool rules name ${unknown.join(", ")}, which the server does not have (its tools: ` +
+            `${listed.map((tool) => tool.name).join(", ") || "none"})`;
+          end({ by: "config", reason });
+          throw new Error(reason);
+        }
+        log(summary(fresh));
+      }
+      guards = fresh;
+      return fresh;
+    })().finally(() => {
+      listing = undefined;
+    });
+    return listing;
+  };
+
+  /** One `idempotent()` per tool and effect class, made on first use. */
+  const guardedTools = (name: string, effect: Effect) =>
+    idempotent<Record<string, unknown>, CallToolResult>(
+      async (args) => {
+        const call = callStates.get(args);
+        if (!call) throw new Error("idempotool proxy: a call reached the server without its request");
+        const meta = call.meta && Object.keys(call.meta).length > 0 ? { _meta: call.meta } : {};
+        try {
+          return (await request("tools/call", { name, arguments: args, ...meta })) as CallToolResult;
+        } catch (error) {
+          if (error instanceof UpstreamError && refusedCodes.has(error.error.code)) {
+            call.thrown = "not_executed";
+            throw notExecuted(error);
+          }
+          call.thrown = "error";
+          throw error;
+        }
+      },
+      {
+        name,
+        store,
+        effect,
+        ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+        ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+      },
+    );
+  const toolFor = (name: string, effect: Effect) => {
+    const id = `${effect}\u0000${name}`;
+    let tool = tools.get(id);
+    if (!tool) {
+      tool = guardedTools(name, effect);
+      tools.set(id, tool);
+    }
+    return tool;
+  };
+  const callStates = new WeakMap<
+    object,
+    { readonly meta: Record<string, unknown> | undefined; thrown?: ThrownKind }
+  >();
+  // The window a guarded tool's key description states is the one its records use.
+  const ttlMs = options.ttlMs ?? defaults.ttlMs;
+
+  const answerCall = async (message: Message, id: RequestId): Promise<void> => {
+    const params = (isObject(message.params) ? message.params : {}) as Record<string, unknown>;
+    const name = params.name;
+    let guard: Guard | undefined;
+    if (typeof name === "string") {
+      try {
+        guard = (await knownGuards()).get(name);
+      } catch (error) {
+        if (ending) return;
+        await sendToClient({
+          jsonrpc: "2.0",
+          id,
+          error: {
+            code: -32603,
+            message: `idempotool proxy: cannot list the server's tools: ${String(error)}`,
+          },
+        });
+        return;
+      }
+    }
+    if (typeof name !== "string" || !guard?.guarded) {
+      await sendToServer(message);
+      return;
+    }
+    guardedCalls.add(id);
+    const reply = async (answer: Message) => {
+      guardedCalls.delete(id);
+      // A client that cancelled its request expects no answer to it.
+      if (!cancelled.delete(id)) await sendToClient(answer);
+    };
+    const tool = toolFor(name, guard.effect);
+    let parsed: ReturnType<typeof callKey>;
+    try {
+      parsed = callKey(params.arguments, params._meta);
+      if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyRequiredMessage);
+    } catch (error) {
+      await reply({ jsonrpc: "2.0", id, result: errorResult(error, "", undefined, guard.effect) });
+      return;
+    }
+    const call: { readonly meta: Record<string, unknown> | undefined; thrown?: ThrownKind } = {
+      meta: parsed.meta,
+    };
+    callStates.set(parsed.args, call);
+    try {
+      const envelope = await tool(parsed.args, { key: parsed.key, scope });
+      await reply({ jsonrpc: "2.0", id, result: envelopeResult(envelope) });
+    } catch (error) {
+      if (error instanceof UpstreamError && call.thrown === "not_executed") {
+        // The server refused the call and nothing is recorded: its error goes to the client as it was.
+        await reply({ jsonrpc: "2.0", id, error: error.error });
+        return;
+      }
+      await reply({ jsonrpc: "2.0", id, result: errorResult(error, parsed.key, call.thrown, tool.effect) });
+    }
+  };
+
+  const track = (work: Promise<void>) => {
+    running.add(work);
+    void work.finally(() => running.delete(work));
+  };
+
+  client.onmessage = (raw) => {
+    const message = raw as Message;
+    const method = typeof message.method === "string" ? message.method : undefined;
+    const id = message.id as RequestId | undefined;
+    if (method !== undefined && id !== undefined) {
+      if (method === "tools/call") {
+        track(answerCall(message, id));
+        return;
+      }
+      if (method === "tools/list") clientListings.add(id);
+    } else if (method === "notifications/cancelled") {
+      const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
+      // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
+      if (cancelledId !== undefined && guardedCalls.has(cancelledId)) {
+        cancelled.add(cancelledId);
+        return;
+      }
+    }
+    void sendToServer(message);
+    if (method === "notifications/initialized") {
+      // Learn the tools now, so a rule naming a tool the server lacks stops the proxy at once.
+      track(
+        knownGuards().then(
+          () => undefined,
+          () => undefined,
+        ),
+      );
+    }
+  };
+
+  server.onmessage = (raw) => {
+    const message = raw as Message;
+    const id = message.id as RequestId | undefined;
+    if (message.method === undefined && typeof id === "string" && pending.has(id)) {
+      const waiter = pending.get(id)!;
+      pending.delete(id);
+      if (isObject(message.error)) waiter.reject(new UpstreamError(message.error as UpstreamError["error"]));
+      else waiter.resolve(message.result);
+      return;
+    }
+    if (message.method === "notifications/tools/list_changed") guards = undefined;
+    if (
+      message.method === undefined &&
+      id !== undefined &&
+      clientListings.delete(id) &&
+      isObject(message.result)
+    ) {
+      void sendToClient({ ...message, result: withGuards(message.result, rules, ttlMs) });
+      return;
+    }
+    void sendToClient(message);
+  };
+
+  client.onclose = () => end({ by: "client", reason: "the client closed the connection" });
+  server.onclose = () => end({ by: "server", reason: "the MCP server exited" });
+  client.onerror = (error) => log(`client connection: ${error.message}`);
+  server.onerror = (error) => log(`server connection: ${error.message}`);
+
+  await server.start();
+  await client.start();
+  return {
+    ended,
+    close: async () => {
+      end({ by: "client", reason: "stopped" });
+      await ended;
+    },
+  };
+}
+
+/** A `tools/list` result with each guarded tool given its key. */
+function withGuards(
+  result: Record<string, unknown>,
+  rules: ToolRules,
+  ttlMs: number,
+): Record<string, unknown> {
+  if (!Array.isArray(result.tools)) return result;
+  return {
+    ...result,
+    tools: result.tools.map((tool: unknown) =>
+      isListedTool(tool) && guardOf(tool, rules).guarded ? guardedTool(tool, ttlMs) : tool,
+    ),
+  };
+}
+
+function summary(guards: Map<string, Guard>): string {
+  const guarded = [...guards].filter(([, guard]) => guard.guarded).map(([name]) => name);
+  const passed = [...guards].filter(([, guard]) => !guard.guarded).map(([name]) => name);
+  return (
+    `guarding ${guarded.length} of ${guards.size} tools (${guarded.join(", ") || "none"}); ` +
+    `passing through ${passed.join(", ") || "none"}`
+  );
+}
+
+function isListedTool(value: unknown): value is ListedTool {
+  return isObject(value) && typeof value.name === "string";
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
