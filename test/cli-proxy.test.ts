@@ -15,6 +15,7 @@ import {
   connect,
   connectProxy,
   filesystemServer,
+  fixture,
   memoryServer,
   textOf,
 } from "./fixtures/proxy-harness.js";
@@ -256,6 +257,147 @@ describe("idempotool proxy in front of @modelcontextprotocol/server-memory", () 
       ]) {
         expect(await outcome(ask(behind))).toEqual(await outcome(ask(plain)));
       }
+    },
+    spawnTimeoutMs,
+  );
+});
+
+describe("idempotool proxy: keys, failures and endings (a fixture server that misbehaves on cue)", () => {
+  const effects = () => join(dir, "effects.jsonl");
+  const sent = () => {
+    try {
+      return readFileSync(effects(), "utf8").split("\n").filter(Boolean).length;
+    } catch {
+      return 0;
+    }
+  };
+  const send = (args: Record<string, unknown> = {}, meta?: Record<string, unknown>) => ({
+    name: "send_message",
+    arguments: { to: "alice", text: "hi", ...args },
+    ...(meta ? { _meta: meta } : {}),
+  });
+
+  it(
+    "takes the key from _meta (idempotency_key or idempotencyKey) and strips it before the call goes upstream",
+    async () => {
+      const { client } = await proxy(fixture(effects(), "answer"));
+      const first = await client.callTool(send({}, { idempotencyKey: "m-1" }));
+      const again = await client.callTool(send({ idempotency_key: "m-1" }, { idempotency_key: "m-1" }));
+      expect(textOf(first)).toBe("sent to alice");
+      expect(envelopeOf(again)?.was_replay).toBe(true);
+      expect(readFileSync(effects(), "utf8")).toBe('{"to":"alice","text":"hi"}\n');
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "runs nothing when the call has no key, or two keys that differ",
+    async () => {
+      const { client } = await proxy(fixture(effects(), "answer"));
+      const missing = await client.callTool(send());
+      expect(missing.isError).toBe(true);
+      expect(textOf(missing)).toContain("idempotency_key is required");
+      const twoKeys = await client.callTool(send({ idempotency_key: "a" }, { idempotencyKey: "b" }));
+      expect(twoKeys.isError).toBe(true);
+      expect(textOf(twoKeys)).toContain(
+        'the idempotency key was given twice with different values (the idempotency_key argument is "a", ' +
+          '_meta.idempotencyKey is "b")',
+      );
+      expect(sent()).toBe(0);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "relays the server's progress notifications on a guarded call",
+    async () => {
+      const { client } = await proxy(fixture(effects(), "answer"));
+      const progress: unknown[] = [];
+      await client.callTool(send({ idempotency_key: "p-1" }), undefined, {
+        onprogress: (update) => progress.push(update),
+      });
+      expect(progress).toEqual([{ progress: 1, total: 1, message: "sent" }]);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "follows --read-only and --tool over the classification",
+    async () => {
+      const { client } = await proxy(fixture(effects(), "answer"), [
+        "--read-only",
+        "send_message",
+        "--tool",
+        "preview_message=native-key",
+      ]);
+      const tools = (await client.listTools()).tools;
+      const keyed = tools.filter((tool) => tool.inputSchema.required?.includes("idempotency_key"));
+      expect(keyed.map((tool) => tool.name)).toEqual(["preview_message"]);
+      await client.callTool(send());
+      await client.callTool(send());
+      expect(sent()).toBe(2);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "stops with exit code 2 when a rule names a tool the server does not have",
+    async () => {
+      const connection = await proxy(fixture(effects(), "answer"), ["--tool", "send_mail=irreversible"]);
+      expect(await connection.exited).toBe(2);
+      expect(connection.stderr()).toContain(
+        "idempotool proxy: stopped: the tool rules name send_mail, which the server does not have " +
+          "(its tools: send_message, preview_message)",
+      );
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "answers a call whose server died mid-call with an unknown outcome, then exits 2 and says why",
+    async () => {
+      const connection = await proxy(fixture(effects(), "exit"));
+      const result = await connection.client.callTool(send({ idempotency_key: "die-1" }));
+      expect(result.isError).toBe(true);
+      expect(errorOf(result)?.code).toBe("outcome_unknown");
+      expect(textOf(result)).toContain('Outcome unknown: the call with idempotency_key "die-1"');
+      expect(await connection.exited).toBe(2);
+      expect(connection.stderr()).toContain("idempotool proxy: stopped: the MCP server exited");
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "exits 0 when the client goes away, and says so",
+    async () => {
+      const connection = await proxy(fixture(effects(), "answer"));
+      await connection.client.close();
+      expect(await connection.exited).toBe(0);
+      expect(connection.stderr()).toContain("idempotool proxy: stopped: the client closed the connection");
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "does not forward the retry again after the proxy is killed mid-call and restarted on the same store",
+    async () => {
+      const killed = await proxy(fixture(effects(), "hang"), ["--lease", "500"]);
+      const lost = killed.client
+        .callTool(send({ idempotency_key: "crash-1" }))
+        .catch((error: Error) => error);
+      // The call is forwarded: the server has sent the message and hangs before answering.
+      for (let waited = 0; sent() === 0; waited += 20) {
+        if (waited > 30_000) throw new Error("the call never reached the server");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      process.kill(killed.transport.pid!, "SIGKILL");
+      expect(await lost).toBeInstanceOf(Error);
+
+      const restarted = await proxy(fixture(effects(), "answer"), ["--lease", "500"]);
+      const retry = await restarted.client.callTool(send({ idempotency_key: "crash-1" }));
+      expect(retry.isError).toBe(true);
+      expect(errorOf(retry)?.code).toBe("outcome_unknown");
+      expect(sent()).toBe(1);
     },
     spawnTimeoutMs,
   );
