@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { runCli } from "../src/cli/main.js";
 import { guardedTool, guardOf, readToolRules, toolRuleFlag, unknownToolsIn } from "../src/cli/proxy-tools.js";
 import { keyDescription } from "../src/mcp/key-description.js";
 
@@ -100,9 +101,31 @@ describe("tool rules", () => {
       ]),
     );
     expect(() => toolRuleFlag("send=maybe")).toThrow(
-      '--tool takes name=effect, the effect one of native-key, owned-store, compensatable, irreversible, read-only (not "send=maybe")',
+      "must be name=effect, the effect one of native-key, owned-store, compensatable, irreversible, read-only",
     );
-    expect(() => toolRuleFlag("send")).toThrow("--tool takes name=effect");
+    expect(() => toolRuleFlag("send")).toThrow("must be name=effect");
+  });
+
+  it("says what is wrong with a bad --tool on the command line, and starts nothing", async () => {
+    let stderr = "";
+    const io = {
+      stdout: { write: () => true },
+      stderr: {
+        write: (text: string) => {
+          stderr += text;
+          return true;
+        },
+      },
+    };
+    const code = await runCli(
+      ["node", "idempotool", "proxy", "--tool", "send=maybe", "--", "no-such-server"],
+      io as never,
+    );
+    expect(code).toBe(2);
+    expect(stderr).toBe(
+      "idempotool: --tool must be name=effect, the effect one of native-key, owned-store, compensatable, " +
+        'irreversible, read-only, not "send=maybe"; see idempotool proxy --help\n',
+    );
   });
 
   it("reads the config file, and says what is wrong with a bad one", () => {

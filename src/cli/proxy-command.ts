@@ -60,18 +60,19 @@ export function proxyCommand(command: Command, context: CommandContext): void {
     .argument("<command>", "the command that starts the MCP server over stdio (after --)")
     .argument("[args...]", "its arguments")
     .option("--store <url>", "where records are kept (default: a SQLite file, named on stderr)")
-    .option(
-      "--tool <name=effect>",
-      "guard this tool under this effect class (irreversible, compensatable, owned-store, native-key), or " +
-        "name=read-only; repeatable",
-      toolRuleFlag,
-      new Map<string, ToolRule>(),
+    .addOption(
+      new Option(
+        "--tool <name=effect>",
+        "guard this tool under this effect class (irreversible, compensatable, owned-store, native-key), or " +
+          "name=read-only; repeatable",
+      )
+        .argParser(toolRuleFlag)
+        .default(new Map<string, ToolRule>(), "none"),
     )
-    .option(
-      "--read-only <names>",
-      "pass these tools through unguarded (comma-separated, repeatable)",
-      commaList,
-      [],
+    .addOption(
+      new Option("--read-only <names>", "pass these tools through unguarded (comma-separated, repeatable)")
+        .argParser(commaList)
+        .default([], "none"),
     )
     .option("--config <file>", 'a JSON file of tool rules: { "tools": { "send_email": "irreversible" } }')
     .addOption(

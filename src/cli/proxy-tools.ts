@@ -4,6 +4,7 @@
  * `--read-only name`, or the config file).
  */
 import { readFileSync } from "node:fs";
+import { InvalidArgumentError } from "commander";
 import { classifyTool, ToolClass } from "../audit/classify.js";
 import { readToolDefinitions } from "../audit/tool-definition.js";
 import { Effect } from "../core/options.js";
@@ -121,7 +122,7 @@ const infoJsonSchema = {
 } as const;
 
 /**
- * `--tool name=effect`, repeatable: collected into the rules, a bad one rejected with what was expected.
+ * `--tool name=effect`, repeatable: collected into the rules; a bad one is a usage error saying what was expected.
  * @example
  * toolRuleFlag("send_email=native-key", new Map()); // Map { "send_email" => "native-key" }
  */
@@ -133,8 +134,8 @@ export function toolRuleFlag(
   const name = match?.[1]?.trim();
   const rule = match?.[2]?.trim();
   if (!name || rule === undefined || !isRule(rule)) {
-    throw new UsageError(
-      `--tool takes name=effect, the effect one of ${[...effects, readOnlyRule].join(", ")} (not ${JSON.stringify(value)})`,
+    throw new InvalidArgumentError(
+      `must be name=effect, the effect one of ${[...effects, readOnlyRule].join(", ")}`,
     );
   }
   return new Map(previous).set(name, rule);
