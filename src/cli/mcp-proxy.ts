@@ -33,8 +33,8 @@ export interface McpProxyOptions {
   readonly store: IdempotencyStore;
   /** The user's word on named tools; the others are classified. */
   readonly rules: ToolRules;
-  /** The namespace this connection's keys live in. */
-  readonly scope: string;
+  /** The namespace this connection's keys live in; a function is asked at each call. */
+  readonly scope: string | (() => string);
   readonly ttlMs?: number | undefined;
   readonly leaseMs?: number | undefined;
   readonly waitMs?: number | undefined;
@@ -83,11 +83,15 @@ const maxPages = 100;
  */
 export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy> {
   const { client, server, store, rules, scope, log } = options;
+  const scopeOf = typeof scope === "function" ? scope : () => scope;
   // Our own requests to the server carry ids no client picks, so their answers are never relayed.
   const idPrefix = `idempotool-proxy-${randomUUID()}-`;
   let nextId = 0;
   const pending = new Map<string, { resolve(result: unknown): void; reject(error: unknown): void }>();
   const clientListings = new Set<RequestId>();
+  // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
+  // sends the server's progress on that request's stream.
+  const progressOwners = new Map<string | number, RequestId>();
   const guardedCalls = new Set<RequestId>();
   const cancelled = new Set<RequestId>();
   const running = new Set<Promise<void>>();
@@ -113,9 +117,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     });
   };
 
-  const sendToClient = (message: Message) =>
+  const sendToClient = (message: Message, relatedRequestId?: RequestId) =>
     client
-      .send(message as JSONRPCMessage)
+      .send(message as JSONRPCMessage, relatedRequestId === undefined ? undefined : { relatedRequestId })
       .catch((error: unknown) => log(`could not answer the client: ${String(error)}`));
   const sendToServer = (message: Message) =>
     server
@@ -241,6 +245,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     guardedCalls.add(id);
     const reply = async (answer: Message) => {
       guardedCalls.delete(id);
+      forgetProgress(id);
       // A client that cancelled its request expects no answer to it.
       if (!cancelled.delete(id)) await sendToClient(answer);
     };
@@ -258,7 +263,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     };
     callStates.set(parsed.args, call);
     try {
-      const envelope = await tool(parsed.args, { key: parsed.key, scope });
+      const envelope = await tool(parsed.args, { key: parsed.key, scope: scopeOf() });
       await reply({ jsonrpc: "2.0", id, result: envelopeResult(envelope) });
     } catch (error) {
       if (error instanceof UpstreamError && call.thrown === "not_executed") {
@@ -268,6 +273,10 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       }
       await reply({ jsonrpc: "2.0", id, result: errorResult(error, parsed.key, call.thrown, tool.effect) });
     }
+  };
+
+  const forgetProgress = (id: RequestId) => {
+    for (const [token, owner] of progressOwners) if (owner === id) progressOwners.delete(token);
   };
 
   const track = (work: Promise<void>) => {
@@ -280,6 +289,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     const method = typeof message.method === "string" ? message.method : undefined;
     const id = message.id as RequestId | undefined;
     if (method !== undefined && id !== undefined) {
+      const token = (message.params as { _meta?: { progressToken?: unknown } } | undefined)?._meta
+        ?.progressToken;
+      if (typeof token === "string" || typeof token === "number") progressOwners.set(token, id);
       if (method === "tools/call") {
         track(answerCall(message, id));
         return;
@@ -316,6 +328,13 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       return;
     }
     if (message.method === "notifications/tools/list_changed") guards = undefined;
+    if (message.method === "notifications/progress") {
+      const token = (message.params as { progressToken?: string | number } | undefined)?.progressToken;
+      const owner = token === undefined ? undefined : progressOwners.get(token);
+      void sendToClient(message, owner);
+      return;
+    }
+    if (message.method === undefined && id !== undefined) forgetProgress(id);
     if (
       message.method === undefined &&
       id !== undefined &&

@@ -1,18 +1,19 @@
 /**
  * `idempotool proxy`: put idempotency in front of an MCP server you did not write. The server is started
- * over stdio and served to the client over stdio, with every side-effectful tool taking a required
- * `idempotency_key` and deduped on the store (docs/proxy.md).
+ * over stdio and served to the client over stdio (or Streamable HTTP, with `--http`), with every
+ * side-effectful tool taking a required `idempotency_key` and deduped on the store (docs/proxy.md).
  */
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
-import { type Command, Option } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import { commaList, milliseconds } from "./arguments.js";
-import { ExitCode, UsageError } from "./errors.js";
+import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { startMcpProxy } from "./mcp-proxy.js";
 import { printable } from "./output.js";
+import { serveHttpProxy } from "./proxy-http.js";
 import { readOnlyRule, readToolRules, type ToolRule, toolRuleFlag } from "./proxy-tools.js";
 import { redactUrl } from "./redact.js";
 import { openStore } from "./store-url.js";
@@ -23,6 +24,11 @@ export const ProxyScope = {
   shared: "shared",
   /** Each client session has its own namespace (a fresh one each time the proxy starts). */
   session: "session",
+  /**
+   * Over HTTP: one namespace per credential, the request's Authorization header (by its SHA-256), so
+   * a client reaches only the records made with its own token.
+   */
+  client: "client",
 } as const;
 export type ProxyScope = (typeof ProxyScope)[keyof typeof ProxyScope];
 
@@ -35,6 +41,8 @@ interface ProxyFlags {
   readonly ttl?: number;
   readonly lease?: number;
   readonly wait?: number;
+  readonly http?: number;
+  readonly host: string;
 }
 
 const examples = `
@@ -47,9 +55,11 @@ Examples:
   $ idempotool proxy -- npx -y @modelcontextprotocol/server-memory
   $ idempotool proxy --store postgres://app@db/agents -- npx -y @modelcontextprotocol/server-filesystem ./notes
   $ idempotool proxy --tool send_message=irreversible --read-only preview_message -- node ./server.js
+  $ idempotool proxy --http 8080 --scope client -- npx -y @modelcontextprotocol/server-github
 
-Stops when the client or the server goes away, and says why on stderr. Exit codes: 0 the client closed;
-2 it could not start, the server exited, or a rule names a tool the server does not have.`;
+Over stdio, stops when the client or the server goes away, and says why on stderr. Exit codes: 0 the
+client closed; 2 it could not start, the server exited, or a rule names a tool the server does not have.
+Over HTTP (--http), runs until SIGINT or SIGTERM.`;
 
 /** Register `proxy` on its command. */
 export function proxyCommand(command: Command, context: CommandContext): void {
@@ -76,7 +86,10 @@ export function proxyCommand(command: Command, context: CommandContext): void {
     )
     .option("--config <file>", 'a JSON file of tool rules: { "tools": { "send_email": "irreversible" } }')
     .addOption(
-      new Option("--scope <scope>", "one namespace for every client (shared), or one per session")
+      new Option(
+        "--scope <scope>",
+        "one namespace for every client (shared), one per session, or (over HTTP) one per Authorization credential (client)",
+      )
         .choices(Object.values(ProxyScope))
         .default(ProxyScope.shared),
     )
@@ -86,6 +99,12 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       "how long a call's claim holds before it counts as stale (default 60 s)",
       milliseconds,
     )
+    .option(
+      "--http <port>",
+      "serve over Streamable HTTP at http://<host>:<port>/mcp instead of stdio (0: any free port)",
+      portNumber,
+    )
+    .option("--host <host>", "the address --http listens on", "127.0.0.1")
     .option("--wait <ms>", "how long a repeat waits for a call in flight (default 10 s)", milliseconds)
     .addHelpText("after", examples)
     .action(async (upstream: string, args: string[], flags: ProxyFlags) => {
@@ -94,16 +113,44 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       for (const name of flags.readOnly) rules.set(name, readOnlyRule);
       const log = (line: string) => context.io.stderr.write(`idempotool proxy: ${printable(line)}\n`);
 
+      if (flags.scope === ProxyScope.client && flags.http === undefined) {
+        throw new OptionError("--scope client needs --http: over stdio the proxy has one client");
+      }
       const { url, shown } = storeUrl(flags.store);
       const store = await openStore(url, { create: true });
       log(`records in ${shown}`);
-      const { StdioClientTransport, StdioServerTransport } = await loadSdk();
-      const server = new StdioClientTransport({
-        command: upstream,
-        args,
-        env: inheritedEnv(),
-        stderr: "inherit",
-      });
+      const { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport } = await loadSdk();
+      const startServer = () =>
+        new StdioClientTransport({ command: upstream, args, env: inheritedEnv(), stderr: "inherit" });
+      const tuning = { store, rules, ttlMs: flags.ttl, leaseMs: flags.lease, waitMs: flags.wait, log };
+      if (flags.http !== undefined) {
+        let http: Awaited<ReturnType<typeof serveHttpProxy>>;
+        try {
+          http = await serveHttpProxy({
+            ...tuning,
+            port: flags.http,
+            host: flags.host,
+            scope: flags.scope,
+            startServer,
+            Transport: StreamableHTTPServerTransport,
+          });
+        } catch (error) {
+          await store.close();
+          throw new UsageError(`cannot listen on ${flags.host}:${flags.http}: ${String(error)}`, {
+            cause: error,
+          });
+        }
+        log(`serving MCP over Streamable HTTP at ${http.url}, one copy of the server per session`);
+        const signal = await new Promise<NodeJS.Signals>((resolve) => {
+          process.once("SIGINT", resolve);
+          process.once("SIGTERM", resolve);
+        });
+        await http.close();
+        await store.close().catch(() => undefined);
+        log(`stopped: ${signal}`);
+        return;
+      }
+      const server = startServer();
       const client = new StdioServerTransport(process.stdin, process.stdout);
       // The SDK's stdio transport does not notice the client going away; the end of stdin says it.
       const clientGone = () => void client.close();
@@ -113,13 +160,8 @@ export function proxyCommand(command: Command, context: CommandContext): void {
         proxy = await startMcpProxy({
           client,
           server,
-          store,
-          rules,
+          ...tuning,
           scope: flags.scope === ProxyScope.session ? `session:${randomUUID()}` : "default",
-          ttlMs: flags.ttl,
-          leaseMs: flags.lease,
-          waitMs: flags.wait,
-          log,
         });
       } catch (error) {
         await store.close();
@@ -138,6 +180,14 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       log(`stopped: ${end.reason}`);
       context.setExitCode(end.by === "client" ? ExitCode.ok : ExitCode.failure);
     });
+}
+
+/** `--http 8080`: a TCP port, 0 for any free one. */
+function portNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535)
+    throw new InvalidArgumentError("must be a port from 0 to 65535");
+  return n;
 }
 
 /** The store URL, and how to name it on stderr (the file, or the URL without its password). */
@@ -160,11 +210,13 @@ function storeUrl(given: string | undefined): { url: string; shown: string } {
 
 async function loadSdk() {
   try {
-    const [{ StdioClientTransport }, { StdioServerTransport }] = await Promise.all([
-      import("@modelcontextprotocol/sdk/client/stdio.js"),
-      import("@modelcontextprotocol/sdk/server/stdio.js"),
-    ]);
-    return { StdioClientTransport, StdioServerTransport };
+    const [{ StdioClientTransport }, { StdioServerTransport }, { StreamableHTTPServerTransport }] =
+      await Promise.all([
+        import("@modelcontextprotocol/sdk/client/stdio.js"),
+        import("@modelcontextprotocol/sdk/server/stdio.js"),
+        import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
+      ]);
+    return { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport };
   } catch (error) {
     throw new UsageError(
       "idempotool proxy needs @modelcontextprotocol/sdk: npm install @modelcontextprotocol/sdk",
