@@ -4,6 +4,7 @@
  * by the MCP SDK's Client over stdio. Effects are read where they land: the file the filesystem server
  * edits, the memory server's graph.
  */
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +18,7 @@ import {
   filesystemServer,
   fixture,
   memoryServer,
+  root,
   textOf,
 } from "./fixtures/proxy-harness.js";
 
@@ -398,6 +400,34 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
       expect(retry.isError).toBe(true);
       expect(errorOf(retry)?.code).toBe("outcome_unknown");
       expect(sent()).toBe(1);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "exits 2 and says so when the server's command cannot be started",
+    async () => {
+      const child = spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          join(root, "src", "cli", "main.ts"),
+          "proxy",
+          "--store",
+          store(),
+          "--",
+          join(dir, "no-such-server"),
+        ],
+        { cwd: root, stdio: ["pipe", "pipe", "pipe"] },
+      );
+      let stderr = "";
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      expect(code).toBe(2);
+      expect(stderr).toContain(`idempotool: cannot start the MCP server \`${join(dir, "no-such-server")}\``);
     },
     spawnTimeoutMs,
   );

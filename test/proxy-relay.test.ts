@@ -75,7 +75,10 @@ afterEach(async () => {
   }
 });
 
-async function connectThroughProxy(rules: [string, ToolRule][] = []) {
+async function connectThroughProxy(
+  rules: [string, ToolRule][] = [],
+  tuning: { waitMs?: number; similarWindowMs?: number } = {},
+) {
   const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
   const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
   const server = new ScriptedServer(serverSide);
@@ -88,6 +91,7 @@ async function connectThroughProxy(rules: [string, ToolRule][] = []) {
     rules: new Map(rules),
     scope: "default",
     waitMs: 2_000,
+    ...tuning,
     log: (line) => log.push(line),
   });
   const client = new Client({ name: "relay-test", version: "1.0.0" });
@@ -200,5 +204,41 @@ describe("the proxy's relay", () => {
     expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
     expect(server.calls()).toHaveLength(1);
     expect(log[0]).toBe("guarding 1 of 2 tools (send_message); passing through get_message");
+  });
+
+  it("tells a repeat that the first call is still running once --wait has passed, and runs nothing", async () => {
+    const { client, server } = await connectThroughProxy([], { waitMs: 50 });
+    let finish!: () => void;
+    server.answerCall = async () => {
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      return { result: { content: [{ type: "text", text: "sent" }] } };
+    };
+    const call = { name: "send_message", arguments: { to: "erin", idempotency_key: "k-6" } };
+    const first = client.callTool(call);
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const repeat = await client.callTool(call);
+    expect(repeat.isError).toBe(true);
+    expect(metaOf(repeat, MetaKey.error)?.code).toBe("idempotency_key_in_use");
+    expect(JSON.stringify(repeat.content)).toContain("In progress: an earlier call with idempotency_key");
+    finish();
+    expect(metaOf(await first, MetaKey.envelope)?.was_replay).toBe(false);
+    expect(server.calls()).toHaveLength(1);
+  });
+
+  it("with the near-duplicate hint on, runs the same arguments under a new key and tells the model", async () => {
+    const { client, server } = await connectThroughProxy([], { similarWindowMs: 60_000 });
+    await client.callTool({ name: "send_message", arguments: { to: "fay", idempotency_key: "k-7" } });
+    const second = await client.callTool({
+      name: "send_message",
+      arguments: { to: "fay", idempotency_key: "k-8" },
+    });
+    expect(server.calls()).toHaveLength(2);
+    expect(second._meta?.[MetaKey.envelope]).toMatchObject({
+      was_replay: false,
+      recent_similar_call: { idempotency_key: "k-7" },
+    });
+    expect(JSON.stringify(second.content)).toContain("Note: this action ran now as a new request");
   });
 });

@@ -38,6 +38,11 @@ export interface McpProxyOptions {
   readonly ttlMs?: number | undefined;
   readonly leaseMs?: number | undefined;
   readonly waitMs?: number | undefined;
+  /**
+   * The near-duplicate hint: when a guarded call under a new key has the same arguments as one that
+   * completed within this window (ms), it still runs, and the model is told. Default: off.
+   */
+  readonly similarWindowMs?: number | undefined;
   /** One line for the operator (stderr). */
   readonly log: (line: string) => void;
 }
@@ -200,6 +205,11 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
         ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
         ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+        ...(options.similarWindowMs === undefined
+          ? {}
+          : {
+              similar: { fields: (args: Record<string, unknown>) => args, windowMs: options.similarWindowMs },
+            }),
       },
     );
   const toolFor = (name: string, effect: Effect) => {

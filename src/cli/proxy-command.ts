@@ -41,6 +41,7 @@ interface ProxyFlags {
   readonly ttl?: number;
   readonly lease?: number;
   readonly wait?: number;
+  readonly similar?: number;
   readonly http?: number;
   readonly host: string;
 }
@@ -100,6 +101,11 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       milliseconds,
     )
     .option(
+      "--similar <ms>",
+      "tell the model when a call under a new key repeats the arguments of one that completed within <ms>",
+      milliseconds,
+    )
+    .option(
       "--http <port>",
       "serve over Streamable HTTP at http://<host>:<port>/mcp instead of stdio (0: any free port)",
       portNumber,
@@ -122,7 +128,15 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       const { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport } = await loadSdk();
       const startServer = () =>
         new StdioClientTransport({ command: upstream, args, env: inheritedEnv(), stderr: "inherit" });
-      const tuning = { store, rules, ttlMs: flags.ttl, leaseMs: flags.lease, waitMs: flags.wait, log };
+      const tuning = {
+        store,
+        rules,
+        ttlMs: flags.ttl,
+        leaseMs: flags.lease,
+        waitMs: flags.wait,
+        similarWindowMs: flags.similar,
+        log,
+      };
       if (flags.http !== undefined) {
         let http: Awaited<ReturnType<typeof serveHttpProxy>>;
         try {
