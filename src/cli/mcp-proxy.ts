@@ -7,15 +7,10 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import { idempotent } from "../core/idempotent.js";
-import { defaults, type Effect } from "../core/options.js";
-import { notExecuted } from "../core/outcomes.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { defaults } from "../core/options.js";
 import type { IdempotencyStore } from "../core/store.js";
-import { callKey } from "../mcp/call-key.js";
-import { keyRequiredMessage } from "../mcp/key-description.js";
-import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
+import { guardedCalls, UpstreamError } from "./guarded-calls.js";
 import {
   type Guard,
   guardedTool,
@@ -64,20 +59,6 @@ export interface McpProxy {
 type Message = Record<string, unknown> & { readonly jsonrpc: "2.0" };
 type RequestId = string | number;
 
-/** A JSON-RPC error the server answered a request with. */
-export class UpstreamError extends Error {
-  override name = "UpstreamError";
-  constructor(readonly error: { code: number; message: string; data?: unknown }) {
-    super(error.message);
-  }
-}
-
-/**
- * JSON-RPC errors that mean the server refused the call before running it (bad JSON, a bad request, no
- * such method, bad arguments): the key is released and a retry may run. Any other error may have come
- * after the effect, so the effect class judges it.
- */
-const refusedCodes = new Set([-32700, -32600, -32601, -32602]);
 const maxPages = 100;
 
 /**
@@ -97,10 +78,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
   // sends the server's progress on that request's stream.
   const progressOwners = new Map<string | number, RequestId>();
-  const guardedCalls = new Set<RequestId>();
+  const guardedRequests = new Set<RequestId>();
   const cancelled = new Set<RequestId>();
   const running = new Set<Promise<void>>();
-  const tools = new Map<string, ReturnType<typeof guardedTools>>();
   let guards: Map<string, Guard> | undefined;
   let listing: Promise<Map<string, Guard>> | undefined;
   let checkedRules = false;
@@ -180,51 +160,14 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     return listing;
   };
 
-  /** One `idempotent()` per tool and effect class, made on first use. */
-  const guardedTools = (name: string, effect: Effect) =>
-    idempotent<Record<string, unknown>, CallToolResult>(
-      async (args) => {
-        const call = callStates.get(args);
-        if (!call) throw new Error("idempotool proxy: a call reached the server without its request");
-        const meta = call.meta && Object.keys(call.meta).length > 0 ? { _meta: call.meta } : {};
-        try {
-          return (await request("tools/call", { name, arguments: args, ...meta })) as CallToolResult;
-        } catch (error) {
-          if (error instanceof UpstreamError && refusedCodes.has(error.error.code)) {
-            call.thrown = "not_executed";
-            throw notExecuted(error);
-          }
-          call.thrown = "error";
-          throw error;
-        }
-      },
-      {
-        name,
-        store,
-        effect,
-        ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
-        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
-        ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
-        ...(options.similarWindowMs === undefined
-          ? {}
-          : {
-              similar: { fields: (args: Record<string, unknown>) => args, windowMs: options.similarWindowMs },
-            }),
-      },
-    );
-  const toolFor = (name: string, effect: Effect) => {
-    const id = `${effect}\u0000${name}`;
-    let tool = tools.get(id);
-    if (!tool) {
-      tool = guardedTools(name, effect);
-      tools.set(id, tool);
-    }
-    return tool;
-  };
-  const callStates = new WeakMap<
-    object,
-    { readonly meta: Record<string, unknown> | undefined; thrown?: ThrownKind }
-  >();
+  const answerGuarded = guardedCalls({
+    store,
+    ttlMs: options.ttlMs,
+    leaseMs: options.leaseMs,
+    waitMs: options.waitMs,
+    similarWindowMs: options.similarWindowMs,
+    forward: (params) => request("tools/call", params),
+  });
   // The window a guarded tool's key description states is the one its records use.
   const ttlMs = options.ttlMs ?? defaults.ttlMs;
 
@@ -252,37 +195,12 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       await sendToServer(message);
       return;
     }
-    guardedCalls.add(id);
-    const reply = async (answer: Message) => {
-      guardedCalls.delete(id);
-      forgetProgress(id);
-      // A client that cancelled its request expects no answer to it.
-      if (!cancelled.delete(id)) await sendToClient(answer);
-    };
-    const tool = toolFor(name, guard.effect);
-    let parsed: ReturnType<typeof callKey>;
-    try {
-      parsed = callKey(params.arguments, params._meta);
-      if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyRequiredMessage);
-    } catch (error) {
-      await reply({ jsonrpc: "2.0", id, result: errorResult(error, "", undefined, guard.effect) });
-      return;
-    }
-    const call: { readonly meta: Record<string, unknown> | undefined; thrown?: ThrownKind } = {
-      meta: parsed.meta,
-    };
-    callStates.set(parsed.args, call);
-    try {
-      const envelope = await tool(parsed.args, { key: parsed.key, scope: scopeOf() });
-      await reply({ jsonrpc: "2.0", id, result: envelopeResult(envelope) });
-    } catch (error) {
-      if (error instanceof UpstreamError && call.thrown === "not_executed") {
-        // The server refused the call and nothing is recorded: its error goes to the client as it was.
-        await reply({ jsonrpc: "2.0", id, error: error.error });
-        return;
-      }
-      await reply({ jsonrpc: "2.0", id, result: errorResult(error, parsed.key, call.thrown, tool.effect) });
-    }
+    guardedRequests.add(id);
+    const answer = await answerGuarded(name, guard.effect, params, scopeOf());
+    guardedRequests.delete(id);
+    forgetProgress(id);
+    // A client that cancelled its request expects no answer to it.
+    if (!cancelled.delete(id)) await sendToClient({ jsonrpc: "2.0", id, ...answer });
   };
 
   const forgetProgress = (id: RequestId) => {
@@ -310,7 +228,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     } else if (method === "notifications/cancelled") {
       const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
       // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
-      if (cancelledId !== undefined && guardedCalls.has(cancelledId)) {
+      if (cancelledId !== undefined && guardedRequests.has(cancelledId)) {
         cancelled.add(cancelledId);
         return;
       }
