@@ -5,7 +5,7 @@
  * edits, the memory server's graph.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -428,6 +428,44 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
       const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
       expect(code).toBe(2);
       expect(stderr).toContain(`idempotool: cannot start the MCP server \`${join(dir, "no-such-server")}\``);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "reads tool rules from --config, with --tool and --read-only winning over the file",
+    async () => {
+      const config = join(dir, "rules.json");
+      writeFileSync(
+        config,
+        JSON.stringify({ tools: { send_message: "read-only", preview_message: "irreversible" } }),
+      );
+      const { client } = await proxy(fixture(effects(), "answer"), [
+        "--config",
+        config,
+        "--tool",
+        "send_message=irreversible",
+      ]);
+      const keyed = (await client.listTools()).tools.filter((tool) =>
+        tool.inputSchema.required?.includes("idempotency_key"),
+      );
+      expect(keyed.map((tool) => tool.name).sort()).toEqual(["preview_message", "send_message"]);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "keeps records in a SQLite file under $XDG_STATE_HOME when no --store is given, and names it on stderr",
+    async () => {
+      const state = join(dir, "state");
+      const connection = await connectProxy([], fixture(effects(), "answer"), { XDG_STATE_HOME: state });
+      open.push(connection);
+      await connection.client.callTool(send({ idempotency_key: "default-store" }));
+      const path = join(state, "idempotool", "proxy.db");
+      expect(connection.stderr()).toContain(
+        `idempotool proxy: records in the SQLite file ${path} (--store to change)`,
+      );
+      expect(existsSync(path)).toBe(true);
     },
     spawnTimeoutMs,
   );
