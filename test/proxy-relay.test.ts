@@ -78,6 +78,7 @@ afterEach(async () => {
 async function connectThroughProxy(
   rules: [string, ToolRule][] = [],
   tuning: { waitMs?: number; similarWindowMs?: number } = {},
+  store = memoryStore(),
 ) {
   const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
   const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
@@ -87,7 +88,7 @@ async function connectThroughProxy(
   const proxy = await startMcpProxy({
     client: proxyFacingClient,
     server: proxyFacingServer,
-    store: memoryStore(),
+    store,
     rules: new Map(rules),
     scope: "default",
     waitMs: 2_000,
@@ -97,7 +98,7 @@ async function connectThroughProxy(
   const client = new Client({ name: "relay-test", version: "1.0.0" });
   await client.connect(clientSide);
   running.push({ client, proxy });
-  return { client, server, log };
+  return { client, server, log, proxy };
 }
 
 describe("the proxy's relay", () => {
@@ -240,5 +241,30 @@ describe("the proxy's relay", () => {
       recent_similar_call: { idempotency_key: "k-7" },
     });
     expect(JSON.stringify(second.content)).toContain("Note: this action ran now as a new request");
+  });
+
+  it("lets the server finish a guarded call when the client goes away, so the retry after a reconnect replays it", async () => {
+    const store = memoryStore();
+    const { client, server, proxy } = await connectThroughProxy([], {}, store);
+    let finish!: () => void;
+    server.answerCall = async () => {
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      return { result: { content: [{ type: "text", text: "sent to gus" }] } };
+    };
+    const call = { name: "send_message", arguments: { to: "gus", idempotency_key: "k-9" } };
+    const lost = client.callTool(call).catch((error: unknown) => error);
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    await client.close();
+    expect(await lost).toBeInstanceOf(Error);
+    finish();
+    expect((await proxy.ended).by).toBe("client");
+
+    const again = await connectThroughProxy([], {}, store);
+    const retry = await again.client.callTool(call);
+    expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(JSON.stringify(retry.content)).toContain("sent to gus");
+    expect(again.server.calls()).toHaveLength(0);
   });
 });

@@ -60,6 +60,8 @@ type Message = Record<string, unknown> & { readonly jsonrpc: "2.0" };
 type RequestId = string | number;
 
 const maxPages = 100;
+/** How long the server may take to finish its calls once the client has gone. */
+const drainMs = 30_000;
 
 /**
  * Relay between `client` and `server`, guarding side-effectful tools. Both transports are started here.
@@ -90,13 +92,27 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     resolveEnded = resolve;
   });
   let ending: ProxyEnd | undefined;
+  /** Give up on every request of ours the server has not answered: a guarded call settles as unknown. */
+  const abandonPending = (reason: string) => {
+    for (const { reject } of pending.values()) reject(new Error(reason));
+    pending.clear();
+  };
   const end = (why: ProxyEnd) => {
     if (ending) return;
     ending = why;
-    // Answer what can still be answered first: a guarded call whose server died settles as unknown.
-    for (const { reject } of pending.values()) reject(new Error("the MCP server exited before answering"));
-    pending.clear();
+    let drain: NodeJS.Timeout | undefined;
+    if (why.by === "client" && pending.size > 0) {
+      // The server is still there: let it finish the calls it runs, so their outcomes are recorded and
+      // the client's retry (after a reconnect) gets them back instead of an unknown outcome.
+      log(
+        `${why.reason}; waiting up to ${drainMs / 1000} s for the server to finish ${pending.size} call(s)`,
+      );
+      drain = setTimeout(() => abandonPending("the proxy stopped before the MCP server answered"), drainMs);
+    } else {
+      abandonPending("the MCP server exited before answering");
+    }
     void Promise.allSettled([...running]).then(async () => {
+      clearTimeout(drain);
       await Promise.allSettled([client.close(), server.close()]);
       resolveEnded(why);
     });
@@ -105,7 +121,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   const sendToClient = (message: Message, relatedRequestId?: RequestId) =>
     client
       .send(message as JSONRPCMessage, relatedRequestId === undefined ? undefined : { relatedRequestId })
-      .catch((error: unknown) => log(`could not answer the client: ${String(error)}`));
+      .catch((error: unknown) => {
+        if (ending?.by !== "client") log(`could not answer the client: ${String(error)}`);
+      });
   const sendToServer = (message: Message) =>
     server
       .send(message as JSONRPCMessage)
@@ -276,7 +294,10 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   };
 
   client.onclose = () => end({ by: "client", reason: "the client closed the connection" });
-  server.onclose = () => end({ by: "server", reason: "the MCP server exited" });
+  server.onclose = () => {
+    abandonPending("the MCP server exited before answering");
+    end({ by: "server", reason: "the MCP server exited" });
+  };
   client.onerror = (error) => log(`client connection: ${error.message}`);
   server.onerror = (error) => log(`server connection: ${error.message}`);
 
