@@ -266,11 +266,12 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   server.onmessage = (raw) => {
     const message = raw as Message;
     const id = message.id as RequestId | undefined;
-    if (message.method === undefined && typeof id === "string" && pending.has(id)) {
-      const waiter = pending.get(id)!;
+    if (message.method === undefined && typeof id === "string" && id.startsWith(idPrefix)) {
+      // An answer to a request of ours; one given up on (the proxy is stopping) goes nowhere.
+      const waiter = pending.get(id);
       pending.delete(id);
-      if (isObject(message.error)) waiter.reject(new UpstreamError(message.error as UpstreamError["error"]));
-      else waiter.resolve(message.result);
+      if (isObject(message.error)) waiter?.reject(new UpstreamError(message.error as UpstreamError["error"]));
+      else waiter?.resolve(message.result);
       return;
     }
     if (message.method === "notifications/tools/list_changed") guards = undefined;
