@@ -1,6 +1,6 @@
 /**
- * `idempotool demo` from the built bin: the MCP, LangGraph and HTTP rows run on the demo's SQLite store
- * and hold, and a user without one of those frameworks gets that row skipped, not a failed demo.
+ * `idempotool demo` from the built bin: the MCP, proxy, LangGraph and HTTP rows run on the demo's SQLite
+ * store and hold, and a user without one of those frameworks gets that row skipped, not a failed demo.
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -13,7 +13,12 @@ import { afterAll, describe, expect, it } from "vitest";
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..");
 const bin = join(root, "dist/cli/main.js");
-const rows = ["MCP: client re-sends tools/call", "LangGraph: resume re-runs the node", "HTTP: response lost"];
+const rows = [
+  "MCP: client re-sends tools/call",
+  "Proxy: keyless MCP server, re-send",
+  "LangGraph: resume re-runs the node",
+  "HTTP: response lost",
+];
 
 /** The table row that starts with `source`, or undefined. */
 const rowOf = (stdout: string, source: string) => stdout.split("\n").find((line) => line.startsWith(source));
@@ -24,7 +29,7 @@ describe("idempotool demo: the integration rows", () => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
-  it("runs the MCP, LangGraph and HTTP rows, each sending one email, and exits 0", async () => {
+  it("runs the MCP, proxy, LangGraph and HTTP rows, each sending one email, and exits 0", async () => {
     // execFile rejects on a non-zero exit, so resolving is the exit-0 check.
     const { stdout } = await run(process.execPath, [bin, "demo"], { cwd: root });
     for (const source of rows) {

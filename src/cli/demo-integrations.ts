@@ -1,9 +1,11 @@
 /**
- * The demo's integration rows (MCP, LangGraph, HTTP): what they share, and how they are loaded.
+ * The demo's integration rows (MCP, the MCP proxy, LangGraph, HTTP): what they share, and how they are
+ * loaded.
  *
- * Each row lives in its own module that imports its framework at the top (demo-mcp.ts, demo-langgraph.ts,
- * demo-http.ts). The frameworks are optional peers, so the demo loads each module with a dynamic
- * `import()` and shows the row as skipped when its framework is not installed. This module imports none.
+ * Each row lives in its own module that imports its framework at the top (demo-mcp.ts, demo-proxy.ts,
+ * demo-langgraph.ts, demo-http.ts). The frameworks are optional peers, so the demo loads each module with
+ * a dynamic `import()` and shows the row as skipped when its framework is not installed. This module
+ * imports none.
  * @module
  */
 import { appendFileSync } from "node:fs";
@@ -33,6 +35,11 @@ export const integrations: readonly Integration[] = [
     source: "MCP: client re-sends tools/call",
     install: "@modelcontextprotocol/sdk and zod",
     load: async () => (await import("./demo-mcp.js")).runMcpRow,
+  },
+  {
+    source: "Proxy: keyless MCP server, re-send",
+    install: "@modelcontextprotocol/sdk and zod",
+    load: async () => (await import("./demo-proxy.js")).runProxyRow,
   },
   {
     source: "LangGraph: resume re-runs the node",

@@ -15,6 +15,7 @@ import { runDemo } from "./demo.js";
 import { ExitCode, reportError } from "./errors.js";
 import { inspectCommand } from "./inspect-command.js";
 import { type OutputStream, printable } from "./output.js";
+import { proxyCommand } from "./proxy-command.js";
 import { purgeCommand } from "./purge-command.js";
 import { reconcileCommand } from "./reconcile-command.js";
 import { scrub, secretsIn } from "./redact.js";
@@ -40,6 +41,7 @@ Examples:
   $ idempotool audit tools.json
   $ idempotool audit --mcp "npx -y @modelcontextprotocol/server-memory"
   $ idempotool chaos ./src/tools.ts#sendEmail --args '{"to":"alice@example.com"}'
+  $ idempotool proxy -- npx -y @modelcontextprotocol/server-filesystem ./notes
 
 Exit codes: 0 all good; 1 the command found a problem (a tool without a key, a double effect);
 2 it could not run (bad usage or input, an unreachable server or store). --debug prints stack traces.`;
@@ -77,6 +79,7 @@ export function buildProgram(context: CommandContext): Command {
   auditCommand(program.command("audit"), context);
   chaosCommand(program.command("chaos"), context);
   inspectCommand(program.command("inspect"), context);
+  proxyCommand(program.command("proxy"), context);
   purgeCommand(program.command("purge"), context);
   reconcileCommand(program.command("reconcile"), context);
   for (const command of commandTree(program)) {

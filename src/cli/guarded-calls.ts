@@ -1,0 +1,130 @@
+/**
+ * What the proxy answers a `tools/call` on a guarded tool with: the key read from the request (and
+ * taken out of it), the call run through `idempotent()` on the store, and the outcome in the words an
+ * `idempotool/mcp` tool uses (replay note, conflict, in flight, outcome unknown, near-duplicate hint).
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { idempotent } from "../core/idempotent.js";
+import type { Effect } from "../core/options.js";
+import { notExecuted } from "../core/outcomes.js";
+import type { IdempotencyStore } from "../core/store.js";
+import { callKey } from "../mcp/call-key.js";
+import { keyRequiredMessage } from "../mcp/key-description.js";
+import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
+
+/** A JSON-RPC error the server answered a request with. */
+export class UpstreamError extends Error {
+  override name = "UpstreamError";
+  constructor(readonly error: { code: number; message: string; data?: unknown }) {
+    super(error.message);
+  }
+}
+
+/**
+ * JSON-RPC errors that mean the server refused the call before running it (bad JSON, a bad request, no
+ * such method, bad arguments): the key is released and a retry may run. Any other error may have come
+ * after the effect, so the effect class judges it.
+ */
+const refusedCodes = new Set([-32700, -32600, -32601, -32602]);
+
+export interface GuardedCallOptions {
+  readonly store: IdempotencyStore;
+  readonly ttlMs?: number | undefined;
+  readonly leaseMs?: number | undefined;
+  readonly waitMs?: number | undefined;
+  /** The near-duplicate hint's window (ms): the same arguments under a new key. Default: off. */
+  readonly similarWindowMs?: number | undefined;
+  /**
+   * Send the call to the server and resolve with its result; reject with an {@link UpstreamError} when
+   * it answers with an error, with anything else when no answer came.
+   */
+  readonly forward: (params: Record<string, unknown>) => Promise<unknown>;
+}
+
+/** The body of a JSON-RPC answer: a result, or the server's own error passed on as it was. */
+export type CallAnswer = { readonly result: CallToolResult } | { readonly error: UpstreamError["error"] };
+
+/** Answers guarded calls; it keeps one `idempotent()` per tool and effect class. */
+export type GuardedCalls = (
+  name: string,
+  effect: Effect,
+  params: Record<string, unknown>,
+  scope: string,
+) => Promise<CallAnswer>;
+
+/** One request on its way through idempotent(): its `_meta`, and how the forward ended if it threw. */
+interface CallState {
+  readonly meta: Record<string, unknown> | undefined;
+  thrown?: ThrownKind;
+}
+
+/**
+ * Make the function that answers guarded calls. It never throws: every failure is an answer.
+ * @example
+ * const answer = guardedCalls({ store, forward: (params) => sendToServer("tools/call", params) });
+ * const { result } = await answer("send_email", "irreversible", { arguments: { to: "a", idempotency_key: "k" } }, "default");
+ */
+export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
+  const tools = new Map<string, ReturnType<typeof wrap>>();
+  // idempotent() hands the tool the very arguments object it was called with, so the tool finds its
+  // request's `_meta` here.
+  const calls = new WeakMap<object, CallState>();
+
+  const wrap = (name: string, effect: Effect) =>
+    idempotent<Record<string, unknown>, CallToolResult>(
+      async (args) => {
+        const call = calls.get(args);
+        if (!call) throw new Error("idempotool proxy: a call reached the server without its request");
+        const meta = call.meta && Object.keys(call.meta).length > 0 ? { _meta: call.meta } : {};
+        try {
+          return (await options.forward({ name, arguments: args, ...meta })) as CallToolResult;
+        } catch (error) {
+          if (error instanceof UpstreamError && refusedCodes.has(error.error.code)) {
+            call.thrown = "not_executed";
+            throw notExecuted(error);
+          }
+          call.thrown = "error";
+          throw error;
+        }
+      },
+      {
+        name,
+        store: options.store,
+        effect,
+        ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+        ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+        ...(options.similarWindowMs === undefined
+          ? {}
+          : {
+              similar: { fields: (args: Record<string, unknown>) => args, windowMs: options.similarWindowMs },
+            }),
+      },
+    );
+
+  return async (name, effect, params, scope) => {
+    const id = `${effect}\u0000${name}`;
+    let tool = tools.get(id);
+    if (!tool) {
+      tool = wrap(name, effect);
+      tools.set(id, tool);
+    }
+    let parsed: ReturnType<typeof callKey>;
+    try {
+      parsed = callKey(params.arguments, params._meta);
+      if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyRequiredMessage);
+    } catch (error) {
+      return { result: errorResult(error, "", undefined, effect) };
+    }
+    const call: CallState = { meta: parsed.meta };
+    calls.set(parsed.args, call);
+    try {
+      return { result: envelopeResult(await tool(parsed.args, { key: parsed.key, scope })) };
+    } catch (error) {
+      // The server refused the call and nothing is recorded: its error goes to the client as it was.
+      if (error instanceof UpstreamError && call.thrown === "not_executed") return { error: error.error };
+      return { result: errorResult(error, parsed.key, call.thrown, tool.effect) };
+    }
+  };
+}

@@ -1,0 +1,346 @@
+/**
+ * The proxy itself: JSON-RPC messages relayed between an MCP client and an MCP server, as they are,
+ * except `tools/list` results (guarded tools gain a required `idempotency_key`) and `tools/call`
+ * requests for guarded tools, which go through `idempotent()` on the store. Relaying the raw messages
+ * keeps everything else (initialize and capabilities, resources, prompts, notifications, progress,
+ * cancellation, requests the server makes of the client, errors) exactly what the two sides said.
+ */
+import { randomUUID } from "node:crypto";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { defaults } from "../core/options.js";
+import type { IdempotencyStore } from "../core/store.js";
+import { guardedCalls, UpstreamError } from "./guarded-calls.js";
+import {
+  type Guard,
+  guardedTool,
+  guardOf,
+  type ListedTool,
+  type ToolRules,
+  unknownToolsIn,
+} from "./proxy-tools.js";
+
+export interface McpProxyOptions {
+  /** The connection to the MCP client (the proxy is its server). */
+  readonly client: Transport;
+  /** The connection to the real MCP server (the proxy is its client). */
+  readonly server: Transport;
+  readonly store: IdempotencyStore;
+  /** The user's word on named tools; the others are classified. */
+  readonly rules: ToolRules;
+  /** The namespace this connection's keys live in; a function is asked at each call. */
+  readonly scope: string | (() => string);
+  readonly ttlMs?: number | undefined;
+  readonly leaseMs?: number | undefined;
+  readonly waitMs?: number | undefined;
+  /**
+   * The near-duplicate hint: when a guarded call under a new key has the same arguments as one that
+   * completed within this window (ms), it still runs, and the model is told. Default: off.
+   */
+  readonly similarWindowMs?: number | undefined;
+  /** One line for the operator (stderr). */
+  readonly log: (line: string) => void;
+}
+
+/** Why the proxy stopped. */
+export interface ProxyEnd {
+  /** Which side went away first, or `config` when the rules name a tool the server does not have. */
+  readonly by: "client" | "server" | "config";
+  readonly reason: string;
+}
+
+export interface McpProxy {
+  /** Settles when either side has gone (the other is closed then), with why. */
+  readonly ended: Promise<ProxyEnd>;
+  /** Close both sides. */
+  close(): Promise<void>;
+}
+
+type Message = Record<string, unknown> & { readonly jsonrpc: "2.0" };
+type RequestId = string | number;
+
+const maxPages = 100;
+/** How long the server may take to finish its calls once the client has gone. */
+const drainMs = 30_000;
+
+/**
+ * Relay between `client` and `server`, guarding side-effectful tools. Both transports are started here.
+ * @example
+ * const proxy = await startMcpProxy({ client, server, store, rules: new Map(), scope: "default", log: console.error });
+ * console.error((await proxy.ended).reason);
+ */
+export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy> {
+  const { client, server, store, rules, scope, log } = options;
+  const scopeOf = typeof scope === "function" ? scope : () => scope;
+  // Our own requests to the server carry ids no client picks, so their answers are never relayed.
+  const idPrefix = `idempotool-proxy-${randomUUID()}-`;
+  let nextId = 0;
+  const pending = new Map<string, { resolve(result: unknown): void; reject(error: unknown): void }>();
+  const clientListings = new Set<RequestId>();
+  // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
+  // sends the server's progress on that request's stream.
+  const progressOwners = new Map<string | number, RequestId>();
+  const guardedRequests = new Set<RequestId>();
+  const cancelled = new Set<RequestId>();
+  const running = new Set<Promise<void>>();
+  let guards: Map<string, Guard> | undefined;
+  let listing: Promise<Map<string, Guard>> | undefined;
+  let checkedRules = false;
+
+  let resolveEnded!: (end: ProxyEnd) => void;
+  const ended = new Promise<ProxyEnd>((resolve) => {
+    resolveEnded = resolve;
+  });
+  let ending: ProxyEnd | undefined;
+  /** Give up on every request of ours the server has not answered: a guarded call settles as unknown. */
+  const abandonPending = (reason: string) => {
+    for (const { reject } of pending.values()) reject(new Error(reason));
+    pending.clear();
+  };
+  const end = (why: ProxyEnd) => {
+    if (ending) return;
+    ending = why;
+    let drain: NodeJS.Timeout | undefined;
+    if (why.by === "client" && pending.size > 0) {
+      // The server is still there: let it finish the calls it runs, so their outcomes are recorded and
+      // the client's retry (after a reconnect) gets them back instead of an unknown outcome.
+      log(
+        `${why.reason}; waiting up to ${drainMs / 1000} s for the server to finish ${pending.size} call(s)`,
+      );
+      drain = setTimeout(() => abandonPending("the proxy stopped before the MCP server answered"), drainMs);
+    } else {
+      abandonPending("the MCP server exited before answering");
+    }
+    void Promise.allSettled([...running]).then(async () => {
+      clearTimeout(drain);
+      await Promise.allSettled([client.close(), server.close()]);
+      resolveEnded(why);
+    });
+  };
+
+  const sendToClient = (message: Message, relatedRequestId?: RequestId) =>
+    client
+      .send(message as JSONRPCMessage, relatedRequestId === undefined ? undefined : { relatedRequestId })
+      .catch((error: unknown) => {
+        if (ending?.by !== "client") log(`could not answer the client: ${String(error)}`);
+      });
+  const sendToServer = (message: Message) =>
+    server
+      .send(message as JSONRPCMessage)
+      .catch((error: unknown) => log(`could not reach the server: ${String(error)}`));
+
+  /** A request of our own to the server. */
+  const request = (method: string, params: Record<string, unknown>): Promise<unknown> => {
+    if (ending) return Promise.reject(new Error("the proxy is stopping"));
+    const id = `${idPrefix}${nextId++}`;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      server.send({ jsonrpc: "2.0", id, method, params } as JSONRPCMessage).catch((error: unknown) => {
+        pending.delete(id);
+        reject(error);
+      });
+    });
+  };
+
+  /** Every tool the server lists, and how each is treated; the first full list checks the rules. */
+  const knownGuards = (): Promise<Map<string, Guard>> => {
+    if (guards) return Promise.resolve(guards);
+    listing ??= (async () => {
+      const listed: ListedTool[] = [];
+      let cursor: unknown;
+      for (let page = 0; page < maxPages; page++) {
+        const result = (await request("tools/list", cursor === undefined ? {} : { cursor })) as {
+          tools?: unknown;
+          nextCursor?: unknown;
+        };
+        if (Array.isArray(result.tools)) listed.push(...result.tools.filter(isListedTool));
+        cursor = result.nextCursor;
+        if (typeof cursor !== "string") break;
+      }
+      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules)]));
+      if (!checkedRules) {
+        checkedRules = true;
+        const unknown = unknownToolsIn(rules, listed);
+        if (unknown.length > 0) {
+          const reason =
+            `the tool rules name ${unknown.join(", ")}, which the server does not have (its tools: ` +
+            `${listed.map((tool) => tool.name).join(", ") || "none"})`;
+          end({ by: "config", reason });
+          throw new Error(reason);
+        }
+        log(summary(fresh));
+      }
+      guards = fresh;
+      return fresh;
+    })().finally(() => {
+      listing = undefined;
+    });
+    return listing;
+  };
+
+  const answerGuarded = guardedCalls({
+    store,
+    ttlMs: options.ttlMs,
+    leaseMs: options.leaseMs,
+    waitMs: options.waitMs,
+    similarWindowMs: options.similarWindowMs,
+    forward: (params) => request("tools/call", params),
+  });
+  // The window a guarded tool's key description states is the one its records use.
+  const ttlMs = options.ttlMs ?? defaults.ttlMs;
+
+  const answerCall = async (message: Message, id: RequestId): Promise<void> => {
+    const params = (isObject(message.params) ? message.params : {}) as Record<string, unknown>;
+    const name = params.name;
+    let guard: Guard | undefined;
+    if (typeof name === "string") {
+      try {
+        guard = (await knownGuards()).get(name);
+      } catch (error) {
+        if (ending) return;
+        await sendToClient({
+          jsonrpc: "2.0",
+          id,
+          error: {
+            code: -32603,
+            message: `idempotool proxy: cannot list the server's tools: ${String(error)}`,
+          },
+        });
+        return;
+      }
+    }
+    if (typeof name !== "string" || !guard?.guarded) {
+      await sendToServer(message);
+      return;
+    }
+    guardedRequests.add(id);
+    const answer = await answerGuarded(name, guard.effect, params, scopeOf());
+    guardedRequests.delete(id);
+    forgetProgress(id);
+    // A client that cancelled its request expects no answer to it.
+    if (!cancelled.delete(id)) await sendToClient({ jsonrpc: "2.0", id, ...answer });
+  };
+
+  const forgetProgress = (id: RequestId) => {
+    for (const [token, owner] of progressOwners) if (owner === id) progressOwners.delete(token);
+  };
+
+  const track = (work: Promise<void>) => {
+    running.add(work);
+    void work.finally(() => running.delete(work));
+  };
+
+  client.onmessage = (raw) => {
+    const message = raw as Message;
+    const method = typeof message.method === "string" ? message.method : undefined;
+    const id = message.id as RequestId | undefined;
+    if (method !== undefined && id !== undefined) {
+      const token = (message.params as { _meta?: { progressToken?: unknown } } | undefined)?._meta
+        ?.progressToken;
+      if (typeof token === "string" || typeof token === "number") progressOwners.set(token, id);
+      if (method === "tools/call") {
+        track(answerCall(message, id));
+        return;
+      }
+      if (method === "tools/list") clientListings.add(id);
+    } else if (method === "notifications/cancelled") {
+      const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
+      // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
+      if (cancelledId !== undefined && guardedRequests.has(cancelledId)) {
+        cancelled.add(cancelledId);
+        return;
+      }
+    }
+    void sendToServer(message);
+    if (method === "notifications/initialized") {
+      // Learn the tools now, so a rule naming a tool the server lacks stops the proxy at once.
+      track(
+        knownGuards().then(
+          () => undefined,
+          () => undefined,
+        ),
+      );
+    }
+  };
+
+  server.onmessage = (raw) => {
+    const message = raw as Message;
+    const id = message.id as RequestId | undefined;
+    if (message.method === undefined && typeof id === "string" && id.startsWith(idPrefix)) {
+      // An answer to a request of ours; one given up on (the proxy is stopping) goes nowhere.
+      const waiter = pending.get(id);
+      pending.delete(id);
+      if (isObject(message.error)) waiter?.reject(new UpstreamError(message.error as UpstreamError["error"]));
+      else waiter?.resolve(message.result);
+      return;
+    }
+    if (message.method === "notifications/tools/list_changed") guards = undefined;
+    if (message.method === "notifications/progress") {
+      const token = (message.params as { progressToken?: string | number } | undefined)?.progressToken;
+      const owner = token === undefined ? undefined : progressOwners.get(token);
+      void sendToClient(message, owner);
+      return;
+    }
+    if (message.method === undefined && id !== undefined) forgetProgress(id);
+    if (
+      message.method === undefined &&
+      id !== undefined &&
+      clientListings.delete(id) &&
+      isObject(message.result)
+    ) {
+      void sendToClient({ ...message, result: withGuards(message.result, rules, ttlMs) });
+      return;
+    }
+    void sendToClient(message);
+  };
+
+  client.onclose = () => end({ by: "client", reason: "the client closed the connection" });
+  server.onclose = () => {
+    abandonPending("the MCP server exited before answering");
+    end({ by: "server", reason: "the MCP server exited" });
+  };
+  client.onerror = (error) => log(`client connection: ${error.message}`);
+  server.onerror = (error) => log(`server connection: ${error.message}`);
+
+  await server.start();
+  await client.start();
+  return {
+    ended,
+    close: async () => {
+      end({ by: "client", reason: "stopped" });
+      await ended;
+    },
+  };
+}
+
+/** A `tools/list` result with each guarded tool given its key. */
+function withGuards(
+  result: Record<string, unknown>,
+  rules: ToolRules,
+  ttlMs: number,
+): Record<string, unknown> {
+  if (!Array.isArray(result.tools)) return result;
+  return {
+    ...result,
+    tools: result.tools.map((tool: unknown) =>
+      isListedTool(tool) && guardOf(tool, rules).guarded ? guardedTool(tool, ttlMs) : tool,
+    ),
+  };
+}
+
+function summary(guards: Map<string, Guard>): string {
+  const guarded = [...guards].filter(([, guard]) => guard.guarded).map(([name]) => name);
+  const passed = [...guards].filter(([, guard]) => !guard.guarded).map(([name]) => name);
+  return (
+    `guarding ${guarded.length} of ${guards.size} tools (${guarded.join(", ") || "none"}); ` +
+    `passing through ${passed.join(", ") || "none"}`
+  );
+}
+
+function isListedTool(value: unknown): value is ListedTool {
+  return isObject(value) && typeof value.name === "string";
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,270 @@
+/**
+ * The proxy's relay, in one process: a real SDK Client on one side, a scripted server on the other (it
+ * answers raw JSON-RPC and keeps every message it got), so a test sees exactly what crossed the proxy.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { type McpProxy, startMcpProxy } from "../src/cli/mcp-proxy.js";
+import type { ToolRule } from "../src/cli/proxy-tools.js";
+import { memoryStore } from "../src/index.js";
+import { MetaKey } from "../src/mcp/index.js";
+
+type Raw = Record<string, unknown> & {
+  id?: string | number;
+  method?: string;
+  params?: Record<string, unknown>;
+};
+
+/** A server that answers from a script and records what it was sent. */
+class ScriptedServer {
+  readonly received: Raw[] = [];
+  tools: Record<string, unknown>[] = [
+    { name: "send_message", inputSchema: { type: "object", properties: { to: { type: "string" } } } },
+    { name: "get_message", inputSchema: { type: "object" }, annotations: { readOnlyHint: true } },
+  ];
+  /** How a tools/call is answered; a promise that never settles holds the call. */
+  answerCall: (request: Raw) => Promise<Raw> = async () => ({
+    result: { content: [{ type: "text", text: "sent" }] },
+  });
+  constructor(readonly transport: InMemoryTransport) {
+    transport.onmessage = (message) => void this.receive(message as Raw);
+  }
+  private async receive(message: Raw): Promise<void> {
+    this.received.push(message);
+    if (message.id === undefined || message.method === undefined) return;
+    const answer = await this.answer(message);
+    await this.transport.send({ jsonrpc: "2.0", id: message.id, ...answer } as JSONRPCMessage);
+  }
+  private async answer(message: Raw): Promise<Raw> {
+    switch (message.method) {
+      case "initialize":
+        return {
+          result: {
+            protocolVersion: message.params?.protocolVersion,
+            capabilities: { tools: { listChanged: true } },
+            serverInfo: { name: "scripted", version: "1.0.0" },
+          },
+        };
+      case "tools/list":
+        return { result: { tools: this.tools } };
+      case "tools/call":
+        return this.answerCall(message);
+      default:
+        return { error: { code: -32601, message: `no ${message.method}` } };
+    }
+  }
+  calls(): Raw[] {
+    return this.received.filter((message) => message.method === "tools/call");
+  }
+  notify(method: string): Promise<void> {
+    return this.transport.send({ jsonrpc: "2.0", method } as JSONRPCMessage);
+  }
+}
+
+function metaOf(result: { _meta?: Record<string, unknown> | undefined }, key: string) {
+  return result._meta?.[key] as { was_replay?: boolean; code?: string } | undefined;
+}
+
+const running: { client: Client; proxy: McpProxy }[] = [];
+afterEach(async () => {
+  for (const { client, proxy } of running.splice(0)) {
+    await client.close();
+    await proxy.close();
+  }
+});
+
+async function connectThroughProxy(
+  rules: [string, ToolRule][] = [],
+  tuning: { waitMs?: number; similarWindowMs?: number } = {},
+  store = memoryStore(),
+) {
+  const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
+  const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
+  const server = new ScriptedServer(serverSide);
+  await serverSide.start();
+  const log: string[] = [];
+  const proxy = await startMcpProxy({
+    client: proxyFacingClient,
+    server: proxyFacingServer,
+    store,
+    rules: new Map(rules),
+    scope: "default",
+    waitMs: 2_000,
+    ...tuning,
+    log: (line) => log.push(line),
+  });
+  const client = new Client({ name: "relay-test", version: "1.0.0" });
+  await client.connect(clientSide);
+  running.push({ client, proxy });
+  return { client, server, log, proxy };
+}
+
+describe("the proxy's relay", () => {
+  it("sends the call upstream without the key, in the arguments or in _meta, and keeps the rest of _meta", async () => {
+    const { client, server } = await connectThroughProxy();
+    await client.callTool({
+      name: "send_message",
+      arguments: { to: "alice", idempotency_key: "k-1" },
+      _meta: { idempotencyKey: "k-1", trace: "t-9" },
+    });
+    const [call] = server.calls();
+    expect(call?.params).toEqual({
+      name: "send_message",
+      arguments: { to: "alice" },
+      _meta: { trace: "t-9" },
+    });
+    // The proxy's own request id, never the client's: answers to it are the proxy's to read.
+    expect(String(call?.id)).toMatch(/^idempotool-proxy-/);
+  });
+
+  it("relays read tools' calls with the client's own request, untouched", async () => {
+    const { client, server } = await connectThroughProxy();
+    await client.callTool({ name: "get_message", arguments: { id: "m-1", idempotency_key: "x" } });
+    expect(server.calls()[0]?.params).toEqual({
+      name: "get_message",
+      arguments: { id: "m-1", idempotency_key: "x" },
+    });
+    expect(typeof server.calls()[0]?.id).toBe("number");
+  });
+
+  it("does not pass a cancellation of a guarded call on, so the call completes and the retry replays it", async () => {
+    const { client, server } = await connectThroughProxy();
+    let finish!: () => void;
+    const held = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    server.answerCall = async () => {
+      await held;
+      return { result: { content: [{ type: "text", text: "sent once" }] } };
+    };
+    const abort = new AbortController();
+    const first = client.callTool(
+      { name: "send_message", arguments: { to: "bob", idempotency_key: "k-2" } },
+      undefined,
+      {
+        signal: abort.signal,
+      },
+    );
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    abort.abort("the user gave up");
+    await expect(first).rejects.toThrow();
+    finish();
+    const retry = await client.callTool({
+      name: "send_message",
+      arguments: { to: "bob", idempotency_key: "k-2" },
+    });
+    expect(server.received.filter((message) => message.method === "notifications/cancelled")).toEqual([]);
+    expect(server.calls()).toHaveLength(1);
+    expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(true);
+  });
+
+  it("hands a server's refusal (invalid params) back as it was, and releases the key for a corrected retry", async () => {
+    const { client, server } = await connectThroughProxy();
+    server.answerCall = async () => ({ error: { code: -32602, message: "to: required" } });
+    await expect(
+      client.callTool({ name: "send_message", arguments: { idempotency_key: "k-3" } }),
+    ).rejects.toThrow("to: required");
+    server.answerCall = async () => ({ result: { content: [{ type: "text", text: "sent" }] } });
+    const corrected = await client.callTool({
+      name: "send_message",
+      arguments: { to: "carol", idempotency_key: "k-4" },
+    });
+    expect(corrected.isError).toBeFalsy();
+    const again = await client.callTool({ name: "send_message", arguments: { idempotency_key: "k-3" } });
+    expect(again.isError).toBeFalsy();
+    expect(server.calls()).toHaveLength(3);
+  });
+
+  it("judges any other server error by the effect class: unknown under irreversible", async () => {
+    const { client, server } = await connectThroughProxy();
+    server.answerCall = async () => ({ error: { code: -32603, message: "SMTP timed out" } });
+    const result = await client.callTool({
+      name: "send_message",
+      arguments: { to: "dan", idempotency_key: "k-5" },
+    });
+    expect(result.isError).toBe(true);
+    expect(metaOf(result, MetaKey.error)?.code).toBe("outcome_unknown");
+    const retry = await client.callTool({
+      name: "send_message",
+      arguments: { to: "dan", idempotency_key: "k-5" },
+    });
+    expect(metaOf(retry, MetaKey.error)?.code).toBe("outcome_unknown");
+    expect(server.calls()).toHaveLength(1);
+  });
+
+  it("learns tools the server adds after telling the client its list changed", async () => {
+    const { client, server, log } = await connectThroughProxy();
+    await client.listTools();
+    server.tools = [...server.tools, { name: "charge_card", inputSchema: { type: "object" } }];
+    await server.notify("notifications/tools/list_changed");
+    const charge = { name: "charge_card", arguments: { cents: 500, idempotency_key: "c-1" } };
+    await client.callTool(charge);
+    const again = await client.callTool(charge);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls()).toHaveLength(1);
+    expect(log[0]).toBe("guarding 1 of 2 tools (send_message); passing through get_message");
+  });
+
+  it("tells a repeat that the first call is still running once --wait has passed, and runs nothing", async () => {
+    const { client, server } = await connectThroughProxy([], { waitMs: 50 });
+    let finish!: () => void;
+    server.answerCall = async () => {
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      return { result: { content: [{ type: "text", text: "sent" }] } };
+    };
+    const call = { name: "send_message", arguments: { to: "erin", idempotency_key: "k-6" } };
+    const first = client.callTool(call);
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const repeat = await client.callTool(call);
+    expect(repeat.isError).toBe(true);
+    expect(metaOf(repeat, MetaKey.error)?.code).toBe("idempotency_key_in_use");
+    expect(JSON.stringify(repeat.content)).toContain("In progress: an earlier call with idempotency_key");
+    finish();
+    expect(metaOf(await first, MetaKey.envelope)?.was_replay).toBe(false);
+    expect(server.calls()).toHaveLength(1);
+  });
+
+  it("with the near-duplicate hint on, runs the same arguments under a new key and tells the model", async () => {
+    const { client, server } = await connectThroughProxy([], { similarWindowMs: 60_000 });
+    await client.callTool({ name: "send_message", arguments: { to: "fay", idempotency_key: "k-7" } });
+    const second = await client.callTool({
+      name: "send_message",
+      arguments: { to: "fay", idempotency_key: "k-8" },
+    });
+    expect(server.calls()).toHaveLength(2);
+    expect(second._meta?.[MetaKey.envelope]).toMatchObject({
+      was_replay: false,
+      recent_similar_call: { idempotency_key: "k-7" },
+    });
+    expect(JSON.stringify(second.content)).toContain("Note: this action ran now as a new request");
+  });
+
+  it("lets the server finish a guarded call when the client goes away, so the retry after a reconnect replays it", async () => {
+    const store = memoryStore();
+    const { client, server, proxy } = await connectThroughProxy([], {}, store);
+    let finish!: () => void;
+    server.answerCall = async () => {
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      return { result: { content: [{ type: "text", text: "sent to gus" }] } };
+    };
+    const call = { name: "send_message", arguments: { to: "gus", idempotency_key: "k-9" } };
+    const lost = client.callTool(call).catch((error: unknown) => error);
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    await client.close();
+    expect(await lost).toBeInstanceOf(Error);
+    finish();
+    expect((await proxy.ended).by).toBe("client");
+
+    const again = await connectThroughProxy([], {}, store);
+    const retry = await again.client.callTool(call);
+    expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(JSON.stringify(retry.content)).toContain("sent to gus");
+    expect(again.server.calls()).toHaveLength(0);
+  });
+});
