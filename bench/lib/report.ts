@@ -116,9 +116,8 @@ export function targetsTable(results: readonly TargetResult[]): string {
 
 /**
  * The same SQLite rows on the two drivers, node:sqlite over better-sqlite3 (above 1: node:sqlite is faster).
- * Each driver's group runs on its own, one after the other, so these compare medians of repetitions a few
- * seconds apart, not interleaved pairs; CPU time per call moves least with the machine's load. Undefined when
- * the run did not measure both.
+ * Both drivers' groups run interleaved (one family), so each ratio is the median of per-repetition ratios,
+ * as within a group. Undefined when the run did not measure both.
  */
 export function driversTable(cells: readonly Cell[]): string | undefined {
   const node = sqliteBackendNames[SqliteDriver.node];

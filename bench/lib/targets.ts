@@ -4,7 +4,7 @@
  */
 import { type BackendName, SqliteDriver, sqliteBackendNames } from "./backends/backend.js";
 import { median } from "./measure.js";
-import type { Cell } from "./runner.js";
+import { type Cell, interleaved } from "./runner.js";
 import { type SubjectName, Workload } from "./subject.js";
 
 export interface TargetResult {
@@ -195,7 +195,7 @@ const usable = (cell: Cell | undefined): cell is Cell =>
 /** The other side's p50 latency over idempotool's (the best, i.e. lowest, of several), paired like {@link ratio}. */
 export function p50Ratio(ours: Cell, theirs: readonly Cell[]): number {
   const reps = Math.min(ours.samples.length, ...theirs.map((t) => t.samples.length));
-  const paired = theirs.every((t) => t.backend === ours.backend && t.workload === ours.workload);
+  const paired = theirs.every((t) => interleaved(t, ours));
   if (paired && reps > 0) {
     return median(
       Array.from(
@@ -208,11 +208,9 @@ export function p50Ratio(ours: Cell, theirs: readonly Cell[]): number {
   return best / median(ours.samples.map((s) => s.p50Us));
 }
 
-/** idempotool's ops/s over the other side's, paired per repetition when both ran in one group. */
+/** idempotool's ops/s over the other side's, paired per repetition when they ran interleaved. */
 export function ratio(ours: Cell, theirs: readonly Cell[]): number {
-  const paired = theirs.every(
-    (t) => t.backend === ours.backend && t.workload === ours.workload && t.concurrency === ours.concurrency,
-  );
+  const paired = theirs.every((t) => interleaved(t, ours));
   const reps = Math.min(ours.samples.length, ...theirs.map((t) => t.samples.length));
   if (paired && reps > 0) {
     const per = Array.from({ length: reps }, (_, i) => {

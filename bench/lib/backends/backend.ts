@@ -33,6 +33,12 @@ export const sqliteBackendNames = {
 /** One row group of the table: subjects measured side by side (interleaved) on one backend. */
 export interface Backend {
   readonly name: BackendName;
+  /**
+   * Backends of one family (the same store on each SQLite driver) run together: each workload and
+   * concurrency's repetitions interleave all their subjects, so the backends compare repetition by
+   * repetition, as the subjects of one backend do. Default: the backend alone.
+   */
+  readonly family?: string;
   readonly description: string;
   readonly concurrencies: readonly number[];
   readonly subjects: readonly Subject[];

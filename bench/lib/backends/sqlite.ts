@@ -191,6 +191,7 @@ export function sqliteBackends(
       backends: [
         {
           name: names.store,
+          family: "sqlite",
           description: `${driver}, one file, WAL, synchronous=NORMAL`,
           concurrencies: defaultConcurrencies,
           subjects: [
@@ -201,6 +202,7 @@ export function sqliteBackends(
         },
         {
           name: names.tiered,
+          family: "tiered-sqlite",
           description: `tieredStore (LRU 10 000) in front of sqliteStore on the same ${driver} file`,
           concurrencies: defaultConcurrencies,
           subjects: [
