@@ -5,6 +5,7 @@
  * bench/results/<timestamp>.json. It measures the BUILT library (dist/, or --lib), not the TypeScript source.
  *
  *   npm run bench -- --quick                      a smoke run
+ *   npm run bench -- --node 22                    on Node 22 (default 24; scripts/bench.sh starts it)
  *   npm run bench -- --store memory,sqlite --workload replay
  *   npm run bench -- --scale                      also 1 M records and purge cost (slow: minutes)
  */
@@ -12,7 +13,15 @@ import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Backend, type BackendName, type BackendSetup, Skip } from "./lib/backends/backend.js";
+import {
+  type Backend,
+  type BackendName,
+  type BackendSetup,
+  backendNames,
+  Skip,
+  SqliteDriver,
+  sqliteBackendNames,
+} from "./lib/backends/backend.js";
 import { memoryBackend } from "./lib/backends/memory.js";
 import { postgresBackends } from "./lib/backends/postgres.js";
 import { redisBackends } from "./lib/backends/redis.js";
@@ -21,12 +30,12 @@ import { loadLibrary } from "./lib/library.js";
 import { machine } from "./lib/machine.js";
 import { type BenchOptions, parseOptions, usage } from "./lib/options.js";
 import { progress } from "./lib/progress.js";
-import { resultsTable, type SkippedRow, targetsTable } from "./lib/report.js";
+import { driversTable, resultsTable, type SkippedRow, targetsTable } from "./lib/report.js";
 import {
   type Cell,
   keyMaker,
   plannedSteps,
-  runBackend,
+  runBackends,
   type SanityResult,
   sanityCheck,
   summarize,
@@ -44,6 +53,13 @@ async function main(): Promise<number> {
     return 0;
   }
   const options: BenchOptions = parsed;
+  const nodeMajor = Number(process.versions.node.split(".")[0]);
+  if (options.node !== undefined && options.node !== nodeMajor) {
+    throw new Error(
+      `--node ${options.node}, but this is Node ${process.version}: npm run bench starts the Node it names ` +
+        `(or run scripts/node.sh ${options.node} --with-better-sqlite3 --expose-gc --import tsx bench/run.ts)`,
+    );
+  }
   // tsx turns source maps on for the bench's own TypeScript; the measured library is plain JS, and no
   // stack trace it (or an anchor) builds should pay for source-map lookups.
   process.setSourceMapsEnabled(false);
@@ -102,9 +118,12 @@ async function main(): Promise<number> {
   try {
     if (!options.scaleOnly) {
       await attempt(["memory"], () => memoryBackend(lib, candidate));
-      await attempt(["sqlite", "tiered-sqlite"], () =>
-        sqliteBackends(lib, path.join(root, "bench", "tmp", `${tag}.db`), fingerprint, candidate),
-      );
+      for (const driver of Object.values(SqliteDriver)) {
+        const file = path.join(root, "bench", "tmp", `${tag}-${driver.replace(/\W/g, "-")}.db`);
+        await attempt(Object.values(sqliteBackendNames[driver]), () =>
+          sqliteBackends(lib, driver, file, fingerprint, candidate),
+        );
+      }
       await attempt(["redis", "tiered-redis"], () =>
         redisBackends(
           lib,
@@ -120,7 +139,11 @@ async function main(): Promise<number> {
       await attempt(["postgres"], () =>
         postgresBackends(lib, { url: options.pgUrl, tag, fingerprint }, candidate),
       );
-      const backends: Backend[] = setups.flatMap((s) => s.backends).filter((b) => wanted(b.name));
+      // In the order of backendNames, so the SQLite groups of both drivers run (and print) side by side.
+      const backends: Backend[] = setups
+        .flatMap((s) => s.backends)
+        .filter((b) => wanted(b.name))
+        .sort((a, b) => backendNames.indexOf(a.name) - backendNames.indexOf(b.name));
 
       for (const backend of backends) {
         for (const subject of backend.subjects) {
@@ -131,8 +154,15 @@ async function main(): Promise<number> {
         }
       }
       p.note(`sanity: ${sanity.filter((s) => s.ok).length}/${sanity.length} subjects dedupe as they must`);
-      for (const backend of backends) p.plan(plannedSteps(backend, settings));
-      for (const backend of backends) cells.push(...(await runBackend(backend, settings, nextKey, p)));
+      // A family (the same store on each SQLite driver) runs as one interleaved batch.
+      const batches: Backend[][] = [];
+      for (const backend of backends) {
+        const last = batches.at(-1);
+        if (backend.family !== undefined && last?.[0]?.family === backend.family) last.push(backend);
+        else batches.push([backend]);
+      }
+      for (const batch of batches) p.plan(plannedSteps(batch, settings));
+      for (const batch of batches) cells.push(...(await runBackends(batch, settings, nextKey, p)));
     }
   } finally {
     for (const setup of setups)
@@ -169,7 +199,6 @@ async function main(): Promise<number> {
       )} at end · ${options.reps} reps × ${options.durationMs} ms after ${options.warmupMs} ms warm-up; medians`,
     `servers: ${
       Object.entries(info)
-        .filter(([k]) => k !== "sqliteFile")
         .map(([k, v]) => `${k} ${v}`)
         .join(" · ") || "—"
     }`,
@@ -184,6 +213,16 @@ async function main(): Promise<number> {
       targetsTable(targets),
       "",
     );
+    const drivers = driversTable(cells);
+    if (drivers) {
+      lines.push(
+        "The same SQLite rows on both drivers, interleaved: node:sqlite's figure over better-sqlite3's (above 1,",
+        "node:sqlite is faster), the median of per-repetition ratios; CPU µs/call is a ratio of medians.",
+        "",
+        drivers,
+        "",
+      );
+    }
     if (candidateTargets) {
       lines.push(
         `The same targets for the candidate (${path.relative(root, candidate?.dir ?? "")}):`,

@@ -1,8 +1,10 @@
 import { parseArgs } from "node:util";
-import { type BackendName, backendNames } from "./backends/backend.js";
+import { BackendName, backendNames, SqliteDriver, sqliteBackendNames } from "./backends/backend.js";
 import { Workload } from "./subject.js";
 
 export interface BenchOptions {
+  /** The Node major the run must be on (`--node`): `npm run bench` starts that Node, and the run checks it did. */
+  readonly node: number | undefined;
   readonly quick: boolean;
   readonly stores: readonly BackendName[];
   readonly workloads: readonly Workload[];
@@ -27,10 +29,16 @@ export interface BenchOptions {
   readonly pgUrl: string;
 }
 
-export const usage = `Usage: npm run bench -- [options]     (or: node --expose-gc --import tsx bench/run.ts [options])
+export const usage = `Usage: npm run bench -- [options]
+   (or, built and on the Node of your choice:
+    scripts/node.sh 24 --with-better-sqlite3 --expose-gc --import tsx bench/run.ts [options])
 
+  --node N                 run on Node N (22 or 24; default 24), installed by scripts/node.sh if missing
   --quick                  smoke run: 3 short repetitions per cell (~1 min)
-  --store LIST             memory,sqlite,postgres,redis,tiered-sqlite,tiered-redis (default: all; "tiered" = both tiered)
+  --store LIST             memory,sqlite,tiered-sqlite,redis,tiered-redis,postgres (default: all). sqlite and
+                           tiered-sqlite run on each driver, a row group each ("sqlite (node:sqlite)",
+                           "sqlite (better-sqlite3)", …); node:sqlite or better-sqlite3 picks both groups on
+                           that driver; "tiered" = every tiered group
   --workload LIST          first,replay,contended (default: all)
   --concurrency LIST       only these concurrencies (default: 1,32; PostgreSQL also 16)
   --reps N                 timed repetitions per cell (default 5; quick 3)
@@ -49,6 +57,15 @@ export const usage = `Usage: npm run bench -- [options]     (or: node --expose-g
   --pg-url URL             default $IDEMPOTOOL_TEST_PG_URL or postgres://postgres@127.0.0.1:5432/test
 `;
 
+/** Names `--store` takes besides the row groups' own: each stands for several groups. */
+const storeAliases: Record<string, readonly BackendName[]> = {
+  sqlite: Object.values(sqliteBackendNames).map((n) => n.store),
+  "tiered-sqlite": Object.values(sqliteBackendNames).map((n) => n.tiered),
+  [SqliteDriver.node]: Object.values(sqliteBackendNames[SqliteDriver.node]),
+  [SqliteDriver.betterSqlite3]: Object.values(sqliteBackendNames[SqliteDriver.betterSqlite3]),
+  tiered: [...Object.values(sqliteBackendNames).map((n) => n.tiered), BackendName.tieredRedis],
+};
+
 function list<T extends string>(
   value: string | undefined,
   allowed: readonly T[],
@@ -56,14 +73,17 @@ function list<T extends string>(
   aliases: Record<string, readonly T[]> = {},
 ): T[] | undefined {
   if (value === undefined) return undefined;
-  return value.split(",").flatMap((raw) => {
+  const items = value.split(",").flatMap((raw) => {
     const item = raw.trim();
     if (aliases[item]) return [...aliases[item]];
     if (!(allowed as readonly string[]).includes(item)) {
-      throw new Error(`--${option}: unknown "${item}" (one of ${allowed.join(", ")})`);
+      const names = [...Object.keys(aliases), ...allowed].map((n) => (n.includes(" ") ? `"${n}"` : n));
+      throw new Error(`--${option}: unknown "${item}" (one of ${names.join(", ")})`);
     }
     return [item as T];
   });
+  // In the order of `allowed` (the order they run in), each once.
+  return allowed.filter((name) => items.includes(name));
 }
 
 function integer(value: string | undefined, option: string, fallback: number): number {
@@ -78,6 +98,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
   const { values } = parseArgs({
     args: [...argv],
     options: {
+      node: { type: "string" },
       quick: { type: "boolean", default: false },
       store: { type: "string" },
       workload: { type: "string" },
@@ -107,10 +128,9 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
   const quick = values.quick;
   const concurrencies = values.concurrency?.split(",").map((c) => integer(c.trim(), "concurrency", 1));
   return {
+    node: values.node === undefined ? undefined : integer(values.node, "node", 0),
     quick,
-    stores:
-      list(values.store, backendNames, "store", { tiered: ["tiered-sqlite", "tiered-redis"] }) ??
-      backendNames,
+    stores: list(values.store, backendNames, "store", storeAliases) ?? backendNames,
     workloads: list(values.workload, Object.values(Workload), "workload") ?? Object.values(Workload),
     concurrencies,
     reps: integer(values.reps, "reps", quick ? 3 : 5),

@@ -1,6 +1,7 @@
 /** The printed table (Markdown, so a run pastes straight into docs/benchmarks.md). */
+import { SqliteDriver, sqliteBackendNames } from "./backends/backend.js";
 import { type Cell, summarize } from "./runner.js";
-import { ratio, type TargetResult } from "./targets.js";
+import { p50Ratio, ratio, type TargetResult } from "./targets.js";
 
 export interface SkippedRow {
   readonly backend: string;
@@ -110,5 +111,63 @@ export function targetsTable(results: readonly TargetResult[]): string {
       formatRatio(t.p50Ratio),
     ]),
     [1, 2, 4],
+  );
+}
+
+/**
+ * The same SQLite rows on the two drivers, node:sqlite over better-sqlite3 (above 1: node:sqlite is faster).
+ * Both drivers' groups run interleaved (one family), so each ratio is the median of per-repetition ratios,
+ * as within a group. Undefined when the run did not measure both.
+ */
+export function driversTable(cells: readonly Cell[]): string | undefined {
+  const node = sqliteBackendNames[SqliteDriver.node];
+  const better = sqliteBackendNames[SqliteDriver.betterSqlite3];
+  const kinds = [
+    ["sqlite", node.store, better.store],
+    ["tiered-sqlite", node.tiered, better.tiered],
+  ] as const;
+  const usable = (cell: Cell | undefined): cell is Cell =>
+    cell !== undefined && !cell.error && cell.samples.length > 0;
+  const rows: string[][] = [];
+  for (const [kind, onNode, onBetter] of kinds) {
+    for (const cell of cells.filter((c) => c.backend === onNode)) {
+      const other = cells.find(
+        (c) =>
+          c.backend === onBetter &&
+          c.workload === cell.workload &&
+          c.concurrency === cell.concurrency &&
+          c.subject === cell.subject,
+      );
+      if (!usable(cell) || !usable(other)) continue;
+      const a = summarize(cell);
+      const b = summarize(other);
+      rows.push([
+        kind,
+        cell.workload,
+        String(cell.concurrency),
+        cell.subject,
+        formatOps(a.opsPerSec),
+        formatOps(b.opsPerSec),
+        formatRatio(ratio(cell, [other])),
+        formatRatio(p50Ratio(cell, [other])),
+        formatRatio(b.cpuUsPerCall / a.cpuUsPerCall),
+      ]);
+    }
+  }
+  if (rows.length === 0) return undefined;
+  return table(
+    [
+      "store",
+      "workload",
+      "c",
+      "subject",
+      "node:sqlite ops/s",
+      "better-sqlite3 ops/s",
+      "node:sqlite ÷ better-sqlite3",
+      "by p50",
+      "by CPU µs/call",
+    ],
+    rows,
+    [2, 4, 5, 6, 7, 8],
   );
 }

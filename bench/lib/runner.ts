@@ -29,6 +29,8 @@ export interface RunSettings {
 
 export interface Cell {
   readonly backend: Backend["name"];
+  /** The backends whose repetitions ran interleaved with this cell's (see Backend.family); absent: its own. */
+  readonly family?: string;
   readonly workload: Workload;
   readonly concurrency: number;
   readonly subject: SubjectName;
@@ -181,21 +183,38 @@ export async function sanityCheck(
   return { backend: backend.name, subject: subject.name, ok, checks };
 }
 
-export async function runBackend(
-  backend: Backend,
+/** Cells whose repetitions ran interleaved, one by one, so their ratios can be taken per repetition. */
+export function interleaved(a: Cell, b: Cell): boolean {
+  return (
+    (a.family ?? a.backend) === (b.family ?? b.backend) &&
+    a.workload === b.workload &&
+    a.concurrency === b.concurrency
+  );
+}
+
+/**
+ * Runs one backend, or a family of them (see Backend.family) together: for each workload and concurrency,
+ * a warm-up per subject, then the repetitions interleaved across every subject of every backend given.
+ */
+export async function runBackends(
+  backends: readonly Backend[],
   settings: RunSettings,
   nextKey: () => string,
   progress: Progress,
 ): Promise<Cell[]> {
   const cells: Cell[] = [];
-  const concurrencies = backend.concurrencies.filter(
-    (c) => settings.concurrencies === undefined || settings.concurrencies.includes(c),
+  const concurrencies = backends[0]!.concurrencies.filter(
+    (c) =>
+      (settings.concurrencies === undefined || settings.concurrencies.includes(c)) &&
+      backends.every((b) => b.concurrencies.includes(c)),
   );
+  const subjects = backends.flatMap((backend) => backend.subjects.map((subject) => ({ backend, subject })));
   for (const workload of settings.workloads) {
     for (const concurrency of concurrencies) {
-      const group = backend.subjects.map(
-        (subject): Cell => ({
+      const group = subjects.map(
+        ({ backend, subject }): Cell => ({
           backend: backend.name,
+          ...(backend.family === undefined ? {} : { family: backend.family }),
           workload,
           concurrency,
           subject: subject.name,
@@ -213,7 +232,7 @@ export async function runBackend(
         return unitFor(subject, workload, nextKey, replayKeys.get(subject) ?? []);
       };
       const one = async (index: number, durationMs: number, rep: number | undefined) => {
-        const subject = backend.subjects[index]!;
+        const { backend, subject } = subjects[index]!;
         const cell = group[index]!;
         if (cell.error) return;
         const label = `${backend.name} ${workload} c${concurrency} ${subject.name}`;
@@ -246,7 +265,8 @@ export async function runBackend(
       }
     }
   }
-  return cells;
+  // Each backend's cells together, as the table prints them.
+  return backends.flatMap((backend) => cells.filter((cell) => cell.backend === backend.name));
 }
 
 const collect = (globalThis as { gc?: () => void }).gc;
@@ -255,10 +275,13 @@ function gc(): void {
   collect?.();
 }
 
-/** How many measurements a backend will take (for progress). */
-export function plannedSteps(backend: Backend, settings: RunSettings): number {
-  const concurrencies = backend.concurrencies.filter(
-    (c) => settings.concurrencies === undefined || settings.concurrencies.includes(c),
+/** How many measurements runBackends will take for these backends (for progress). */
+export function plannedSteps(backends: readonly Backend[], settings: RunSettings): number {
+  const concurrencies = backends[0]!.concurrencies.filter(
+    (c) =>
+      (settings.concurrencies === undefined || settings.concurrencies.includes(c)) &&
+      backends.every((b) => b.concurrencies.includes(c)),
   ).length;
-  return settings.workloads.length * concurrencies * backend.subjects.length * (settings.reps + 1);
+  const subjects = backends.reduce((sum, b) => sum + b.subjects.length, 0);
+  return settings.workloads.length * concurrencies * subjects * (settings.reps + 1);
 }

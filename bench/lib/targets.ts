@@ -2,9 +2,9 @@
  * Issue 7's targets, kept as ratios measured within one run. A ratio between subjects of one group is the
  * median of the per-repetition ratios (the repetitions ran back to back, so each pair saw the same machine).
  */
-import type { BackendName } from "./backends/backend.js";
+import { type BackendName, SqliteDriver, sqliteBackendNames } from "./backends/backend.js";
 import { median } from "./measure.js";
-import type { Cell } from "./runner.js";
+import { type Cell, interleaved } from "./runner.js";
 import { type SubjectName, Workload } from "./subject.js";
 
 export interface TargetResult {
@@ -144,37 +144,43 @@ export const targets: readonly Target[] = [
       against: [floor],
     })),
   ),
-  {
-    id: "sqlite.first.vs-floor",
-    text: "sqlite first c1 ≥ 0.8 of the floor",
-    need: 0.8,
-    backend: "sqlite",
-    workload: Workload.first,
-    concurrency: 1,
-    against: [floor],
-  },
-  {
-    id: "sqlite.replay.vs-floor",
-    text: "sqlite replay c1 ≥ 0.5 of the floor",
-    need: 0.5,
-    backend: "sqlite",
-    workload: Workload.replay,
-    concurrency: 1,
-    against: [floor],
-  },
-  {
-    id: "tiered-sqlite.replay.vs-powertools-cache",
-    text: "tiered(sqlite) replay c1 ≥ 3× Powertools local cache",
-    need: 3,
-    backend: "tiered-sqlite",
-    workload: Workload.replay,
-    concurrency: 1,
-    against: ["powertools+cache"],
-    againstBackend: "tiered-redis",
-  },
+  // Each SQLite target applies to each driver: both are the same store, with the same guarantees.
+  ...Object.values(SqliteDriver).flatMap((driver): Target[] => {
+    const { store, tiered } = sqliteBackendNames[driver];
+    return [
+      {
+        id: `sqlite.${driver}.first.vs-floor`,
+        text: `${store} first c1 ≥ 0.8 of the floor`,
+        need: 0.8,
+        backend: store,
+        workload: Workload.first,
+        concurrency: 1,
+        against: [floor],
+      },
+      {
+        id: `sqlite.${driver}.replay.vs-floor`,
+        text: `${store} replay c1 ≥ 0.5 of the floor`,
+        need: 0.5,
+        backend: store,
+        workload: Workload.replay,
+        concurrency: 1,
+        against: [floor],
+      },
+      {
+        id: `tiered-sqlite.${driver}.replay.vs-powertools-cache`,
+        text: `${tiered} replay c1 ≥ 3× Powertools local cache`,
+        need: 3,
+        backend: tiered,
+        workload: Workload.replay,
+        concurrency: 1,
+        against: ["powertools+cache"],
+        againstBackend: "tiered-redis",
+      },
+    ];
+  }),
   {
     id: "tiered-redis.replay.vs-powertools-cache",
-    text: "tiered(redis) replay c1 ≥ 3× Powertools local cache",
+    text: "tiered-redis replay c1 ≥ 3× Powertools local cache",
     need: 3,
     backend: "tiered-redis",
     workload: Workload.replay,
@@ -189,7 +195,7 @@ const usable = (cell: Cell | undefined): cell is Cell =>
 /** The other side's p50 latency over idempotool's (the best, i.e. lowest, of several), paired like {@link ratio}. */
 export function p50Ratio(ours: Cell, theirs: readonly Cell[]): number {
   const reps = Math.min(ours.samples.length, ...theirs.map((t) => t.samples.length));
-  const paired = theirs.every((t) => t.backend === ours.backend && t.workload === ours.workload);
+  const paired = theirs.every((t) => interleaved(t, ours));
   if (paired && reps > 0) {
     return median(
       Array.from(
@@ -202,11 +208,9 @@ export function p50Ratio(ours: Cell, theirs: readonly Cell[]): number {
   return best / median(ours.samples.map((s) => s.p50Us));
 }
 
-/** idempotool's ops/s over the other side's, paired per repetition when both ran in one group. */
+/** idempotool's ops/s over the other side's, paired per repetition when they ran interleaved. */
 export function ratio(ours: Cell, theirs: readonly Cell[]): number {
-  const paired = theirs.every(
-    (t) => t.backend === ours.backend && t.workload === ours.workload && t.concurrency === ours.concurrency,
-  );
+  const paired = theirs.every((t) => interleaved(t, ours));
   const reps = Math.min(ours.samples.length, ...theirs.map((t) => t.samples.length));
   if (paired && reps > 0) {
     const per = Array.from({ length: reps }, (_, i) => {
