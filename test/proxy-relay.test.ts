@@ -28,6 +28,8 @@ class ScriptedServer {
   answerCall: (request: Raw) => Promise<Raw> = async () => ({
     result: { content: [{ type: "text", text: "sent" }] },
   });
+  /** How a tools/list is answered; by default from `tools` as they are when it is answered. */
+  answerList: () => Promise<Raw> = async () => ({ result: { tools: this.tools } });
   constructor(readonly transport: InMemoryTransport) {
     transport.onmessage = (message) => void this.receive(message as Raw);
   }
@@ -48,7 +50,7 @@ class ScriptedServer {
           },
         };
       case "tools/list":
-        return { result: { tools: this.tools } };
+        return this.answerList();
       case "tools/call":
         return this.answerCall(message);
       default:
@@ -266,5 +268,38 @@ describe("the proxy's relay", () => {
     expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(true);
     expect(JSON.stringify(retry.content)).toContain("sent to gus");
     expect(again.server.calls()).toHaveLength(0);
+  });
+
+  it("does not keep a tools list that went stale while it was fetched: a tool turned side-effectful is guarded", async () => {
+    const { client, server } = await connectThroughProxy();
+    // The server lists send_message as read-only; its answer is held while the server changes its mind.
+    const readOnly = server.tools.map((tool) =>
+      tool.name === "send_message" ? { ...tool, annotations: { readOnlyHint: true } } : tool,
+    );
+    const sideEffectful = server.tools;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    server.tools = readOnly;
+    await client.listTools();
+    await server.notify("notifications/tools/list_changed");
+    server.answerList = async () => {
+      const snapshot = server.tools;
+      await held;
+      return { result: { tools: snapshot } };
+    };
+    const call = { name: "send_message", arguments: { to: "hal", idempotency_key: "k-10" } };
+    const first = client.callTool(call);
+    while (server.received.filter((message) => message.method === "tools/list").length < 3) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    server.answerList = async () => ({ result: { tools: server.tools } });
+    server.tools = sideEffectful;
+    await server.notify("notifications/tools/list_changed");
+    release();
+    await first;
+    await client.callTool(call);
+    expect(server.calls()).toHaveLength(1);
   });
 });

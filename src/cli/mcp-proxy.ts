@@ -60,6 +60,8 @@ type Message = Record<string, unknown> & { readonly jsonrpc: "2.0" };
 type RequestId = string | number;
 
 const maxPages = 100;
+/** How often a tools list that changed while it was fetched is fetched again. */
+const maxRelists = 3;
 /** How long the server may take to finish its calls once the client has gone. */
 const drainMs = 30_000;
 
@@ -85,6 +87,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   const running = new Set<Promise<void>>();
   let guards: Map<string, Guard> | undefined;
   let listing: Promise<Map<string, Guard>> | undefined;
+  // Counts the server's list_changed notices: a list fetched across one may already be stale.
+  let listGeneration = 0;
   let checkedRules = false;
 
   let resolveEnded!: (end: ProxyEnd) => void;
@@ -142,20 +146,36 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     });
   };
 
+  /** Every page of the server's `tools/list`. */
+  const listTools = async (): Promise<ListedTool[]> => {
+    const listed: ListedTool[] = [];
+    let cursor: unknown;
+    for (let page = 0; page < maxPages; page++) {
+      const result = (await request("tools/list", cursor === undefined ? {} : { cursor })) as {
+        tools?: unknown;
+        nextCursor?: unknown;
+      };
+      if (Array.isArray(result.tools)) listed.push(...result.tools.filter(isListedTool));
+      cursor = result.nextCursor;
+      if (typeof cursor !== "string") break;
+    }
+    return listed;
+  };
+
   /** Every tool the server lists, and how each is treated; the first full list checks the rules. */
   const knownGuards = (): Promise<Map<string, Guard>> => {
     if (guards) return Promise.resolve(guards);
     listing ??= (async () => {
-      const listed: ListedTool[] = [];
-      let cursor: unknown;
-      for (let page = 0; page < maxPages; page++) {
-        const result = (await request("tools/list", cursor === undefined ? {} : { cursor })) as {
-          tools?: unknown;
-          nextCursor?: unknown;
-        };
-        if (Array.isArray(result.tools)) listed.push(...result.tools.filter(isListedTool));
-        cursor = result.nextCursor;
-        if (typeof cursor !== "string") break;
+      let listed: ListedTool[];
+      let current = false;
+      for (let attempt = 1; ; attempt++) {
+        const generation = listGeneration;
+        listed = await listTools();
+        current = generation === listGeneration;
+        // A tool may have turned side-effectful while the server answered: a guard decided on a stale
+        // list would pass its calls through unguarded, so list again. A server that never stops
+        // changing its list has its latest answer used, but not kept.
+        if (current || attempt >= maxRelists) break;
       }
       const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules)]));
       if (!checkedRules) {
@@ -170,7 +190,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         }
         log(summary(fresh));
       }
-      guards = fresh;
+      if (current) guards = fresh;
       return fresh;
     })().finally(() => {
       listing = undefined;
@@ -274,7 +294,10 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       else waiter?.resolve(message.result);
       return;
     }
-    if (message.method === "notifications/tools/list_changed") guards = undefined;
+    if (message.method === "notifications/tools/list_changed") {
+      guards = undefined;
+      listGeneration++;
+    }
     if (message.method === "notifications/progress") {
       const token = (message.params as { progressToken?: string | number } | undefined)?.progressToken;
       const owner = token === undefined ? undefined : progressOwners.get(token);
