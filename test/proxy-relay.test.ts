@@ -302,4 +302,13 @@ describe("the proxy's relay", () => {
     await client.callTool(call);
     expect(server.calls()).toHaveLength(1);
   });
+  it("guards a call on a tool the server did not list, so a repeat of it is not run again", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = { name: "unlisted_send", arguments: { to: "ivy", idempotency_key: "k-11" } };
+    await client.callTool(call);
+    const again = await client.callTool(call);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls()).toHaveLength(1);
+    expect(server.calls()[0]?.params).toEqual({ name: "unlisted_send", arguments: { to: "ivy" } });
+  });
 });

@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { defaults } from "../core/options.js";
+import { defaults, Effect } from "../core/options.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { guardedCalls, UpstreamError } from "./guarded-calls.js";
 import {
@@ -216,6 +216,11 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     if (typeof name === "string") {
       try {
         guard = (await knownGuards()).get(name);
+        if (guard === undefined) {
+          // The server may have added it without a list_changed notice: ask once more.
+          guards = undefined;
+          guard = (await knownGuards()).get(name) ?? unlistedGuard;
+        }
       } catch (error) {
         if (ending) return;
         await sendToClient({
@@ -335,6 +340,16 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     },
   };
 }
+
+/**
+ * A tool the server does not list is guarded: nothing says it only reads, and a server that refuses an
+ * unknown tool does so with invalid params, which frees the key.
+ */
+const unlistedGuard: Guard = {
+  guarded: true,
+  effect: Effect.irreversible,
+  why: "the server does not list it",
+};
 
 /** A `tools/list` result with each guarded tool given its key. */
 function withGuards(
