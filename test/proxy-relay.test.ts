@@ -4,7 +4,7 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { type McpProxy, startMcpProxy } from "../src/cli/mcp-proxy.js";
 import type { ToolRule } from "../src/cli/proxy-tools.js";
@@ -310,5 +310,23 @@ describe("the proxy's relay", () => {
     expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
     expect(server.calls()).toHaveLength(1);
     expect(server.calls()[0]?.params).toEqual({ name: "unlisted_send", arguments: { to: "ivy" } });
+  });
+
+  it("refuses a guarded call whose arguments are not an object, instead of running the tool on none", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = (to: string) =>
+      client.request(
+        {
+          method: "tools/call",
+          params: { name: "send_message", arguments: [to], _meta: { idempotency_key: "k-12" } },
+        },
+        CallToolResultSchema,
+      );
+    const first = await call("jon");
+    expect(first.isError).toBe(true);
+    expect(metaOf(first, MetaKey.error)?.code).toBe("invalid_arguments");
+    const second = await call("kim");
+    expect(metaOf(second, MetaKey.envelope)?.was_replay).toBeUndefined();
+    expect(server.calls()).toHaveLength(0);
   });
 });
