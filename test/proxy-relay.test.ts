@@ -8,7 +8,7 @@ import { CallToolResultSchema, type JSONRPCMessage } from "@modelcontextprotocol
 import { afterEach, describe, expect, it } from "vitest";
 import { type McpProxy, startMcpProxy } from "../src/cli/mcp-proxy.js";
 import type { ToolRule } from "../src/cli/proxy-tools.js";
-import { memoryStore } from "../src/index.js";
+import { type IdempotencyStore, memoryStore } from "../src/index.js";
 import { MetaKey } from "../src/mcp/index.js";
 
 type Raw = Record<string, unknown> & {
@@ -328,5 +328,38 @@ describe("the proxy's relay", () => {
     const second = await call("kim");
     expect(metaOf(second, MetaKey.envelope)?.was_replay).toBeUndefined();
     expect(server.calls()).toHaveLength(0);
+  });
+
+  it("frees the key of a guarded call it never sent because the client left first, so the retry runs it", async () => {
+    const store = memoryStore();
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    let claiming = false;
+    // A store slow to claim: the client goes away between the call's arrival and its claim.
+    const slow: IdempotencyStore = {
+      ...store,
+      claim: async (request) => {
+        claiming = true;
+        await gate;
+        return store.claim(request);
+      },
+    };
+    const { client, server, proxy } = await connectThroughProxy([], {}, slow);
+    const call = { name: "send_message", arguments: { to: "lee", idempotency_key: "k-13" } };
+    const lost = client.callTool(call).catch((error: unknown) => error);
+    while (!claiming) await new Promise((resolve) => setImmediate(resolve));
+    await client.close();
+    expect(await lost).toBeInstanceOf(Error);
+    openGate();
+    expect((await proxy.ended).by).toBe("client");
+    expect(server.calls()).toHaveLength(0);
+
+    const again = await connectThroughProxy([], {}, store);
+    const retry = await again.client.callTool(call);
+    expect(retry.isError).toBeFalsy();
+    expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(false);
+    expect(again.server.calls()).toHaveLength(1);
   });
 });

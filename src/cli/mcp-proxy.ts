@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { defaults, Effect } from "../core/options.js";
+import { notExecuted } from "../core/outcomes.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { guardedCalls, UpstreamError } from "./guarded-calls.js";
 import {
@@ -135,7 +136,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
 
   /** A request of our own to the server. */
   const request = (method: string, params: Record<string, unknown>): Promise<unknown> => {
-    if (ending) return Promise.reject(new Error("the proxy is stopping"));
+    // Nothing was sent: a guarded call claimed before the client left frees its key for the retry.
+    if (ending) return Promise.reject(notExecuted(new Error("the proxy is stopping")));
     const id = `${idPrefix}${nextId++}`;
     return new Promise((resolve, reject) => {
       pending.set(id, { resolve, reject });
