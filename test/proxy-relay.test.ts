@@ -362,4 +362,19 @@ describe("the proxy's relay", () => {
     expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(false);
     expect(again.server.calls()).toHaveLength(1);
   });
+
+  it("keeps guarding a tool the server relabels read-only mid-session, so a repeat the client keyed is not run again", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = { name: "send_message", arguments: { to: "max", idempotency_key: "k-14" } };
+    await client.callTool(call);
+    server.tools = server.tools.map((tool) =>
+      tool.name === "send_message" ? { ...tool, annotations: { readOnlyHint: true } } : tool,
+    );
+    await server.notify("notifications/tools/list_changed");
+    const listed = (await client.listTools()).tools.find((tool) => tool.name === "send_message");
+    expect(listed?.inputSchema.required).toContain("idempotency_key");
+    const again = await client.callTool(call);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls()).toHaveLength(1);
+  });
 });

@@ -88,6 +88,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   const running = new Set<Promise<void>>();
   let guards: Map<string, Guard> | undefined;
   let listing: Promise<Map<string, Guard>> | undefined;
+  // Every tool guarded so far: a later list that calls one read-only does not unguard it.
+  const guardedBefore = new Set<string>();
   // Counts the server's list_changed notices: a list fetched across one may already be stale.
   let listGeneration = 0;
   let checkedRules = false;
@@ -179,7 +181,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         // changing its list has its latest answer used, but not kept.
         if (current || attempt >= maxRelists) break;
       }
-      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules)]));
+      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules, guardedBefore)]));
+      for (const [name, guard] of fresh) if (guard.guarded) guardedBefore.add(name);
       if (!checkedRules) {
         checkedRules = true;
         const unknown = unknownToolsIn(rules, listed);
@@ -318,7 +321,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       clientListings.delete(id) &&
       isObject(message.result)
     ) {
-      void sendToClient({ ...message, result: withGuards(message.result, rules, ttlMs) });
+      void sendToClient({ ...message, result: withGuards(message.result, rules, guardedBefore, ttlMs) });
       return;
     }
     void sendToClient(message);
@@ -357,14 +360,18 @@ const unlistedGuard: Guard = {
 function withGuards(
   result: Record<string, unknown>,
   rules: ToolRules,
+  guardedBefore: Set<string>,
   ttlMs: number,
 ): Record<string, unknown> {
   if (!Array.isArray(result.tools)) return result;
   return {
     ...result,
-    tools: result.tools.map((tool: unknown) =>
-      isListedTool(tool) && guardOf(tool, rules).guarded ? guardedTool(tool, ttlMs) : tool,
-    ),
+    tools: result.tools.map((tool: unknown) => {
+      if (!isListedTool(tool) || !guardOf(tool, rules, guardedBefore).guarded) return tool;
+      // A client told a tool takes a key keeps sending one: keep guarding it.
+      guardedBefore.add(tool.name);
+      return guardedTool(tool, ttlMs);
+    }),
   };
 }
 
