@@ -377,4 +377,17 @@ describe("the proxy's relay", () => {
     expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
     expect(server.calls()).toHaveLength(1);
   });
+
+  it("refuses a key one tool used when another tool is called with it, with the same arguments or not", async () => {
+    const { client, server } = await connectThroughProxy();
+    server.tools = [...server.tools, { name: "delete_message", inputSchema: { type: "object" } }];
+    await server.notify("notifications/tools/list_changed");
+    await client.callTool({ name: "send_message", arguments: { to: "ned", idempotency_key: "k-15" } });
+    const other = await client.callTool({
+      name: "delete_message",
+      arguments: { to: "ned", idempotency_key: "k-15" },
+    });
+    expect(metaOf(other, MetaKey.error)?.code).toBe("idempotency_key_conflict");
+    expect(server.calls().map((call) => call.params?.name)).toEqual(["send_message"]);
+  });
 });
