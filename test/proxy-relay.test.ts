@@ -390,4 +390,15 @@ describe("the proxy's relay", () => {
     expect(metaOf(other, MetaKey.error)?.code).toBe("idempotency_key_conflict");
     expect(server.calls().map((call) => call.params?.name)).toEqual(["send_message"]);
   });
+
+  it("does not relay a tools/call sent as a notification, which would reach the server unguarded", async () => {
+    const { client, server, log } = await connectThroughProxy();
+    await client.notification({
+      method: "tools/call",
+      params: { name: "send_message", arguments: { to: "olga", idempotency_key: "k-16" } },
+    } as unknown as Parameters<typeof client.notification>[0]);
+    await client.listTools();
+    expect(server.calls()).toEqual([]);
+    expect(log.some((line) => line.includes("tools/call without an id"))).toBe(true);
+  });
 });

@@ -273,6 +273,11 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         return;
       }
       if (method === "tools/list") clientListings.add(id);
+    } else if (method === "tools/call") {
+      // A call with no id expects no answer, so the guard has nothing to send back; relayed, it would
+      // reach the server unguarded (a lenient server runs it). It goes nowhere.
+      log("dropped a tools/call without an id: a call needs an id to be answered");
+      return;
     } else if (method === "notifications/cancelled") {
       const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
       // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
