@@ -401,4 +401,54 @@ describe("the proxy's relay", () => {
     expect(server.calls()).toEqual([]);
     expect(log.some((line) => line.includes("tools/call without an id"))).toBe(true);
   });
+
+  it("answers a request id the client reused after cancelling it with the new call's result, never the old one's", async () => {
+    const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
+    const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
+    const server = new ScriptedServer(serverSide);
+    await serverSide.start();
+    const proxy = await startMcpProxy({
+      client: proxyFacingClient,
+      server: proxyFacingServer,
+      store: memoryStore(),
+      rules: new Map(),
+      scope: "default",
+      log: () => undefined,
+    });
+    const answers: Raw[] = [];
+    clientSide.onmessage = (message) => void answers.push(message as Raw);
+    await clientSide.start();
+    running.push({ client: new Client({ name: "unused", version: "1.0.0" }), proxy });
+    let finishFirst!: () => void;
+    const held = new Promise<void>((resolve) => {
+      finishFirst = resolve;
+    });
+    server.answerCall = async (request) => {
+      const to = (request.params?.arguments as { to?: string } | undefined)?.to;
+      if (to === "first") await held;
+      return { result: { content: [{ type: "text", text: `sent to ${to}` }] } };
+    };
+    const send = (message: Record<string, unknown>) =>
+      clientSide.send({ jsonrpc: "2.0", ...message } as JSONRPCMessage);
+    const call = (to: string, key: string) =>
+      send({
+        id: 7,
+        method: "tools/call",
+        params: { name: "send_message", arguments: { to, idempotency_key: key } },
+      });
+    await call("first", "k-17");
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    await send({ method: "notifications/cancelled", params: { requestId: 7 } });
+    await call("second", "k-18");
+    while (server.calls().length < 2) await new Promise((resolve) => setImmediate(resolve));
+    // Let the second call finish first (bounded: an answer dropped by mistake never comes).
+    for (let turn = 0; turn < 1_000 && !answers.some((message) => message.id === 7); turn++) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    finishFirst();
+    await proxy.close();
+    const toSeven = answers.filter((message) => message.id === 7);
+    expect(toSeven).toHaveLength(1);
+    expect(JSON.stringify(toSeven[0])).toContain("sent to second");
+  });
 });

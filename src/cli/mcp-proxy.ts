@@ -83,8 +83,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
   // sends the server's progress on that request's stream.
   const progressOwners = new Map<string | number, RequestId>();
-  const guardedRequests = new Set<RequestId>();
-  const cancelled = new Set<RequestId>();
+  // The guarded call each client request id names now. A cancellation marks that call, not the id: a
+  // client that reuses the id afterwards must get the new call's answer, never the cancelled one's.
+  const guardedRequests = new Map<RequestId, { cancelled: boolean }>();
   const running = new Set<Promise<void>>();
   let guards: Map<string, Guard> | undefined;
   let listing: Promise<Map<string, Guard>> | undefined;
@@ -243,12 +244,13 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       await sendToServer(message);
       return;
     }
-    guardedRequests.add(id);
+    const ticket = { cancelled: false };
+    guardedRequests.set(id, ticket);
     const answer = await answerGuarded(name, guard.effect, params, scopeOf());
-    guardedRequests.delete(id);
+    if (guardedRequests.get(id) === ticket) guardedRequests.delete(id);
     forgetProgress(id);
     // A client that cancelled its request expects no answer to it.
-    if (!cancelled.delete(id)) await sendToClient({ jsonrpc: "2.0", id, ...answer });
+    if (!ticket.cancelled) await sendToClient({ jsonrpc: "2.0", id, ...answer });
   };
 
   const forgetProgress = (id: RequestId) => {
@@ -281,8 +283,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     } else if (method === "notifications/cancelled") {
       const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
       // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
-      if (cancelledId !== undefined && guardedRequests.has(cancelledId)) {
-        cancelled.add(cancelledId);
+      const guarded = cancelledId === undefined ? undefined : guardedRequests.get(cancelledId);
+      if (guarded) {
+        guarded.cancelled = true;
         return;
       }
     }
