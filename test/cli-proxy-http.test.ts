@@ -113,4 +113,17 @@ describe("idempotool proxy --http", () => {
     expect(wasReplay(await aliceAgain.callTool(send))).toBe(true);
     expect(readFileSync(effects, "utf8").trim().split("\n")).toHaveLength(2);
   }, 90_000);
+
+  it("under --scope client, refuses a session that presents no credential instead of pooling such clients", async () => {
+    const effects = join(dir, "effects.jsonl");
+    const proxy = await serve(
+      ["--store", `sqlite://${join(dir, "records.db")}`, "--scope", "client"],
+      fixture(effects, "answer"),
+    );
+    running.push(proxy);
+    await expect(connect(proxy.url)).rejects.toThrow(/Authorization/);
+    const alice = await connect(proxy.url, { authorization: "Bearer alice-token" });
+    const send = { name: "send_message", arguments: { to: "carol", text: "hi", idempotency_key: "k-1" } };
+    expect(wasReplay(await alice.callTool(send))).toBe(false);
+  }, 90_000);
 });

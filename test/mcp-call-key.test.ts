@@ -55,4 +55,9 @@ describe("callKey", () => {
       meta: { progressToken: 1 },
     });
   });
+
+  it("refuses arguments that are not an object, so no call runs on arguments it was not given", () => {
+    expect(() => callKey(["a"], { idempotencyKey: "k" })).toThrow("must be an object, got an array");
+    expect(() => callKey("to=a", { idempotencyKey: "k" })).toThrow("must be an object, got string");
+  });
 });

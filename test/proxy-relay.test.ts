@@ -4,11 +4,11 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { type McpProxy, startMcpProxy } from "../src/cli/mcp-proxy.js";
 import type { ToolRule } from "../src/cli/proxy-tools.js";
-import { memoryStore } from "../src/index.js";
+import { type IdempotencyStore, memoryStore } from "../src/index.js";
 import { MetaKey } from "../src/mcp/index.js";
 
 type Raw = Record<string, unknown> & {
@@ -28,6 +28,8 @@ class ScriptedServer {
   answerCall: (request: Raw) => Promise<Raw> = async () => ({
     result: { content: [{ type: "text", text: "sent" }] },
   });
+  /** How a tools/list is answered; by default from `tools` as they are when it is answered. */
+  answerList: () => Promise<Raw> = async () => ({ result: { tools: this.tools } });
   constructor(readonly transport: InMemoryTransport) {
     transport.onmessage = (message) => void this.receive(message as Raw);
   }
@@ -48,7 +50,7 @@ class ScriptedServer {
           },
         };
       case "tools/list":
-        return { result: { tools: this.tools } };
+        return this.answerList();
       case "tools/call":
         return this.answerCall(message);
       default:
@@ -266,5 +268,187 @@ describe("the proxy's relay", () => {
     expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(true);
     expect(JSON.stringify(retry.content)).toContain("sent to gus");
     expect(again.server.calls()).toHaveLength(0);
+  });
+
+  it("does not keep a tools list that went stale while it was fetched: a tool turned side-effectful is guarded", async () => {
+    const { client, server } = await connectThroughProxy();
+    // The server lists send_message as read-only; its answer is held while the server changes its mind.
+    const readOnly = server.tools.map((tool) =>
+      tool.name === "send_message" ? { ...tool, annotations: { readOnlyHint: true } } : tool,
+    );
+    const sideEffectful = server.tools;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    server.tools = readOnly;
+    await client.listTools();
+    await server.notify("notifications/tools/list_changed");
+    server.answerList = async () => {
+      const snapshot = server.tools;
+      await held;
+      return { result: { tools: snapshot } };
+    };
+    const call = { name: "send_message", arguments: { to: "hal", idempotency_key: "k-10" } };
+    const first = client.callTool(call);
+    while (server.received.filter((message) => message.method === "tools/list").length < 3) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    server.answerList = async () => ({ result: { tools: server.tools } });
+    server.tools = sideEffectful;
+    await server.notify("notifications/tools/list_changed");
+    release();
+    await first;
+    await client.callTool(call);
+    expect(server.calls()).toHaveLength(1);
+  });
+  it("guards a call on a tool the server did not list, so a repeat of it is not run again", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = { name: "unlisted_send", arguments: { to: "ivy", idempotency_key: "k-11" } };
+    await client.callTool(call);
+    const again = await client.callTool(call);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls()).toHaveLength(1);
+    expect(server.calls()[0]?.params).toEqual({ name: "unlisted_send", arguments: { to: "ivy" } });
+  });
+
+  it("refuses a guarded call whose arguments are not an object, instead of running the tool on none", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = (to: string) =>
+      client.request(
+        {
+          method: "tools/call",
+          params: { name: "send_message", arguments: [to], _meta: { idempotency_key: "k-12" } },
+        },
+        CallToolResultSchema,
+      );
+    const first = await call("jon");
+    expect(first.isError).toBe(true);
+    expect(metaOf(first, MetaKey.error)?.code).toBe("invalid_arguments");
+    const second = await call("kim");
+    expect(metaOf(second, MetaKey.envelope)?.was_replay).toBeUndefined();
+    expect(server.calls()).toHaveLength(0);
+  });
+
+  it("frees the key of a guarded call it never sent because the client left first, so the retry runs it", async () => {
+    const store = memoryStore();
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    let claiming = false;
+    // A store slow to claim: the client goes away between the call's arrival and its claim.
+    const slow: IdempotencyStore = {
+      ...store,
+      claim: async (request) => {
+        claiming = true;
+        await gate;
+        return store.claim(request);
+      },
+    };
+    const { client, server, proxy } = await connectThroughProxy([], {}, slow);
+    const call = { name: "send_message", arguments: { to: "lee", idempotency_key: "k-13" } };
+    const lost = client.callTool(call).catch((error: unknown) => error);
+    while (!claiming) await new Promise((resolve) => setImmediate(resolve));
+    await client.close();
+    expect(await lost).toBeInstanceOf(Error);
+    openGate();
+    expect((await proxy.ended).by).toBe("client");
+    expect(server.calls()).toHaveLength(0);
+
+    const again = await connectThroughProxy([], {}, store);
+    const retry = await again.client.callTool(call);
+    expect(retry.isError).toBeFalsy();
+    expect(metaOf(retry, MetaKey.envelope)?.was_replay).toBe(false);
+    expect(again.server.calls()).toHaveLength(1);
+  });
+
+  it("keeps guarding a tool the server relabels read-only mid-session, so a repeat the client keyed is not run again", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = { name: "send_message", arguments: { to: "max", idempotency_key: "k-14" } };
+    await client.callTool(call);
+    server.tools = server.tools.map((tool) =>
+      tool.name === "send_message" ? { ...tool, annotations: { readOnlyHint: true } } : tool,
+    );
+    await server.notify("notifications/tools/list_changed");
+    const listed = (await client.listTools()).tools.find((tool) => tool.name === "send_message");
+    expect(listed?.inputSchema.required).toContain("idempotency_key");
+    const again = await client.callTool(call);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls()).toHaveLength(1);
+  });
+
+  it("refuses a key one tool used when another tool is called with it, with the same arguments or not", async () => {
+    const { client, server } = await connectThroughProxy();
+    server.tools = [...server.tools, { name: "delete_message", inputSchema: { type: "object" } }];
+    await server.notify("notifications/tools/list_changed");
+    await client.callTool({ name: "send_message", arguments: { to: "ned", idempotency_key: "k-15" } });
+    const other = await client.callTool({
+      name: "delete_message",
+      arguments: { to: "ned", idempotency_key: "k-15" },
+    });
+    expect(metaOf(other, MetaKey.error)?.code).toBe("idempotency_key_conflict");
+    expect(server.calls().map((call) => call.params?.name)).toEqual(["send_message"]);
+  });
+
+  it("does not relay a tools/call sent as a notification, which would reach the server unguarded", async () => {
+    const { client, server, log } = await connectThroughProxy();
+    await client.notification({
+      method: "tools/call",
+      params: { name: "send_message", arguments: { to: "olga", idempotency_key: "k-16" } },
+    } as unknown as Parameters<typeof client.notification>[0]);
+    await client.listTools();
+    expect(server.calls()).toEqual([]);
+    expect(log.some((line) => line.includes("tools/call without an id"))).toBe(true);
+  });
+
+  it("answers a request id the client reused after cancelling it with the new call's result, never the old one's", async () => {
+    const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
+    const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
+    const server = new ScriptedServer(serverSide);
+    await serverSide.start();
+    const proxy = await startMcpProxy({
+      client: proxyFacingClient,
+      server: proxyFacingServer,
+      store: memoryStore(),
+      rules: new Map(),
+      scope: "default",
+      log: () => undefined,
+    });
+    const answers: Raw[] = [];
+    clientSide.onmessage = (message) => void answers.push(message as Raw);
+    await clientSide.start();
+    running.push({ client: new Client({ name: "unused", version: "1.0.0" }), proxy });
+    let finishFirst!: () => void;
+    const held = new Promise<void>((resolve) => {
+      finishFirst = resolve;
+    });
+    server.answerCall = async (request) => {
+      const to = (request.params?.arguments as { to?: string } | undefined)?.to;
+      if (to === "first") await held;
+      return { result: { content: [{ type: "text", text: `sent to ${to}` }] } };
+    };
+    const send = (message: Record<string, unknown>) =>
+      clientSide.send({ jsonrpc: "2.0", ...message } as JSONRPCMessage);
+    const call = (to: string, key: string) =>
+      send({
+        id: 7,
+        method: "tools/call",
+        params: { name: "send_message", arguments: { to, idempotency_key: key } },
+      });
+    await call("first", "k-17");
+    while (server.calls().length === 0) await new Promise((resolve) => setImmediate(resolve));
+    await send({ method: "notifications/cancelled", params: { requestId: 7 } });
+    await call("second", "k-18");
+    while (server.calls().length < 2) await new Promise((resolve) => setImmediate(resolve));
+    // Let the second call finish first (bounded: an answer dropped by mistake never comes).
+    for (let turn = 0; turn < 1_000 && !answers.some((message) => message.id === 7); turn++) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    finishFirst();
+    await proxy.close();
+    const toSeven = answers.filter((message) => message.id === 7);
+    expect(toSeven).toHaveLength(1);
+    expect(JSON.stringify(toSeven[0])).toContain("sent to second");
   });
 });

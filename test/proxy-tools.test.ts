@@ -42,6 +42,13 @@ describe("guardOf", () => {
     });
   });
 
+  it("keeps guarding a tool guarded before when only its classification now says it reads", () => {
+    const relabelled = { name: "send_digest", inputSchema: schema(), annotations: { readOnlyHint: true } };
+    const before = new Set(["send_digest"]);
+    expect(guardOf(relabelled, none, before)).toMatchObject({ guarded: true, effect: "irreversible" });
+    expect(guardOf(relabelled, new Map([["send_digest", "read-only" as const]]), before).guarded).toBe(false);
+  });
+
   it("leaves a tool that takes its own idempotency_key to the server", () => {
     const tool = { name: "charge_card", inputSchema: schema({ idempotency_key: { type: "string" } }) };
     expect(guardOf(tool, none)).toEqual({ guarded: false, why: "it takes its own idempotency_key" });

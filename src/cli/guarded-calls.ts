@@ -7,7 +7,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { idempotent } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
-import { notExecuted } from "../core/outcomes.js";
+import { NotExecuted, notExecuted } from "../core/outcomes.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { callKey } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
@@ -37,7 +37,8 @@ export interface GuardedCallOptions {
   readonly similarWindowMs?: number | undefined;
   /**
    * Send the call to the server and resolve with its result; reject with an {@link UpstreamError} when
-   * it answers with an error, with anything else when no answer came.
+   * it answers with an error, a `NotExecuted` when the call was never sent, with anything else when no
+   * answer came.
    */
   readonly forward: (params: Record<string, unknown>) => Promise<unknown>;
 }
@@ -80,6 +81,10 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
         try {
           return (await options.forward({ name, arguments: args, ...meta })) as CallToolResult;
         } catch (error) {
+          if (error instanceof NotExecuted) {
+            call.thrown = "not_executed";
+            throw error;
+          }
           if (error instanceof UpstreamError && refusedCodes.has(error.error.code)) {
             call.thrown = "not_executed";
             throw notExecuted(error);

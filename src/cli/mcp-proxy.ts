@@ -8,7 +8,8 @@
 import { randomUUID } from "node:crypto";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { defaults } from "../core/options.js";
+import { defaults, Effect } from "../core/options.js";
+import { notExecuted } from "../core/outcomes.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { guardedCalls, UpstreamError } from "./guarded-calls.js";
 import {
@@ -60,6 +61,8 @@ type Message = Record<string, unknown> & { readonly jsonrpc: "2.0" };
 type RequestId = string | number;
 
 const maxPages = 100;
+/** How often a tools list that changed while it was fetched is fetched again. */
+const maxRelists = 3;
 /** How long the server may take to finish its calls once the client has gone. */
 const drainMs = 30_000;
 
@@ -80,11 +83,16 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
   // sends the server's progress on that request's stream.
   const progressOwners = new Map<string | number, RequestId>();
-  const guardedRequests = new Set<RequestId>();
-  const cancelled = new Set<RequestId>();
+  // The guarded call each client request id names now. A cancellation marks that call, not the id: a
+  // client that reuses the id afterwards must get the new call's answer, never the cancelled one's.
+  const guardedRequests = new Map<RequestId, { cancelled: boolean }>();
   const running = new Set<Promise<void>>();
   let guards: Map<string, Guard> | undefined;
   let listing: Promise<Map<string, Guard>> | undefined;
+  // Every tool guarded so far: a later list that calls one read-only does not unguard it.
+  const guardedBefore = new Set<string>();
+  // Counts the server's list_changed notices: a list fetched across one may already be stale.
+  let listGeneration = 0;
   let checkedRules = false;
 
   let resolveEnded!: (end: ProxyEnd) => void;
@@ -131,7 +139,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
 
   /** A request of our own to the server. */
   const request = (method: string, params: Record<string, unknown>): Promise<unknown> => {
-    if (ending) return Promise.reject(new Error("the proxy is stopping"));
+    // Nothing was sent: a guarded call claimed before the client left frees its key for the retry.
+    if (ending) return Promise.reject(notExecuted(new Error("the proxy is stopping")));
     const id = `${idPrefix}${nextId++}`;
     return new Promise((resolve, reject) => {
       pending.set(id, { resolve, reject });
@@ -142,22 +151,39 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     });
   };
 
+  /** Every page of the server's `tools/list`. */
+  const listTools = async (): Promise<ListedTool[]> => {
+    const listed: ListedTool[] = [];
+    let cursor: unknown;
+    for (let page = 0; page < maxPages; page++) {
+      const result = (await request("tools/list", cursor === undefined ? {} : { cursor })) as {
+        tools?: unknown;
+        nextCursor?: unknown;
+      };
+      if (Array.isArray(result.tools)) listed.push(...result.tools.filter(isListedTool));
+      cursor = result.nextCursor;
+      if (typeof cursor !== "string") break;
+    }
+    return listed;
+  };
+
   /** Every tool the server lists, and how each is treated; the first full list checks the rules. */
   const knownGuards = (): Promise<Map<string, Guard>> => {
     if (guards) return Promise.resolve(guards);
     listing ??= (async () => {
-      const listed: ListedTool[] = [];
-      let cursor: unknown;
-      for (let page = 0; page < maxPages; page++) {
-        const result = (await request("tools/list", cursor === undefined ? {} : { cursor })) as {
-          tools?: unknown;
-          nextCursor?: unknown;
-        };
-        if (Array.isArray(result.tools)) listed.push(...result.tools.filter(isListedTool));
-        cursor = result.nextCursor;
-        if (typeof cursor !== "string") break;
+      let listed: ListedTool[];
+      let current = false;
+      for (let attempt = 1; ; attempt++) {
+        const generation = listGeneration;
+        listed = await listTools();
+        current = generation === listGeneration;
+        // A tool may have turned side-effectful while the server answered: a guard decided on a stale
+        // list would pass its calls through unguarded, so list again. A server that never stops
+        // changing its list has its latest answer used, but not kept.
+        if (current || attempt >= maxRelists) break;
       }
-      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules)]));
+      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules, guardedBefore)]));
+      for (const [name, guard] of fresh) if (guard.guarded) guardedBefore.add(name);
       if (!checkedRules) {
         checkedRules = true;
         const unknown = unknownToolsIn(rules, listed);
@@ -170,7 +196,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         }
         log(summary(fresh));
       }
-      guards = fresh;
+      if (current) guards = fresh;
       return fresh;
     })().finally(() => {
       listing = undefined;
@@ -196,6 +222,11 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     if (typeof name === "string") {
       try {
         guard = (await knownGuards()).get(name);
+        if (guard === undefined) {
+          // The server may have added it without a list_changed notice: ask once more.
+          guards = undefined;
+          guard = (await knownGuards()).get(name) ?? unlistedGuard;
+        }
       } catch (error) {
         if (ending) return;
         await sendToClient({
@@ -213,12 +244,13 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       await sendToServer(message);
       return;
     }
-    guardedRequests.add(id);
+    const ticket = { cancelled: false };
+    guardedRequests.set(id, ticket);
     const answer = await answerGuarded(name, guard.effect, params, scopeOf());
-    guardedRequests.delete(id);
+    if (guardedRequests.get(id) === ticket) guardedRequests.delete(id);
     forgetProgress(id);
     // A client that cancelled its request expects no answer to it.
-    if (!cancelled.delete(id)) await sendToClient({ jsonrpc: "2.0", id, ...answer });
+    if (!ticket.cancelled) await sendToClient({ jsonrpc: "2.0", id, ...answer });
   };
 
   const forgetProgress = (id: RequestId) => {
@@ -243,11 +275,17 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         return;
       }
       if (method === "tools/list") clientListings.add(id);
+    } else if (method === "tools/call") {
+      // A call with no id expects no answer, so the guard has nothing to send back; relayed, it would
+      // reach the server unguarded (a lenient server runs it). It goes nowhere.
+      log("dropped a tools/call without an id: a call needs an id to be answered");
+      return;
     } else if (method === "notifications/cancelled") {
       const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
       // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
-      if (cancelledId !== undefined && guardedRequests.has(cancelledId)) {
-        cancelled.add(cancelledId);
+      const guarded = cancelledId === undefined ? undefined : guardedRequests.get(cancelledId);
+      if (guarded) {
+        guarded.cancelled = true;
         return;
       }
     }
@@ -274,7 +312,10 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       else waiter?.resolve(message.result);
       return;
     }
-    if (message.method === "notifications/tools/list_changed") guards = undefined;
+    if (message.method === "notifications/tools/list_changed") {
+      guards = undefined;
+      listGeneration++;
+    }
     if (message.method === "notifications/progress") {
       const token = (message.params as { progressToken?: string | number } | undefined)?.progressToken;
       const owner = token === undefined ? undefined : progressOwners.get(token);
@@ -288,7 +329,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       clientListings.delete(id) &&
       isObject(message.result)
     ) {
-      void sendToClient({ ...message, result: withGuards(message.result, rules, ttlMs) });
+      void sendToClient({ ...message, result: withGuards(message.result, rules, guardedBefore, ttlMs) });
       return;
     }
     void sendToClient(message);
@@ -313,18 +354,32 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   };
 }
 
+/**
+ * A tool the server does not list is guarded: nothing says it only reads, and a server that refuses an
+ * unknown tool does so with invalid params, which frees the key.
+ */
+const unlistedGuard: Guard = {
+  guarded: true,
+  effect: Effect.irreversible,
+  why: "the server does not list it",
+};
+
 /** A `tools/list` result with each guarded tool given its key. */
 function withGuards(
   result: Record<string, unknown>,
   rules: ToolRules,
+  guardedBefore: Set<string>,
   ttlMs: number,
 ): Record<string, unknown> {
   if (!Array.isArray(result.tools)) return result;
   return {
     ...result,
-    tools: result.tools.map((tool: unknown) =>
-      isListedTool(tool) && guardOf(tool, rules).guarded ? guardedTool(tool, ttlMs) : tool,
-    ),
+    tools: result.tools.map((tool: unknown) => {
+      if (!isListedTool(tool) || !guardOf(tool, rules, guardedBefore).guarded) return tool;
+      // A client told a tool takes a key keeps sending one: keep guarding it.
+      guardedBefore.add(tool.name);
+      return guardedTool(tool, ttlMs);
+    }),
   };
 }
 

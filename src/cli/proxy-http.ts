@@ -118,6 +118,16 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       return;
     }
     if (request.method === "POST" && isInitialize(body)) {
+      if (options.scope === "client" && !request.headers.authorization) {
+        // Every client without one would share a namespace, and replay each other's results.
+        answer(
+          response,
+          401,
+          -32001,
+          "idempotool proxy --scope client needs an Authorization header: each credential gets its own keys",
+        );
+        return;
+      }
       await startSession(request, response, body);
       return;
     }

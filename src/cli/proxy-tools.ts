@@ -35,11 +35,17 @@ const effects = Object.values(Effect) as readonly string[];
 /**
  * Decide whether a tool is guarded. A rule the user gave wins; otherwise audit's classification:
  * read-only tools pass through, side-effectful and unclear ones are guarded (a repeat of an unclear
- * tool may be a duplicate, so the safe side is the guard), under the `irreversible` class.
+ * tool may be a duplicate, so the safe side is the guard), under the `irreversible` class. A tool named
+ * in `guardedBefore` stays guarded when it is only its classification that now says it reads: clients
+ * were told it takes a key, and a downgrade would pass their keyed repeats through to run again.
  * @example
  * guardOf({ name: "send_email" }, new Map()); // { guarded: true, effect: "irreversible", why: … }
  */
-export function guardOf(tool: ListedTool, rules: ToolRules): Guard {
+export function guardOf(
+  tool: ListedTool,
+  rules: ToolRules,
+  guardedBefore: ReadonlySet<string> = new Set(),
+): Guard {
   const properties = (tool.inputSchema as { properties?: unknown } | undefined)?.properties;
   if (typeof properties === "object" && properties !== null && Object.hasOwn(properties, keyArgument)) {
     return { guarded: false, why: `it takes its own ${keyArgument}` };
@@ -54,13 +60,15 @@ export function guardOf(tool: ListedTool, rules: ToolRules): Guard {
     // A definition audit cannot read tells nothing: guard it.
   }
   const classification = definition ? classifyTool(definition) : undefined;
-  if (classification?.class === ToolClass.readOnly) {
+  if (classification?.class === ToolClass.readOnly && !guardedBefore.has(tool.name)) {
     return { guarded: false, why: classification.signals[0]?.detail ?? "read-only" };
   }
   const why =
-    classification?.class === ToolClass.sideEffectful
-      ? (classification.signals[0]?.detail ?? "side-effectful")
-      : "nothing says it only reads";
+    classification?.class === ToolClass.readOnly
+      ? "guarded earlier in this session, though it now says it only reads"
+      : classification?.class === ToolClass.sideEffectful
+        ? (classification.signals[0]?.detail ?? "side-effectful")
+        : "nothing says it only reads";
   return { guarded: true, effect: Effect.irreversible, why };
 }
 

@@ -24,12 +24,20 @@ export interface CallKey {
  * Read the idempotency key of a `tools/call` request from its `idempotency_key` argument or from
  * `_meta.idempotency_key` / `_meta.idempotencyKey`, and take every copy out, so the key never reaches
  * the tool and never counts in the fingerprint. Copies that disagree are a caller bug: nothing may run
- * under a key the caller did not mean, so that is an `invalid_arguments` error.
+ * under a key the caller did not mean, so that is an `invalid_arguments` error, as are arguments that
+ * are not an object.
  * @example
  * const { key, args } = callKey({ path: "a.txt", idempotency_key: "k-1" }, undefined);
  * // key === "k-1", args deepEquals { path: "a.txt" }
  */
 export function callKey(args: unknown, meta: unknown): CallKey {
+  if (args !== undefined && args !== null && !isObject(args)) {
+    // Run on no arguments instead, and calls that differ would share a fingerprint and a result.
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `the tool's arguments must be an object, got ${Array.isArray(args) ? "an array" : typeof args}, so nothing ran.`,
+    );
+  }
   const given = isObject(args) ? args : {};
   const metaObject = isObject(meta) ? meta : undefined;
   const { [argumentField]: fromArgs, ...rest } = given;
