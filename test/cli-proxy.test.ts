@@ -293,6 +293,47 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
   );
 
   it(
+    "keeps the records of proxies with different --namespace apart on one store, and joins those with one",
+    async () => {
+      // Two servers of one kind (two accounts): the same key and arguments sent to each must reach each.
+      const lines = (file: string) =>
+        existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+      const [a, b, c] = [join(dir, "a.jsonl"), join(dir, "b.jsonl"), join(dir, "c.jsonl")];
+      const call = send({ idempotency_key: "send-alice-1" });
+      const work = await proxy(fixture(a, "answer"), ["--namespace", "work-account"]);
+      const home = await proxy(fixture(b, "answer"), ["--namespace", "home-account"]);
+      const workAgain = await proxy(fixture(c, "answer"), ["--namespace", "work-account"]);
+      expect(envelopeOf(await work.client.callTool(call))?.was_replay).toBe(false);
+      expect(envelopeOf(await home.client.callTool(call))?.was_replay).toBe(false);
+      expect(envelopeOf(await workAgain.client.callTool(call))?.was_replay).toBe(true);
+      expect([lines(a).length, lines(b).length, lines(c).length]).toEqual([1, 1, 0]);
+    },
+    spawnTimeoutMs * 2,
+  );
+
+  it(
+    "refuses a --namespace with a space or a slash before starting anything",
+    async () => {
+      for (const bad of ["two words", "a/b", ""]) {
+        const child = spawn(
+          process.execPath,
+          ["--import", "tsx", join(root, "src", "cli", "main.ts"), "proxy", "--namespace", bad, "--", "true"],
+          { cwd: root, stdio: ["pipe", "pipe", "pipe"] },
+        );
+        let stderr = "";
+        child.stderr.on("data", (chunk: Buffer) => {
+          stderr += chunk.toString();
+        });
+        const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+        expect(code, bad).toBe(2);
+        expect(stderr, bad).toContain("--namespace");
+        expect(stderr, bad).not.toContain("records in");
+      }
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
     "runs nothing when the call has no key, or two keys that differ",
     async () => {
       const { client } = await proxy(fixture(effects(), "answer"));

@@ -38,6 +38,7 @@ interface ProxyFlags {
   readonly readOnly: string[];
   readonly config?: string;
   readonly scope: ProxyScope;
+  readonly namespace?: string;
   readonly ttl?: number;
   readonly lease?: number;
   readonly wait?: number;
@@ -94,6 +95,11 @@ export function proxyCommand(command: Command, context: CommandContext): void {
         .choices(Object.values(ProxyScope))
         .default(ProxyScope.shared),
     )
+    .option(
+      "--namespace <name>",
+      "what the keys belong to: give each proxy its own when several servers of one kind (two accounts, two folders) share a store",
+      namespaceName,
+    )
     .option("--ttl <ms>", "how long a repeat is absorbed (default 24 h)", milliseconds)
     .option(
       "--lease <ms>",
@@ -125,6 +131,13 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       const { url, shown } = storeUrl(flags.store);
       const store = await openStore(url, { create: true });
       log(`records in ${shown}`);
+      // Records are keyed by scope and key, and two servers of one kind (two accounts, two folders) share
+      // their tools' names: each proxy of such a pair names its own namespace, or a call sent to both with
+      // one key replays the first's answer. The default stays the same however the server is started, so a
+      // proxy restarted with another command line (a new version, another flag) still knows its calls.
+      const within = (scope: string) =>
+        flags.namespace === undefined ? scope : `${flags.namespace}/${scope}`;
+      if (flags.namespace !== undefined) log(`keys belong to the namespace ${flags.namespace}`);
       const { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport } = await loadSdk();
       const startServer = () =>
         new StdioClientTransport({ command: upstream, args, env: inheritedEnv(), stderr: "inherit" });
@@ -145,6 +158,7 @@ export function proxyCommand(command: Command, context: CommandContext): void {
             port: flags.http,
             host: flags.host,
             scope: flags.scope,
+            within,
             startServer,
             Transport: StreamableHTTPServerTransport,
           });
@@ -175,7 +189,7 @@ export function proxyCommand(command: Command, context: CommandContext): void {
           client,
           server,
           ...tuning,
-          scope: flags.scope === ProxyScope.session ? `session:${randomUUID()}` : "default",
+          scope: within(flags.scope === ProxyScope.session ? `session:${randomUUID()}` : "default"),
         });
       } catch (error) {
         await store.close();
@@ -194,6 +208,14 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       log(`stopped: ${end.reason}`);
       context.setExitCode(end.by === "client" ? ExitCode.ok : ExitCode.failure);
     });
+}
+
+/** `--namespace name`: 1–100 printable characters, no "/" (it separates the namespace from the scope). */
+function namespaceName(value: string): string {
+  if (!/^[\x21-\x2e\x30-\x7e]{1,100}$/.test(value)) {
+    throw new InvalidArgumentError("expected 1–100 printable ASCII characters without spaces or '/'");
+  }
+  return value;
 }
 
 /** `--http 8080`: a TCP port, 0 for any free one. */

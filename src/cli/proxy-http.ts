@@ -17,6 +17,8 @@ export interface HttpProxyOptions extends Omit<McpProxyOptions, "client" | "serv
   readonly port: number;
   readonly host: string;
   readonly scope: HttpScope;
+  /** The scope as the proxy's `--namespace` makes it (a prefix, or none). */
+  readonly within: (scope: string) => string;
   /** A fresh connection to a fresh copy of the server, for one session. */
   readonly startServer: () => Transport;
   /** The SDK's Node transport class, loaded by the caller (the SDK is an optional peer). */
@@ -37,7 +39,7 @@ const loopback = new Set(["127.0.0.1", "localhost", "::1"]);
 /**
  * Serve the proxy over Streamable HTTP until `close()`.
  * @example
- * const http = await serveHttpProxy({ port: 8080, host: "127.0.0.1", scope: "shared", startServer, Transport, store, rules, log });
+ * const http = await serveHttpProxy({ port: 8080, host: "127.0.0.1", scope: "shared", within: (scope) => scope, startServer, Transport, store, rules, log });
  */
 export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpProxy> {
   const { log } = options;
@@ -59,14 +61,16 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
     const credential = request.headers.authorization;
     const scope =
       options.scope === "shared"
-        ? "default"
+        ? options.within("default")
         : options.scope === "client"
           ? // Keyed by the credential the client presents, never by a name it could claim.
-            `client:${createHash("sha256")
-              .update(credential ?? "")
-              .digest("hex")
-              .slice(0, 32)}`
-          : () => `session:${transport.sessionId ?? ""}`;
+            options.within(
+              `client:${createHash("sha256")
+                .update(credential ?? "")
+                .digest("hex")
+                .slice(0, 32)}`,
+            )
+          : () => options.within(`session:${transport.sessionId ?? ""}`);
     let proxy: McpProxy;
     try {
       proxy = await startMcpProxy({
