@@ -23,13 +23,17 @@ interface Running {
 }
 
 /** Start the proxy over HTTP on a free port, and wait until it says where it listens. */
-async function serve(options: readonly string[], server: readonly string[]): Promise<Running> {
+async function serve(
+  options: readonly string[],
+  server: readonly string[],
+  stdin: "ignore" | "pipe" = "ignore",
+): Promise<Running> {
   const child = spawn(
     process.execPath,
     ["--import", "tsx", cli, "proxy", "--http", "0", ...options, "--", ...server],
     {
       cwd: root,
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: [stdin, "pipe", "pipe"],
     },
   );
   let stderr = "";
@@ -125,5 +129,54 @@ describe("idempotool proxy --http", () => {
     const alice = await connect(proxy.url, { authorization: "Bearer alice-token" });
     const send = { name: "send_message", arguments: { to: "carol", text: "hi", idempotency_key: "k-1" } };
     expect(wasReplay(await alice.callTool(send))).toBe(false);
+  }, 90_000);
+
+  it("also serves the client that started it over stdio, in the same namespace; the end of stdin ends only that session", async () => {
+    const effects = join(dir, "effects.jsonl");
+    const proxy = await serve(
+      ["--store", `sqlite://${join(dir, "records.db")}`],
+      fixture(effects, "answer"),
+      "pipe",
+    );
+    running.push(proxy);
+    // A client on the proxy's stdin and stdout, speaking JSON-RPC lines as an MCP client does over stdio.
+    const answers = new Map<number, (message: Record<string, unknown>) => void>();
+    let buffered = "";
+    proxy.child.stdout!.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString();
+      let end = buffered.indexOf("\n");
+      while (end >= 0) {
+        const message = JSON.parse(buffered.slice(0, end)) as Record<string, unknown>;
+        buffered = buffered.slice(end + 1);
+        if (typeof message.id === "number") answers.get(message.id)?.(message);
+        end = buffered.indexOf("\n");
+      }
+    });
+    let nextId = 1;
+    const request = (method: string, params: unknown) =>
+      new Promise<Record<string, unknown>>((resolve) => {
+        const id = nextId++;
+        answers.set(id, resolve);
+        proxy.child.stdin!.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
+      });
+    await request("initialize", {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: "stdio-test", version: "1.0.0" },
+    });
+    proxy.child.stdin!.write(`${JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })}\n`);
+    const send = { name: "send_message", arguments: { to: "carol", text: "hi", idempotency_key: "k-1" } };
+    const overStdio = (await request("tools/call", send)).result as { _meta?: Record<string, unknown> };
+    expect(wasReplay(overStdio)).toBe(false);
+
+    const overHttp = await connect(proxy.url);
+    expect(wasReplay(await overHttp.callTool(send))).toBe(true);
+    expect(readFileSync(effects, "utf8").trim().split("\n")).toHaveLength(1);
+
+    proxy.child.stdin!.end();
+    await expect.poll(() => proxy.stderr()).toContain("the session over stdio ended");
+    const later = await connect(proxy.url);
+    expect(wasReplay(await later.callTool(send))).toBe(true);
+    expect(proxy.child.exitCode).toBeNull();
   }, 90_000);
 });

@@ -61,7 +61,8 @@ Examples:
 
 Over stdio, stops when the client or the server goes away, and says why on stderr. Exit codes: 0 the
 client closed; 2 it could not start, the server exited, or a rule names a tool the server does not have.
-Over HTTP (--http), runs until SIGINT or SIGTERM.`;
+With --http, also serves Streamable HTTP and runs until SIGINT or SIGTERM; the end of stdin then ends only
+the stdio session.`;
 
 /** Register `proxy` on its command. */
 export function proxyCommand(command: Command, context: CommandContext): void {
@@ -113,7 +114,7 @@ export function proxyCommand(command: Command, context: CommandContext): void {
     )
     .option(
       "--http <port>",
-      "serve over Streamable HTTP at http://<host>:<port>/mcp instead of stdio (0: any free port)",
+      "also serve over Streamable HTTP at http://<host>:<port>/mcp (0: any free port)",
       portNumber,
     )
     .option("--host <host>", "the address --http listens on", "127.0.0.1")
@@ -169,10 +170,41 @@ export function proxyCommand(command: Command, context: CommandContext): void {
           });
         }
         log(`serving MCP over Streamable HTTP at ${http.url}, one copy of the server per session`);
+        // The client that started the proxy (if it speaks on stdin) gets a session too, with its own copy
+        // of the server; the end of stdin ends that session only. A terminal's stdin is a person, not a client.
+        const stdioClient = process.stdin.isTTY
+          ? undefined
+          : new StdioServerTransport(process.stdin, process.stdout);
+        // The SDK's stdio transport does not notice the client going away; the end of stdin says it.
+        const stdinEnded = () => void stdioClient?.close();
+        process.stdin.once("end", stdinEnded);
+        const stdio =
+          stdioClient &&
+          (await startMcpProxy({
+            client: stdioClient,
+            server: startServer(),
+            ...tuning,
+            scope: within(
+              flags.scope === ProxyScope.session
+                ? `session:${randomUUID()}`
+                : flags.scope === ProxyScope.client
+                  ? "client:stdio"
+                  : "default",
+            ),
+          }).catch((error: unknown) => {
+            log(`no session over stdio: could not start the MCP server: ${String(error)}`);
+            return undefined;
+          }));
+        void stdio?.ended.then((end) => {
+          process.stdin.off("end", stdinEnded);
+          process.stdin.pause();
+          log(`the session over stdio ended (${end.reason}); HTTP goes on`);
+        });
         const signal = await new Promise<NodeJS.Signals>((resolve) => {
           process.once("SIGINT", resolve);
           process.once("SIGTERM", resolve);
         });
+        await stdio?.close();
         await http.close();
         await store.close().catch(() => undefined);
         log(`stopped: ${signal}`);
