@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { canonicalJson } from "../core/canonical-json.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import { durationOption, maxTtlMs } from "../core/option-checks.js";
+import { durationOption, invalidOption, maxTtlMs, sizeOption } from "../core/option-checks.js";
 
 /** Somewhere content can be created once under its key. An existing object counts as success. */
 export interface ContentTarget {
@@ -199,67 +199,112 @@ function missingAsEmpty(error: unknown): string[] {
   throw error;
 }
 
+/**
+ * What {@link s3ConditionalTarget} needs of your `S3Client` from `@aws-sdk/client-s3`: its `send`. Any
+ * endpoint that client reaches works the same way: AWS S3, Cloudflare R2, MinIO.
+ */
+export interface S3ClientLike {
+  send(command: unknown): Promise<unknown>;
+}
+
 /** Options of {@link s3ConditionalTarget}. */
 export interface S3ConditionalTargetOptions {
-  /** The endpoint, e.g. `https://s3.eu-west-1.amazonaws.com` or a MinIO / R2 URL. */
-  readonly endpoint: string;
+  /**
+   * Your `S3Client` (`@aws-sdk/client-s3` v3), set up with its region, credentials and endpoint: signing
+   * is its job. For MinIO and other path-style servers give it `forcePathStyle: true`.
+   */
+  readonly client: S3ClientLike;
   readonly bucket: string;
   /** Prepended to each key, e.g. `"artifacts/"`. */
   readonly prefix?: string | undefined;
-  /** Your fetch; default the global one. */
-  readonly fetch?: typeof fetch | undefined;
   /**
-   * Sign or decorate each request (AWS SigV4, a bearer token); return the request to send.
-   * The request already carries `If-None-Match: *` and `x-amz-checksum-sha256`.
+   * Retries of a 409 (another conditional write of the same key in flight), 50 ms, 100 ms, 200 ms … apart.
+   * Whole number from 0 to 10; default 3.
    */
-  readonly sign?: ((request: Request) => Request | Promise<Request>) | undefined;
-  /** Retries of a 409 (another conditional write of the same key in progress). Default 3. */
   readonly conflictRetries?: number | undefined;
 }
 
 /**
- * An S3-compatible bucket as a content target: `PUT` with `If-None-Match: *`, where 412 means the
- * object is already there. S3 answers 409 while a concurrent conditional write of the same key is in
- * flight; that is retried, and a later 412 then reports `exists`.
+ * An S3 bucket as a content target: `PutObject` with `IfNoneMatch: "*"` and the content's SHA-256 as
+ * its checksum, through your `S3Client`. S3 answers 412 when the object is already there (`exists`),
+ * and 409 while a concurrent conditional write of the same key is in flight; that is retried, and the
+ * 412 that follows reports `exists`. Any other error is thrown as the client threw it.
+ *
+ * A server that ignores `If-None-Match` on `PUT` (some older S3-compatible servers do) overwrites the
+ * object with the same bytes and answers `created` again: harmless for content addressed by its hash,
+ * but then `created` no longer tells a first write from a repeat.
  *
  * @example
+ * import { S3Client } from "@aws-sdk/client-s3";
  * import { s3ConditionalTarget, writeContentOnce } from "idempotool/ops";
  *
- * const target = s3ConditionalTarget({ endpoint: "http://127.0.0.1:9000", bucket: "artifacts" });
+ * const target = s3ConditionalTarget({ client: new S3Client({ region: "eu-west-1" }), bucket: "artifacts" });
  * const { key, created } = await writeContentOnce(target, new Uint8Array([1, 2, 3]));
  */
 export function s3ConditionalTarget(options: S3ConditionalTargetOptions): ContentTarget {
-  const send = options.fetch ?? fetch;
-  const retries = options.conflictRetries ?? 3;
-  const base = options.endpoint.replace(/\/+$/, "");
+  const owner = "s3ConditionalTarget()";
+  if (typeof options?.client?.send !== "function") {
+    invalidOption(owner, "client", "must be an S3Client from @aws-sdk/client-s3 (an object with send())");
+  }
+  if (typeof options.bucket !== "string" || options.bucket === "") {
+    invalidOption(owner, "bucket", "must be a non-empty string");
+  }
+  if (options.prefix !== undefined && typeof options.prefix !== "string") {
+    invalidOption(owner, "prefix", "must be a string");
+  }
+  const { client, bucket } = options;
+  const prefix = options.prefix ?? "";
+  const retries = sizeOption(owner, "conflictRetries", options.conflictRetries, 3, { min: 0, max: 10 });
+  let sdk: Promise<S3Commands> | undefined;
   return {
     async putIfAbsent(key, bytes) {
       checkKey(key);
-      const url = `${base}/${encodeURIComponent(options.bucket)}/${(options.prefix ?? "")
-        .split("/")
-        .map(encodeURIComponent)
-        .join("/")}${key}`;
+      sdk ??= loadS3Commands();
+      const { PutObjectCommand } = await sdk;
       const checksum = createHash("sha256").update(bytes).digest("base64");
       for (let attempt = 0; ; attempt++) {
-        const request = new Request(url, {
-          method: "PUT",
-          headers: {
-            "If-None-Match": "*",
-            "Content-Type": "application/octet-stream",
-            "x-amz-checksum-sha256": checksum,
-          },
-          body: bytes,
-        });
-        const response = await send(options.sign ? await options.sign(request) : request);
-        await response.body?.cancel();
-        if (response.ok) return "created";
-        if (response.status === 412) return "exists";
-        if (response.status === 409 && attempt < retries) {
-          await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
-          continue;
+        try {
+          await client.send(
+            new PutObjectCommand({
+              Bucket: bucket,
+              Key: `${prefix}${key}`,
+              Body: bytes,
+              ContentType: "application/octet-stream",
+              ChecksumSHA256: checksum,
+              IfNoneMatch: "*",
+            }),
+          );
+          return "created";
+        } catch (error) {
+          const status = httpStatusOf(error);
+          if (status === 412) return "exists";
+          if (status === 409 && attempt < retries) {
+            await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
+            continue;
+          }
+          throw error;
         }
-        throw new Error(`PUT ${url} answered ${response.status} ${response.statusText}`);
       }
     },
   };
+}
+
+type S3Commands = Pick<typeof import("@aws-sdk/client-s3"), "PutObjectCommand">;
+
+async function loadS3Commands(): Promise<S3Commands> {
+  try {
+    return await import("@aws-sdk/client-s3");
+  } catch (error) {
+    throw new IdempotencyError(
+      ErrorCode.invalidOptions,
+      "s3ConditionalTarget() needs @aws-sdk/client-s3 beside idempotool: npm install @aws-sdk/client-s3",
+      { cause: error },
+    );
+  }
+}
+
+/** The HTTP status an AWS SDK v3 error carries (`$metadata.httpStatusCode`), if any. */
+function httpStatusOf(error: unknown): number | undefined {
+  const metadata = (error as { $metadata?: { httpStatusCode?: unknown } } | null)?.$metadata;
+  return typeof metadata?.httpStatusCode === "number" ? metadata.httpStatusCode : undefined;
 }

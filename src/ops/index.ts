@@ -19,6 +19,7 @@ export type {
   ContentWrite,
   FileSystemTarget,
   FileSystemTargetOptions,
+  S3ClientLike,
   S3ConditionalTargetOptions,
 } from "./content-addressed.js";
 export {
