@@ -32,17 +32,26 @@ export async function runMcpRow({ store, outbox, scope, email }: IntegrationCont
   try {
     await server.connect(serverTransport);
     await client.connect(clientTransport);
-    const call = { name: "send_email", arguments: { ...email, idempotency_key: "mcp-turn-7-summary" } };
-    const got: string[] = [];
-    // Each callTool is a new JSON-RPC request id; the second one is the client's re-send of the first.
-    for (let attempt = 0; attempt < 2; attempt++) {
-      got.push(outcomeOf((await client.callTool(call)) as CallToolResult));
-    }
-    return got;
+    return await callTwice(client, {
+      name: "send_email",
+      arguments: { ...email, idempotency_key: "mcp-turn-7-summary" },
+    });
   } finally {
     await client.close();
     await server.close();
   }
+}
+
+/**
+ * Sends one `tools/call` and then its re-send: each `callTool` is a new JSON-RPC request id, as a
+ * transport retry's is. What each got: `sent`, `replay` or `error: …`.
+ */
+export async function callTwice(client: Client, call: Parameters<Client["callTool"]>[0]): Promise<string[]> {
+  const got: string[] = [];
+  for (let attempt = 0; attempt < 2; attempt++) {
+    got.push(outcomeOf((await client.callTool(call)) as CallToolResult));
+  }
+  return got;
 }
 
 function outcomeOf(result: CallToolResult): string {

@@ -8,10 +8,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { type IdempotencyInfo, MetaKey } from "../mcp/index.js";
 import { deliverEmail, type IntegrationContext } from "./demo-integrations.js";
+import { callTwice } from "./demo-mcp.js";
 import { startMcpProxy } from "./mcp-proxy.js";
 
 export async function runProxyRow({ store, outbox, scope, email }: IntegrationContext): Promise<string[]> {
@@ -42,23 +41,13 @@ export async function runProxyRow({ store, outbox, scope, email }: IntegrationCo
   });
   try {
     await client.connect(clientSide);
-    const call = { name: "send_email", arguments: { ...email, idempotency_key: "proxy-turn-7-summary" } };
-    const got: string[] = [];
-    // Each callTool is a new JSON-RPC request id; the second one is the client's re-send of the first.
-    for (let attempt = 0; attempt < 2; attempt++) {
-      got.push(outcomeOf((await client.callTool(call)) as CallToolResult));
-    }
-    return got;
+    return await callTwice(client, {
+      name: "send_email",
+      arguments: { ...email, idempotency_key: "proxy-turn-7-summary" },
+    });
   } finally {
     await client.close();
     await proxy.close();
     await server.close();
   }
-}
-
-function outcomeOf(result: CallToolResult): string {
-  const text = result.content.map((item) => (item.type === "text" ? item.text : "")).join(" ");
-  if (result.isError) return `error: ${text}`;
-  const info = result._meta?.[MetaKey.envelope] as IdempotencyInfo | undefined;
-  return info?.was_replay ? "replay" : "sent";
 }
