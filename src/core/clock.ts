@@ -35,7 +35,19 @@ export const systemClock: Clock = {
         signal?.removeEventListener("abort", onAbort);
         resolve();
       }, ms);
-      if (options?.ref === false) timer.unref();
+      if (options?.ref === false) keepsProcessAlive(timer, false);
       signal?.addEventListener("abort", onAbort, { once: true });
     }),
 };
+
+/**
+ * Whether a pending timer keeps the process alive, where the runtime's timers can say: Node's, Bun's and
+ * Deno's Node-compatible ones have `ref()` and `unref()`. In a Cloudflare Worker `setTimeout` returns a
+ * number (on many compatibility dates) and there is nothing to set: a Worker lives as long as its requests.
+ */
+export function keepsProcessAlive(timer: unknown, keep: boolean): void {
+  const handle = timer as { ref?: unknown; unref?: unknown } | null | undefined;
+  if (typeof handle?.unref !== "function" || typeof handle.ref !== "function") return;
+  if (keep) handle.ref();
+  else handle.unref();
+}

@@ -7,6 +7,8 @@
  * timer keeps the process alive only while a deadline is pending, as a timer per operation would.
  */
 
+import { keepsProcessAlive } from "./clock.js";
+
 /** One pending deadline. */
 export interface Deadline {
   /** The work is done: stop waiting. True when it beat the deadline, false when the deadline had passed. */
@@ -63,7 +65,7 @@ class DeadlineList {
     entry.previous = entry.next = undefined;
     // Nothing pending: the timer, which fires later anyway, must not hold a process that has finished.
     if (this.#oldest === undefined && this.#holding) {
-      this.#timer?.unref();
+      keepsProcessAlive(this.#timer, false);
       this.#holding = false;
     }
   }
@@ -77,7 +79,7 @@ class DeadlineList {
       this.#holding = true;
     } else if (!this.#holding) {
       // A timer armed for an earlier deadline fires no later than this one's, then re-arms.
-      this.#timer.ref();
+      keepsProcessAlive(this.#timer, true);
       this.#holding = true;
     }
   }

@@ -22,7 +22,7 @@ import {
   StoreUnavailableError,
 } from "./errors.js";
 import { beginFlight, endFlight } from "./in-flight.js";
-import { startLease } from "./lease.js";
+import { type Lease, startLease } from "./lease.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
 import { bindingFor } from "./record-binding.js";
 import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
@@ -36,7 +36,16 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
   const flight = beginFlight(c.o.store, c.scope, c.key);
   try {
     const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
-    const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
+    let lease: Lease;
+    try {
+      lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
+    } catch (error) {
+      // The tool was never called: free the key, as a tool that declared it did not run would.
+      const action = decide({ event: "tool", outcome: "declared_not_executed", effect: c.o.effect });
+      if (action !== Action.release) throw unexpected(action, "a failure before the tool was called");
+      await releaseFenced(c, record);
+      throw error;
+    }
     let result: Awaited<R>;
     try {
       result = await c.fn(c.args, {

@@ -1,4 +1,4 @@
-import { type Clock, type SleepOptions, systemClock } from "./clock.js";
+import { type Clock, keepsProcessAlive, type SleepOptions, systemClock } from "./clock.js";
 import { Action, decide } from "./decide.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -88,7 +88,8 @@ class HeldLease implements Lease {
     if (clock === systemClock) {
       // A bare timer with the lease as its argument: clock.sleep with an AbortController to stop it makes a
       // first call cost 85% more instructions on the memory store. Unref'd, as a background sleep.
-      this.#timer = setTimeout(HeldLease.#renew, this.#everyMs, this).unref();
+      this.#timer = setTimeout(HeldLease.#renew, this.#everyMs, this);
+      keepsProcessAlive(this.#timer, false);
       return;
     }
     const stopper = new AbortController();
