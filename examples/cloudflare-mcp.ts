@@ -1,7 +1,8 @@
 /**
  * Runs examples/cloudflare-mcp/worker.ts in workerd, Cloudflare's runtime (through miniflare, as
- * `wrangler dev` would), and calls its `send_slack_message` tool from the MCP SDK's client over streamable HTTP: twice with one key, then again
- * from a second MCP session (a client that reconnected). Slack gets one post; the repeats are replays.
+ * `wrangler dev` would), and calls its `send_slack_message` tool from the MCP SDK's client over streamable
+ * HTTP: twice with one key, then again from a second MCP session (a client that reconnected). Slack gets
+ * one post; the repeats are replays.
  *
  * Run: node --import tsx examples/cloudflare-mcp.ts   (checks itself; exits non-zero on failure)
  */

@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { durableObjectStoreClient, type StoreCall } from "../src/cloudflare/index.js";
+import { durableObjectStore, durableObjectStoreClient, type StoreCall } from "../src/cloudflare/index.js";
 import { isIdempotencyError } from "../src/core/errors.js";
 import { idempotent } from "../src/core/idempotent.js";
 import type { IdempotencyStore } from "../src/core/store.js";
@@ -153,4 +153,45 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
     return error;
   }
   throw new Error("expected a rejection");
+}
+
+describe("durableObjectStore and durableObjectStoreClient options", () => {
+  const storage = {
+    sql: { exec: () => ({ toArray: () => [] }) },
+    transactionSync: <T>(closure: () => T) => closure(),
+  };
+
+  it("rejects what is not a Durable Object's SQLite storage, naming the option", () => {
+    for (const bad of [undefined, {}, { sql: {} }, { sql: storage.sql }]) {
+      expect(() => durableObjectStore({ storage: bad as never })).toThrow(/option `storage`/);
+    }
+  });
+
+  it("rejects table names that are not plain identifiers, or are Cloudflare's", () => {
+    for (const table of ["", "a-b", 'x"; DROP TABLE y; --', "_cf_records", "_CF_records", "a".repeat(64)]) {
+      const error = rejectionSync(() => durableObjectStore({ storage, table }));
+      expect(isIdempotencyError(error, "invalid_options"), table).toBe(true);
+      expect((error as Error).message).toContain("option `table`");
+    }
+    expect(() => durableObjectStore({ storage, table: "records_2" })).not.toThrow();
+  });
+
+  it("rejects a clock it does not know", () => {
+    expect(() => durableObjectStore({ storage, clock: "server" as never })).toThrow(/option `clock`/);
+  });
+
+  it("rejects a stub without the idempotency method", () => {
+    for (const bad of [undefined, {}, { idempotency: "yes" }]) {
+      expect(() => durableObjectStoreClient(bad as never)).toThrow(/option `stub`/);
+    }
+  });
+});
+
+function rejectionSync(action: () => unknown): unknown {
+  try {
+    action();
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a throw");
 }
