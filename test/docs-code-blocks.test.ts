@@ -69,6 +69,21 @@ declare module "stripe" {
   }
   export default Stripe;
 }
+declare module "cloudflare:workers" {
+  type SqlStorageValue = ArrayBuffer | string | number | null;
+  abstract class DurableObject<Env = unknown> {
+    constructor(ctx: unknown, env: Env);
+    protected ctx: {
+      readonly storage: {
+        readonly sql: {
+          exec(query: string, ...bindings: SqlStorageValue[]): { toArray(): Record<string, SqlStorageValue>[] };
+        };
+        transactionSync<T>(closure: () => T): T;
+      };
+    };
+    protected env: Env;
+  }
+}
 declare module "bun:sqlite" {
   interface Changes { changes: number; lastInsertRowid: number | bigint }
   class Statement {
