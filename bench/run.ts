@@ -22,6 +22,7 @@ import {
   SqliteDriver,
   sqliteBackendNames,
 } from "./lib/backends/backend.js";
+import { dynamoBackends } from "./lib/backends/dynamodb.js";
 import { memoryBackend } from "./lib/backends/memory.js";
 import { postgresBackends } from "./lib/backends/postgres.js";
 import { redisBackends } from "./lib/backends/redis.js";
@@ -98,6 +99,7 @@ async function main(): Promise<number> {
   for (const [store, backends] of [
     ["postgres", ["postgres"]],
     ["redis", ["redis", "tiered-redis"]],
+    ["dynamodb", ["dynamodb (dynalite)"]],
   ] as const) {
     const reason = lib.missing[store];
     if (reason === undefined) continue;
@@ -139,6 +141,7 @@ async function main(): Promise<number> {
       await attempt(["postgres"], () =>
         postgresBackends(lib, { url: options.pgUrl, tag, fingerprint }, candidate),
       );
+      await attempt(["dynamodb (dynalite)"], () => dynamoBackends(lib, candidate));
       // In the order of backendNames, so the SQLite groups of both drivers run (and print) side by side.
       const backends: Backend[] = setups
         .flatMap((s) => s.backends)

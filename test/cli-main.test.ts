@@ -109,7 +109,7 @@ describe("the built binary", () => {
       ],
       [
         ["inspect", "list", "--store", "redis://127.0.0.1:1", "--table", "records"],
-        "--table is for SQLite and PostgreSQL; Redis takes --prefix",
+        "--table is for SQLite, PostgreSQL and DynamoDB; Redis takes --prefix",
         "inspect list",
       ],
     ] as const) {

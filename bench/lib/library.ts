@@ -26,6 +26,11 @@ export interface RedisLib {
   redisStore(options: { client: unknown; prefix?: string }): IdempotencyStore;
 }
 
+/** What the bench uses of `idempotool/dynamodb`. */
+export interface DynamoLib {
+  dynamoStore(options: { client: unknown; table: string }): IdempotencyStore;
+}
+
 export interface Library {
   /** The directory the modules were loaded from. */
   readonly dir: string;
@@ -34,6 +39,7 @@ export interface Library {
   /** Undefined when the built store is missing; `missing` says why. */
   readonly postgres: PostgresLib | undefined;
   readonly redis: RedisLib | undefined;
+  readonly dynamodb: DynamoLib | undefined;
   readonly missing: Readonly<Record<string, string>>;
 }
 
@@ -63,6 +69,7 @@ export async function loadLibrary(dir: string): Promise<Library> {
     sqlite: await load<SqliteLib>("sqlite/index.js"),
     postgres: await optional<PostgresLib>("postgres", "postgres/index.js"),
     redis: await optional<RedisLib>("redis", "redis/index.js"),
+    dynamodb: await optional<DynamoLib>("dynamodb", "dynamodb/index.js"),
     missing,
   };
 }

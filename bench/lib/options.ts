@@ -35,7 +35,7 @@ export const usage = `Usage: npm run bench -- [options]
 
   --node N                 run on Node N (22 or 24; default 24), installed by scripts/node.sh if missing
   --quick                  smoke run: 3 short repetitions per cell (~1 min)
-  --store LIST             memory,sqlite,tiered-sqlite,redis,tiered-redis,postgres (default: all). sqlite and
+  --store LIST             memory,sqlite,tiered-sqlite,redis,tiered-redis,postgres,dynamodb (default: all). sqlite and
                            tiered-sqlite run on each driver, a row group each ("sqlite (node:sqlite)",
                            "sqlite (better-sqlite3)", …); node:sqlite or better-sqlite3 picks both groups on
                            that driver; "tiered" = every tiered group
@@ -64,6 +64,7 @@ const storeAliases: Record<string, readonly BackendName[]> = {
   [SqliteDriver.node]: Object.values(sqliteBackendNames[SqliteDriver.node]),
   [SqliteDriver.betterSqlite3]: Object.values(sqliteBackendNames[SqliteDriver.betterSqlite3]),
   tiered: [...Object.values(sqliteBackendNames).map((n) => n.tiered), BackendName.tieredRedis],
+  dynamodb: [BackendName.dynamodb],
 };
 
 function list<T extends string>(

@@ -29,8 +29,11 @@ export interface StoreFlags {
 /** Add `--store`, `--table` and `--prefix` to a record command. */
 export function storeOptions(command: Command): Command {
   return command
-    .requiredOption("--store <url>", "the store: sqlite://path, postgres://user@host/db or redis://host:6379")
-    .option("--table <name>", "the SQLite or PostgreSQL table (default: the store's own)")
+    .requiredOption(
+      "--store <url>",
+      "the store: sqlite://path, postgres://user@host/db, redis://host:6379 or dynamodb://table?region=…",
+    )
+    .option("--table <name>", "the SQLite, PostgreSQL or DynamoDB table (default: the store's own)")
     .option("--prefix <prefix>", "the Redis key prefix (default: the store's own)");
 }
 
@@ -44,9 +47,9 @@ export async function openFlaggedStore(
 ): Promise<OpenedStore> {
   const url = parseStoreUrl(flags.store);
   if (flags.table !== undefined && url.kind === "redis")
-    throw new OptionError("--table is for SQLite and PostgreSQL; Redis takes --prefix");
+    throw new OptionError("--table is for SQLite, PostgreSQL and DynamoDB; Redis takes --prefix");
   if (flags.prefix !== undefined && url.kind !== "redis")
-    throw new OptionError("--prefix is for Redis; SQLite and PostgreSQL take --table");
+    throw new OptionError("--prefix is for Redis; SQLite, PostgreSQL and DynamoDB take --table");
   const merged =
     url.kind === "redis"
       ? { ...url, prefix: flags.prefix ?? url.prefix }

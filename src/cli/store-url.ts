@@ -1,5 +1,6 @@
 /**
- * Stores named by URL on the command line: `sqlite://path`, `postgres://…`, `redis://…`. Commands that
+ * Stores named by URL on the command line: `sqlite://path`, `postgres://…`, `redis://…`,
+ * `dynamodb://table?region=…`. Commands that
  * work on records (inspect, purge, reconcile) open their store here, so every one of them fails the
  * same way on a bad URL, a missing store or table, or an unreachable server: one line and exit 2. None
  * creates a store or a table unless asked, and none prints a password.
@@ -7,6 +8,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { IdempotencyStore } from "../core/store.js";
+import { createTableInput, dynamoStore } from "../dynamodb/index.js";
 import { postgresStore } from "../postgres/index.js";
 import { redisStore } from "../redis/index.js";
 import { type AnySqliteDatabase, sqliteStore } from "../sqlite/index.js";
@@ -20,17 +22,27 @@ import { redactUrl } from "./redact.js";
 export type StoreUrl =
   | { readonly kind: "sqlite"; readonly path: string; readonly table: string | undefined }
   | { readonly kind: "postgres"; readonly url: string; readonly table: string | undefined }
-  | { readonly kind: "redis"; readonly url: string; readonly prefix: string | undefined };
+  | { readonly kind: "redis"; readonly url: string; readonly prefix: string | undefined }
+  | {
+      readonly kind: "dynamodb";
+      readonly table: string | undefined;
+      /** The AWS region; absent, the SDK's own (AWS_REGION, the profile). */
+      readonly region: string | undefined;
+      /** Another endpoint than AWS's: DynamoDB Local, dynalite, a VPC endpoint. */
+      readonly endpoint: string | undefined;
+    };
 
 /** A store the command opened and must close. */
 export type OpenedStore = IdempotencyStore & { close(): Promise<void> };
 
-const examples = "sqlite://./idempotool.db, postgres://user@host:5432/db or redis://host:6379";
+const examples =
+  "sqlite://./idempotool.db, postgres://user@host:5432/db, redis://host:6379 or dynamodb://table?region=eu-west-1";
 
 /**
  * Parse a store URL. `sqlite://` takes a path (`sqlite://./records.db`, `sqlite:///var/lib/x.db`);
- * `?table=` names the SQLite or PostgreSQL table and `?prefix=` the Redis key prefix. Messages show the
- * URL with its password masked.
+ * `?table=` names the SQLite or PostgreSQL table and `?prefix=` the Redis key prefix. `dynamodb://` takes
+ * the table where a host would be, and `?region=` and `?endpoint=`; credentials come from the AWS SDK's
+ * own chain (environment, profile, role). Messages show the URL with its password masked.
  * @example
  * parseStoreUrl("sqlite://./records.db?table=tool_calls"); // { kind: "sqlite", path: "./records.db", table: "tool_calls" }
  */
@@ -43,6 +55,22 @@ export function parseStoreUrl(text: string): StoreUrl {
     if (path === "")
       throw new UsageError(`the store URL ${shown} has no file path (like sqlite://./idempotool.db)`);
     return { kind: "sqlite", path, table: new URLSearchParams(query).get("table") ?? undefined };
+  }
+  if (scheme === "dynamodb") {
+    const [location = "", query = ""] = text.slice("dynamodb:".length).replace(/^\/\//, "").split("?", 2);
+    const params = new URLSearchParams(query);
+    const endpoint = params.get("endpoint") ?? undefined;
+    if (endpoint !== undefined && !URL.canParse(endpoint))
+      throw new UsageError(
+        `the store URL ${shown} has an endpoint that is not a URL (like http://127.0.0.1:8000)`,
+      );
+    const table = decodePercents(location.replace(/\/$/, ""));
+    return {
+      kind: "dynamodb",
+      table: table === "" ? undefined : table,
+      region: params.get("region") ?? undefined,
+      endpoint,
+    };
   }
   if (scheme === "postgres" || scheme === "postgresql" || scheme === "redis" || scheme === "rediss") {
     let url: URL;
@@ -86,6 +114,7 @@ export const storeOpeners: Record<
   sqlite: openSqlite,
   postgres: openPostgres,
   redis: openRedis,
+  dynamodb: openDynamo,
 };
 
 export interface OpenOptions {
@@ -300,6 +329,57 @@ async function openRedis(
     ...store,
     close: async () => {
       await client.quit();
+    },
+  };
+}
+
+async function openDynamo(
+  url: Extract<StoreUrl, { kind: "dynamodb" }>,
+  options: OpenOptions,
+): Promise<OpenedStore> {
+  const sdk = await loadDriver<typeof import("@aws-sdk/client-dynamodb")>(
+    "@aws-sdk/client-dynamodb",
+    "dynamodb://",
+  );
+  if (url.table === undefined)
+    throw new UsageError("the dynamodb:// store URL names no table (like dynamodb://idempotool_records)");
+  const where = `DynamoDB table ${printable(url.table)}${url.endpoint ? ` at ${printable(redactUrl(url.endpoint))}` : ""}`;
+  const client = new sdk.DynamoDBClient({
+    ...(url.region ? { region: url.region } : {}),
+    ...(url.endpoint ? { endpoint: url.endpoint } : {}),
+    maxAttempts: 2,
+    requestHandler: { connectionTimeout: connectTimeoutMs, requestTimeout: connectTimeoutMs },
+  });
+  let store: ReturnType<typeof dynamoStore>;
+  try {
+    store = dynamoStore({ client, table: url.table });
+  } catch (error) {
+    client.destroy();
+    throw optionError(error) ?? error;
+  }
+  try {
+    await client.send(new sdk.DescribeTableCommand({ TableName: store.table }));
+  } catch (error) {
+    if ((error as { name?: unknown }).name !== "ResourceNotFoundException") {
+      client.destroy();
+      throw new UsageError(`cannot reach the ${where}: ${reasonOf(error)}`, { cause: error });
+    }
+    if (!options.create) {
+      client.destroy();
+      throw new UsageError(`no ${where}; check the URL and --table`);
+    }
+    try {
+      await client.send(new sdk.CreateTableCommand(createTableInput(store.table)));
+      await sdk.waitUntilTableExists({ client, maxWaitTime: 120 }, { TableName: store.table });
+    } catch (createError) {
+      client.destroy();
+      throw new UsageError(`cannot create the ${where}: ${reasonOf(createError)}`, { cause: createError });
+    }
+  }
+  return {
+    ...store,
+    close: async () => {
+      client.destroy();
     },
   };
 }

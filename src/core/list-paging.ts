@@ -3,7 +3,7 @@
  * upper bound that turns a literal key prefix into an index-friendly range.
  */
 import { Buffer } from "node:buffer";
-import type { RecordId } from "./store.js";
+import type { IdempotencyRecord, ListQuery, RecordId } from "./store.js";
 
 const defaultListLimit = 100;
 const maxListLimit = 1_000;
@@ -60,4 +60,21 @@ export function keyPrefixUpperBound(prefix: string): string | undefined {
     }
   }
   return undefined;
+}
+
+/** Whether a record passes `list`'s filters other than scope and key prefix (which a store narrows by itself). */
+export function listMatches(record: IdempotencyRecord, query: ListQuery): boolean {
+  return (
+    (query.tool === undefined || record.tool === query.tool) &&
+    (query.status === undefined || record.status === query.status) &&
+    (query.createdBefore === undefined || record.createdAt < query.createdBefore) &&
+    (query.createdAfter === undefined || record.createdAt >= query.createdAfter)
+  );
+}
+
+/** (scope, key) in UTF-16 code unit order: the order of pages, and what a cursor compares against. */
+export function compareIds(a: RecordId, b: RecordId): number {
+  if (a.scope !== b.scope) return a.scope < b.scope ? -1 : 1;
+  if (a.key !== b.key) return a.key < b.key ? -1 : 1;
+  return 0;
 }

@@ -1,5 +1,12 @@
 import { IdempotencyError } from "../core/errors.js";
-import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
+import {
+  compareIds,
+  decodeListCursor,
+  encodeListCursor,
+  listLimit,
+  listMatches,
+  purgeLimit,
+} from "../core/list-paging.js";
 import { durationOption, invalidOption } from "../core/option-checks.js";
 import {
   claimedRecord,
@@ -8,7 +15,6 @@ import {
   type ListPage,
   type RecordId,
 } from "../core/store.js";
-import { compareIds, matches } from "./list-cursor.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
 import { readRecord, toRecord } from "./record-value.js";
 import { type ScriptClient, scriptRunner } from "./script-runner.js";
@@ -220,7 +226,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
           const id = batch[i]!;
           // Gone since the scan, or a value that is not one of our records.
           const record = readRecord(id.scope, id.key, reply);
-          if (record && matches(record, query) && records.length <= limit) records.push(record);
+          if (record && listMatches(record, query) && records.length <= limit) records.push(record);
         }
       }
       if (records.length <= limit) return { records } satisfies ListPage;

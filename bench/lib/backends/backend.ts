@@ -17,6 +17,7 @@ export const BackendName = {
   redis: "redis",
   tieredRedis: "tiered-redis",
   postgres: "postgres",
+  dynamodb: "dynamodb (dynalite)",
 } as const;
 export type BackendName = (typeof BackendName)[keyof typeof BackendName];
 export const backendNames: readonly BackendName[] = Object.values(BackendName);

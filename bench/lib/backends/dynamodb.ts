@@ -1,0 +1,121 @@
+import { randomUUID } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { IdempotencyConfig, makeIdempotent } from "@aws-lambda-powertools/idempotency";
+import { CreateTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import dynalite from "dynalite";
+import type { Library } from "../library.js";
+import {
+  type Call,
+  countedTool,
+  type Subject,
+  SubjectName,
+  type ToolArgs,
+  wrapperSubject,
+} from "../subject.js";
+import { BackendName, type BackendSetup } from "./backend.js";
+import { idempotoolSubject } from "./memory.js";
+
+type PowertoolsDynamo = typeof import("@aws-lambda-powertools/idempotency/dynamodb");
+
+const ttlSeconds = 24 * 60 * 60;
+const leaseMs = 60_000;
+
+/** Powertools' DynamoDB persistence layer on the same client: its default table (key attribute `id`). */
+function powertoolsDynamoSubject(
+  DynamoDBPersistenceLayer: PowertoolsDynamo["DynamoDBPersistenceLayer"],
+  client: DynamoDBClient,
+  tableName: string,
+): Subject {
+  const tool = countedTool();
+  const build = (): Call => {
+    const config = new IdempotencyConfig({
+      eventKeyJmesPath: "key",
+      expiresAfterSeconds: ttlSeconds,
+      hashFunction: "sha256",
+      throwOnNoIdempotencyKey: true,
+    });
+    // Outside Lambda there is no remaining time: the same 60 s in-progress lease as idempotool.
+    config.registerLambdaContext({ getRemainingTimeInMillis: () => leaseMs } as Parameters<
+      IdempotencyConfig["registerLambdaContext"]
+    >[0]);
+    const wrapped = makeIdempotent(
+      async (payload: { key: string; args: ToolArgs }) => tool.fn(payload.args),
+      {
+        persistenceStore: new DynamoDBPersistenceLayer({ tableName, awsSdkV3Client: client }),
+        config,
+      },
+    );
+    return (key, args) => wrapped({ key, args });
+  };
+  return wrapperSubject({
+    name: SubjectName.powertools,
+    description:
+      "@aws-lambda-powertools/idempotency makeIdempotent + DynamoDBPersistenceLayer (same client; eventKeyJmesPath 'key', sha256, 24 h, 60 s in-progress expiry)",
+    tool,
+    build,
+    validatesPayload: false,
+  });
+}
+
+/** idempotool's dynamoStore and Powertools' DynamoDB layer, on one dynalite (in memory) this run starts. */
+export async function dynamoBackends(lib: Library, candidate?: Library): Promise<BackendSetup> {
+  const server = dynalite({ createTableMs: 0 });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  const client = new DynamoDBClient({
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    region: "us-east-1",
+    credentials: { accessKeyId: "bench", secretAccessKey: "bench" },
+  });
+  const table = async (key: string) => {
+    const name = `bench-${key}-${randomUUID()}`;
+    await client.send(
+      new CreateTableCommand({
+        TableName: name,
+        AttributeDefinitions: [{ AttributeName: key, AttributeType: "S" }],
+        KeySchema: [{ AttributeName: key, KeyType: "HASH" }],
+        BillingMode: "PAY_PER_REQUEST",
+      }),
+    );
+    return name;
+  };
+  const subjects: Subject[] = [];
+  // Without a built idempotool/dynamodb (run.ts reports why) Powertools' row still runs.
+  const store = lib.dynamodb?.dynamoStore({ client, table: await table("pk") });
+  if (store) subjects.push(idempotoolSubject(lib, () => store, "dynamoStore({ client: DynamoDBClient })"));
+  // Powertools' layer needs @aws-sdk/util-dynamodb, which it does not install itself.
+  let powertools: PowertoolsDynamo | undefined;
+  let missing = "";
+  try {
+    powertools = await import("@aws-lambda-powertools/idempotency/dynamodb");
+    subjects.push(powertoolsDynamoSubject(powertools.DynamoDBPersistenceLayer, client, await table("id")));
+  } catch (error) {
+    missing = `; Powertools' row skipped: ${(error as Error).message.split("\n")[0]}`;
+  }
+  const candidateStore = candidate?.dynamodb?.dynamoStore({ client, table: await table("pk") });
+  if (candidate && candidateStore) {
+    subjects.push(
+      idempotoolSubject(
+        candidate,
+        () => candidateStore,
+        `dynamoStore from ${candidate.dir}`,
+        false,
+        SubjectName.candidate,
+      ),
+    );
+  }
+  return {
+    backends: [
+      {
+        name: BackendName.dynamodb,
+        description: `dynalite 4 (the DynamoDB API on in-memory LevelDB) over HTTP on loopback, @aws-sdk/client-dynamodb v3; dynalite sends no item with a refused write, so an idempotool replay is 2 requests here (1 on DynamoDB)${missing}`,
+        concurrencies: [1],
+        subjects,
+      },
+    ],
+    info: { dynalite: "4.0.0" },
+    async close() {
+      client.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
