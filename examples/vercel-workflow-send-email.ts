@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import type { Server } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
@@ -25,6 +25,9 @@ const root = join(import.meta.dirname, "..");
 // Inside the project: the builder resolves the SDK's own modules from where it writes the bundles.
 const dir = mkdtempSync(join(root, ".vercel-workflow-example-"));
 process.env.WORKFLOW_LOCAL_DATA_DIR = join(dir, "data");
+// The builder also writes its manifest to .well-known/workflow/ in the project: removed below unless it was there.
+const manifestDir = join(root, ".well-known", "workflow");
+const hadManifest = existsSync(manifestDir);
 
 try {
   // 1. Compile the "use workflow" / "use step" functions into the runtime's two bundles.
@@ -111,5 +114,9 @@ try {
   console.log("Every check holds.");
 } finally {
   rmSync(dir, { recursive: true, force: true });
+  if (!hadManifest) {
+    rmSync(manifestDir, { recursive: true, force: true });
+    if (readdirSync(join(root, ".well-known")).length === 0) rmdirSync(join(root, ".well-known"));
+  }
 }
 process.exit(0);
