@@ -44,6 +44,8 @@ const foldersLoaded: Record<string, string[]> = {
   "./http/express": ["core", "http"],
   "./http/fastify": ["core", "http"],
   "./langgraph": ["core", "langgraph"],
+  "./dbos": ["core", "dbos"],
+  "./vercel-workflow": ["core", "vercel-workflow"],
 };
 
 /** What each subpath must export, and nothing is re-exported by `export *`. */
@@ -93,6 +95,8 @@ const expected: Record<string, string[]> = {
   "./http/express": ["expressIdempotency"],
   "./http/fastify": ["fastifyIdempotency"],
   "./langgraph": ["nodeTool", "requestApproval", "runApproved", "keyFromCheckpoint", "mintKey"],
+  "./dbos": ["stepKey", "stepTool"],
+  "./vercel-workflow": ["stepKey", "stepTool"],
 };
 
 describe("the package", () => {
