@@ -23,8 +23,8 @@ export type {
   ApprovalRequest,
   ApprovedDecision,
   RejectedDecision,
-} from "./approval-decision.js";
-export { approve, isApprovalRequest, reject } from "./approval-decision.js";
+} from "../tool-calls/approval-decision.js";
+export { approve, isApprovalRequest, reject } from "../tool-calls/approval-decision.js";
 export type { NodeConfig } from "./checkpoint-key.js";
 export { keyFromCheckpoint } from "./checkpoint-key.js";
 export type { NodeCall, NodeTool, NodeToolOptions } from "./node-tool.js";
