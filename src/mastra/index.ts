@@ -5,8 +5,8 @@
  * - Agent tools: pass a tool's options through `idempotentTool` before `createTool()`. Each call is keyed
  *   by intent, `intentKey(runId, tool, intent fields)`: the same call twice in one response, or again in a
  *   later step, runs once; a new run (the user's next message) runs again.
- * - Workflow steps: Mastra runs a step's `execute` from the top again on resume. Wrap the step's options
- *   with `idempotentStep` and run each effect through `idempotent()` under `keyFromStep(params, name)`:
+ * - Workflow steps: Mastra runs a step's `execute` from the top again on resume. Wrap the step with
+ *   `idempotentStep` and run each effect through `idempotent()` under `keyFromStep(params, name)`:
  *   the re-run replays the first outcome.
  * - Approvals: `toolApprovalRequest` and `bindToolApproval` for a tool with `requireApproval`;
  *   `approvalRequest`, `approve` and `runApproved` for a step that suspends for a human.
@@ -58,7 +58,7 @@ export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.
 export type { RequestContextLike } from "./approval-binding.js";
 export type { IdempotentToolOptions, InputOf, MastraToolOptions } from "./idempotent-tool.js";
 export { idempotentTool, toolContextOf } from "./idempotent-tool.js";
-export type { MastraStepOptions, StepParams } from "./step.js";
+export type { MastraStep, StepParams } from "./step.js";
 export { idempotentStep, keyFromStep } from "./step.js";
 export { approvalRequest, runApproved } from "./step-approval.js";
 export type { SuspendedToolCall, ToolApprovalRequest } from "./tool-approval.js";

@@ -13,8 +13,8 @@ export interface StepParams {
   readonly workflowId: string;
 }
 
-/** The part of a step's options (what `createStep()` takes) that the wrapper reads. */
-export interface MastraStepOptions {
+/** The part of a step (what `createStep()` returns) that the wrapper reads. */
+export interface MastraStep {
   readonly id: string;
   // biome-ignore lint/suspicious/noExplicitAny: the parameters are the step's own.
   readonly execute: (params: any) => Promise<unknown>;
@@ -24,12 +24,13 @@ export interface MastraStepOptions {
 const steps = new WeakMap<object, string>();
 
 /**
- * Let a step's `execute` key its effects by the run and the step: pass the options of `createStep()`
- * through this first. Inside, {@link keyFromStep} makes the key from the `execute` parameters.
+ * Let a step's `execute` key its effects by the run and the step: pass the step `createStep()` made
+ * through this, and use the step it returns. Inside, {@link keyFromStep} makes the key from the
+ * `execute` parameters.
  *
  * Mastra does not tell a step its own id; this records it for each call of `execute`, on the parameters
  * object, so that `keyFromStep` cannot be handed another step's id by mistake.
- * @throws IdempotencyError `invalid_options` when the options have no `id` or no `execute`.
+ * @throws IdempotencyError `invalid_options` when the step has no `id` or no `execute`.
  * @example
  * import { createStep } from "@mastra/core/workflows";
  * import { z } from "zod";
@@ -40,8 +41,8 @@ const steps = new WeakMap<object, string>();
  *   name: "send_email",
  *   store: memoryStore(),
  * });
- * const notify = createStep(
- *   idempotentStep({
+ * const notify = idempotentStep(
+ *   createStep({
  *     id: "notify",
  *     inputSchema: z.object({ to: z.string() }),
  *     outputSchema: z.object({ messageId: z.string() }),
@@ -53,8 +54,8 @@ const steps = new WeakMap<object, string>();
  *   }),
  * );
  */
-export function idempotentStep<T extends MastraStepOptions>(stepOptions: T): T {
-  const given = stepOptions as unknown as Partial<Record<string, unknown>> | undefined;
+export function idempotentStep<T extends MastraStep>(step: T): T {
+  const given = step as unknown as Partial<Record<string, unknown>> | undefined;
   if (
     typeof given !== "object" ||
     given === null ||
@@ -64,13 +65,13 @@ export function idempotentStep<T extends MastraStepOptions>(stepOptions: T): T {
   ) {
     throw new IdempotencyError(
       ErrorCode.invalidOptions,
-      "idempotentStep(): the argument must be the options of createStep(), with an id and an execute function.",
+      "idempotentStep(): the argument must be a step made by createStep(), with an id and an execute function.",
     );
   }
   const id = given.id;
   const execute = given.execute as (params: unknown) => Promise<unknown>;
   return {
-    ...stepOptions,
+    ...step,
     execute: (params: unknown) => {
       if (typeof params === "object" && params !== null) steps.set(params, id);
       return execute(params);
@@ -80,7 +81,7 @@ export function idempotentStep<T extends MastraStepOptions>(stepOptions: T): T {
 
 /**
  * The key of an effect in a workflow step: `keys.composite(workflowId, runId, stepId, ...parts)`, from
- * the parameters of the step's `execute` (a step made with {@link idempotentStep}). Add the tool's name as
+ * the parameters of the step's `execute` (a step wrapped by {@link idempotentStep}). Add the tool's name as
  * a part, and another part for each different effect of one step.
  *
  * Every run of the step's body in one workflow run gets the same key: the first run and the re-run after
@@ -100,7 +101,7 @@ export function keyFromStep(params: StepParams, ...parts: unknown[]): string {
   if (stepId === undefined) {
     throw new IdempotencyError(
       ErrorCode.keyMissing,
-      "keyFromStep: pass the parameters of the execute of a step made with createStep(idempotentStep({ ... })) " +
+      "keyFromStep: pass the parameters of the execute of a step wrapped by idempotentStep(createStep({ ... })) " +
         "(the object itself, not a copy): only that step knows its own id.",
     );
   }
