@@ -39,7 +39,9 @@ async function deliver(to: string, subject: string): Promise<{ messageId: string
   return { messageId: `msg-${outbox.length}` };
 }
 
-type Part = { type: "tool-call"; toolCallId: string; toolName: string; input: string } | { type: "text"; text: string };
+type Part =
+  | { type: "tool-call"; toolCallId: string; toolName: string; input: string }
+  | { type: "text"; text: string };
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
   outputTokens: { total: 1, text: 1, reasoning: 0 },
@@ -52,7 +54,12 @@ function scripted(script: Part[][]) {
       const content = script[next++];
       assert.ok(content, "the script ran out");
       const calls = content.some((part) => part.type === "tool-call");
-      return { content, finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined }, usage, warnings: [] };
+      return {
+        content,
+        finishReason: { unified: calls ? "tool-calls" : "stop", raw: undefined },
+        usage,
+        warnings: [],
+      };
     },
   });
 }
@@ -94,7 +101,9 @@ try {
     tools: { send_email: sendEmail },
   });
   const first = await agent.generate("Send Alice the summary");
-  const replays = first.toolResults.map((part) => (part.payload.result as { was_replay: boolean }).was_replay);
+  const replays = first.toolResults.map(
+    (part) => (part.payload.result as { was_replay: boolean }).was_replay,
+  );
   console.log(`run 1: ${outbox.length} email for 2 calls; replays: ${replays.join(", ")}`);
   assert.equal(outbox.length, 1);
   assert.deepEqual(replays.sort(), [false, true]);
@@ -116,7 +125,10 @@ try {
       execute: async (params) => {
         const { to } = params.inputData;
         // Runs on the first pass and again on every resume: the key makes the re-runs replays.
-        await send({ to: "me@example.com", subject: `Review the email to ${to}` }, { key: keyFromStep(params, "remind") });
+        await send(
+          { to: "me@example.com", subject: `Review the email to ${to}` },
+          { key: keyFromStep(params, "remind") },
+        );
         const args = { to, subject: "Summary" };
         const key = keyFromStep(params, "send_email");
         if (params.resumeData === undefined) return params.suspend(approvalRequest(send, args, { key }));
@@ -142,7 +154,9 @@ try {
   assert.equal(paused.status, "suspended");
   const request = paused.suspendPayload.review_and_send;
   assert.ok(isApprovalRequest(request), "the step suspends with an approval request");
-  console.log(`approval asked for ${request.tool} to ${(request.args as { to: string }).to}; ${outbox.length} emails`);
+  console.log(
+    `approval asked for ${request.tool} to ${(request.args as { to: string }).to}; ${outbox.length} emails`,
+  );
 
   // What the run left in storage, as another process would read it.
   const workflows = await storage.getStore("workflows");
@@ -164,7 +178,9 @@ try {
     console.log(`resume ${attempt}: ${status}; ${outbox.length} emails in all`);
   }
   assert.equal(outbox.length, 4);
-  console.log("OK: 3 send_email calls by the model, 2 emails; the reminder and the approved email once each over a suspend and two resumes.");
+  console.log(
+    "OK: 3 send_email calls by the model, 2 emails; the reminder and the approved email once each over a suspend and two resumes.",
+  );
 } finally {
   await store.close();
   rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,15 @@ import { RequestContext } from "@mastra/core/request-context";
 import { describe, expect, it } from "vitest";
 import { memoryStore } from "../src/index.js";
 import { bindToolApproval, toolApprovalRequest } from "../src/mastra/index.js";
-import { call, type Email, mailer, says, savedRuns, scriptedModel, storageWith } from "./fixtures/mastra-mailer.js";
+import {
+  call,
+  type Email,
+  mailer,
+  savedRuns,
+  says,
+  scriptedModel,
+  storageWith,
+} from "./fixtures/mastra-mailer.js";
 
 const alice = { to: "alice@example.com", subject: "Summary", body: "Here it is." };
 
@@ -36,7 +44,13 @@ describe("toolApprovalRequest and bindToolApproval", () => {
 
     for (const _attempt of [1, 2]) {
       const model = scriptedModel([[says("sent")]]);
-      const { agent } = mailer({ store, model, sent, requireApproval: true, storage: await storageWith(saved) });
+      const { agent } = mailer({
+        store,
+        model,
+        sent,
+        requireApproval: true,
+        storage: await storageWith(saved),
+      });
       const output = await agent.approveToolCallGenerate({
         runId: request.run_id,
         toolCallId: request.call_id,
@@ -54,7 +68,13 @@ describe("toolApprovalRequest and bindToolApproval", () => {
     expect(edited).not.toBe(saved);
 
     const model = scriptedModel([[says("not sent")]]);
-    const { agent } = mailer({ store, model, sent, requireApproval: true, storage: await storageWith(edited) });
+    const { agent } = mailer({
+      store,
+      model,
+      sent,
+      requireApproval: true,
+      storage: await storageWith(edited),
+    });
     await agent.approveToolCallGenerate({
       runId: request.run_id,
       toolCallId: request.call_id,
@@ -66,7 +86,9 @@ describe("toolApprovalRequest and bindToolApproval", () => {
   });
 
   it("refuses options not made by idempotentTool, and a request not made by toolApprovalRequest", async () => {
-    expect(() => toolApprovalRequest({}, { runId: "r", suspendPayload: {} })).toThrow(/made by idempotentTool/);
+    expect(() => toolApprovalRequest({}, { runId: "r", suspendPayload: {} })).toThrow(
+      /made by idempotentTool/,
+    );
     expect(() => bindToolApproval(new RequestContext(), { approved: true } as never)).toThrow(
       /made by toolApprovalRequest/,
     );

@@ -27,7 +27,13 @@ describe("idempotentTool", () => {
       },
     });
     const model = scriptedModel([[call("c1", alice), call("c2", alice)], [says("sent")]]);
-    const agent = new Agent({ id: "m", name: "m", instructions: "-", model, tools: { send_email: sendEmail } });
+    const agent = new Agent({
+      id: "m",
+      name: "m",
+      instructions: "-",
+      model,
+      tools: { send_email: sendEmail },
+    });
 
     await agent.generate("Send Alice the summary");
 
@@ -46,7 +52,10 @@ describe("idempotentTool", () => {
 
     expect(output.text).toBe("sent");
     expect(sent).toEqual([alice]);
-    const seen = toolOutputsSeen(model) as Record<string, { result: unknown; was_replay: boolean; note?: string }>;
+    const seen = toolOutputsSeen(model) as Record<
+      string,
+      { result: unknown; was_replay: boolean; note?: string }
+    >;
     expect(seen.c1?.result).toEqual({ messageId: "m-1" });
     expect(seen.c2?.result).toEqual({ messageId: "m-1" });
     expect([seen.c1?.was_replay, seen.c2?.was_replay].sort()).toEqual([false, true]);
@@ -67,7 +76,12 @@ describe("idempotentTool", () => {
 
   it("sends again for the same request in a later run: the user asked again", async () => {
     const sent: Email[] = [];
-    const model = scriptedModel([[call("c1", alice)], [says("sent")], [call("c1", alice)], [says("sent again")]]);
+    const model = scriptedModel([
+      [call("c1", alice)],
+      [says("sent")],
+      [call("c1", alice)],
+      [says("sent again")],
+    ]);
     const { agent } = mailer({ store: memoryStore(), model, sent });
 
     await agent.generate("Send Alice the summary");
@@ -106,7 +120,11 @@ describe("idempotentTool", () => {
 
   it("refuses a repeat of the same intent with other arguments, with the conflict text", async () => {
     const sent: Email[] = [];
-    const model = scriptedModel([[call("c1", alice)], [call("c2", { ...alice, body: "Reworded." })], [says("ok")]]);
+    const model = scriptedModel([
+      [call("c1", alice)],
+      [call("c2", { ...alice, body: "Reworded." })],
+      [says("ok")],
+    ]);
     const { agent } = mailer({ store: memoryStore(), model, sent });
 
     await agent.generate("Send Alice the summary");
@@ -164,7 +182,10 @@ describe("idempotentTool", () => {
               description: "Create an invoice",
               inputSchema: z.object({ customer: z.string() }),
               execute: async (_input, context) => {
-                seen.push({ key: toolContextOf(context)?.key, signal: context.abortSignal instanceof AbortSignal });
+                seen.push({
+                  key: toolContextOf(context)?.key,
+                  signal: context.abortSignal instanceof AbortSignal,
+                });
                 return { ok: true };
               },
             },
@@ -182,8 +203,12 @@ describe("idempotentTool", () => {
   it("refuses options that cannot work, naming the option", () => {
     const base = { id: "send_email", description: "Send", execute: async () => ({}) };
     const store = memoryStore();
-    expect(() => idempotentTool({ ...base, outputSchema: z.object({}) }, { store })).toThrow(/`outputSchema`/);
-    expect(() => idempotentTool({ ...base, suspendSchema: z.object({}) }, { store })).toThrow(/`suspendSchema`/);
+    expect(() => idempotentTool({ ...base, outputSchema: z.object({}) }, { store })).toThrow(
+      /`outputSchema`/,
+    );
+    expect(() => idempotentTool({ ...base, suspendSchema: z.object({}) }, { store })).toThrow(
+      /`suspendSchema`/,
+    );
     expect(() => idempotentTool({ ...base, turnId: "t" } as never, { store, turnId: "t" as never })).toThrow(
       /`turnId` must be a function/,
     );

@@ -5,7 +5,7 @@
  * serialised snapshot on another storage, and other arguments run nothing.
  */
 import { Mastra } from "@mastra/core/mastra";
-import { type InMemoryStore as MastraStorage, InMemoryStore } from "@mastra/core/storage";
+import { InMemoryStore, type InMemoryStore as MastraStorage } from "@mastra/core/storage";
 import { createStep, createWorkflow, type Step } from "@mastra/core/workflows";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -29,7 +29,9 @@ const output = z.object({ status: z.string(), messageId: z.string().optional() }
 type MailStep = Step<string, unknown, z.infer<typeof input>, z.infer<typeof output>, unknown, unknown>;
 
 function workflowOf(step: MailStep, storage: MastraStorage = new InMemoryStore()) {
-  const workflow = createWorkflow({ id: "mail", inputSchema: input, outputSchema: output }).then(step).commit();
+  const workflow = createWorkflow({ id: "mail", inputSchema: input, outputSchema: output })
+    .then(step)
+    .commit();
   const mastra = new Mastra({ workflows: { mail: workflow }, storage, logger: false });
   return mastra.getWorkflow("mail");
 }
@@ -70,7 +72,10 @@ describe("effects in workflow steps", () => {
         inputSchema: input,
         outputSchema: output,
         execute: async (params) => {
-          const mail = await sendEmail({ to: params.inputData.to }, { key: keyFromStep(params, "send_email") });
+          const mail = await sendEmail(
+            { to: params.inputData.to },
+            { key: keyFromStep(params, "send_email") },
+          );
           if (params.resumeData === undefined) return params.suspend({});
           return { status: mail.was_replay ? "replayed" : "sent", messageId: mail.result.id };
         },
@@ -131,7 +136,8 @@ describe("approvals at a step's suspend", () => {
         execute: async (params) => {
           const args = { to: params.inputData.to, body: draftOf(params.inputData.to) };
           const key = keyFromStep(params, "send_email");
-          if (params.resumeData === undefined) return params.suspend(approvalRequest(sendEmail, args, { key }));
+          if (params.resumeData === undefined)
+            return params.suspend(approvalRequest(sendEmail, args, { key }));
           if ((params.resumeData as { approved?: unknown }).approved !== true) return { status: "rejected" };
           const mail = await runApproved(sendEmail, args, params.resumeData, { key });
           return { status: "sent", messageId: mail.result.id };
@@ -200,15 +206,20 @@ describe("approvals at a step's suspend", () => {
   });
 
   it("runApproved refuses arguments other than the approved ones with an ApprovalMismatchError", async () => {
-    const sendEmail = idempotent(async (args: { to: string }) => args.to, { name: "send_email", store: memoryStore() });
+    const sendEmail = idempotent(async (args: { to: string }) => args.to, {
+      name: "send_email",
+      store: memoryStore(),
+    });
     const request = approvalRequest(sendEmail, { to: "alice" }, { key: "k-1" });
 
-    await expect(runApproved(sendEmail, { to: "mallory" }, approve(request), { key: "k-1" })).rejects.toBeInstanceOf(
-      ApprovalMismatchError,
+    await expect(
+      runApproved(sendEmail, { to: "mallory" }, approve(request), { key: "k-1" }),
+    ).rejects.toBeInstanceOf(ApprovalMismatchError);
+    await expect(
+      runApproved(sendEmail, { to: "alice" }, approve(request), { key: "k-2" }),
+    ).rejects.toBeInstanceOf(ApprovalMismatchError);
+    expect((await runApproved(sendEmail, { to: "alice" }, approve(request), { key: "k-1" })).result).toBe(
+      "alice",
     );
-    await expect(runApproved(sendEmail, { to: "alice" }, approve(request), { key: "k-2" })).rejects.toBeInstanceOf(
-      ApprovalMismatchError,
-    );
-    expect((await runApproved(sendEmail, { to: "alice" }, approve(request), { key: "k-1" })).result).toBe("alice");
   });
 });

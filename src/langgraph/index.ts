@@ -16,8 +16,6 @@
  */
 
 export { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-export type { Interrupt, RequestApprovalOptions, RunApprovedOptions } from "./approval.js";
-export { requestApproval, runApproved } from "./approval.js";
 export type {
   ApprovalDecision,
   ApprovalRequest,
@@ -25,6 +23,8 @@ export type {
   RejectedDecision,
 } from "../tool-calls/approval-decision.js";
 export { approve, isApprovalRequest, reject } from "../tool-calls/approval-decision.js";
+export type { Interrupt, RequestApprovalOptions, RunApprovedOptions } from "./approval.js";
+export { requestApproval, runApproved } from "./approval.js";
 export type { NodeConfig } from "./checkpoint-key.js";
 export { keyFromCheckpoint } from "./checkpoint-key.js";
 export type { NodeCall, NodeTool, NodeToolOptions } from "./node-tool.js";

@@ -27,7 +27,8 @@ export interface ApprovalBinding {
 export function approvalOf(requestContext: unknown, callId: string): ApprovalBinding | undefined {
   if (!isRequestContext(requestContext)) return undefined;
   const approvals = requestContext.get(approvalsEntry);
-  if (typeof approvals !== "object" || approvals === null || !Object.hasOwn(approvals, callId)) return undefined;
+  if (typeof approvals !== "object" || approvals === null || !Object.hasOwn(approvals, callId))
+    return undefined;
   const binding = (approvals as Record<string, unknown>)[callId] as Partial<ApprovalBinding> | undefined;
   if (
     typeof binding?.tool !== "string" ||
@@ -37,7 +38,12 @@ export function approvalOf(requestContext: unknown, callId: string): ApprovalBin
   ) {
     return undefined;
   }
-  return { tool: binding.tool, key: binding.key, fingerprint: binding.fingerprint, requested_at: binding.requested_at };
+  return {
+    tool: binding.tool,
+    key: binding.key,
+    fingerprint: binding.fingerprint,
+    requested_at: binding.requested_at,
+  };
 }
 
 /**

@@ -176,7 +176,11 @@ export function idempotentTool<T extends MastraToolOptions, MODE extends OutputM
   }
   if (given.outputSchema !== undefined) {
     // Mastra validates execute's result against it, and the envelope has another shape.
-    invalidOption(label, "outputSchema", "is not supported on an idempotent tool; describe the result instead");
+    invalidOption(
+      label,
+      "outputSchema",
+      "is not supported on an idempotent tool; describe the result instead",
+    );
   }
   for (const schema of ["suspendSchema", "resumeSchema"] as const) {
     if (given[schema] !== undefined) {
@@ -190,7 +194,11 @@ export function idempotentTool<T extends MastraToolOptions, MODE extends OutputM
     }
   }
   if (given.toModelOutput !== undefined) {
-    invalidOption(label, "toModelOutput", "is not supported on an idempotent tool: the model reads the envelope");
+    invalidOption(
+      label,
+      "toModelOutput",
+      "is not supported on an idempotent tool: the model reads the envelope",
+    );
   }
   const execute = given.execute as (input: INPUT, context: unknown) => Promise<unknown>;
 

@@ -10,11 +10,7 @@ import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
 import { iso } from "../core/time.js";
 import { type ApprovalRequest, requestType } from "../tool-calls/approval-decision.js";
-import {
-  type RunApprovedOptions,
-  requireToolName,
-  runApprovedCall,
-} from "../tool-calls/approved-call.js";
+import { type RunApprovedOptions, requireToolName, runApprovedCall } from "../tool-calls/approved-call.js";
 
 /**
  * The request a step suspends with to ask a human to approve `tool(args)` under `key`: its key and the
@@ -82,4 +78,5 @@ export async function runApproved<A, R>(
   return runApprovedCall(tool, args, decision as never, options, howToResume);
 }
 
-const howToResume = "run.resume({ step, resumeData: approve(request) }), where request is the step's suspend payload";
+const howToResume =
+  "run.resume({ step, resumeData: approve(request) }), where request is the step's suspend payload";

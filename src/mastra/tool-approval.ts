@@ -89,7 +89,7 @@ export function toolApprovalRequest(
     throw new IdempotencyError(
       ErrorCode.invalidOptions,
       `${policy.tool}: the run is not suspended on a call of ${policy.id}; pass the output of a run whose ` +
-        "finishReason is \"suspended\", together with the options of its own tool.",
+        'finishReason is "suspended", together with the options of its own tool.',
     );
   }
   const context = {
@@ -125,7 +125,10 @@ export function toolApprovalRequest(
  * const requestContext = bindToolApproval(new RequestContext(), request);
  * // await agent.approveToolCallGenerate({ runId: request.run_id, toolCallId: request.call_id, requestContext });
  */
-export function bindToolApproval<C extends RequestContextLike>(requestContext: C, request: ToolApprovalRequest): C {
+export function bindToolApproval<C extends RequestContextLike>(
+  requestContext: C,
+  request: ToolApprovalRequest,
+): C {
   if (
     request?.type !== requestType ||
     typeof request.call_id !== "string" ||
