@@ -38,6 +38,7 @@ const foldersLoaded: Record<string, string[]> = {
   "./mcp": ["core", "mcp"],
   "./ai-sdk": ["ai-sdk", "core", "tool-calls"],
   "./openai-agents": ["core", "openai-agents", "tool-calls"],
+  "./mastra": ["core", "mastra", "tool-calls"],
   "./loops": ["core", "loops", "tool-calls"],
   "./http": ["core", "http"],
   "./http/hono": ["core", "http"],
@@ -46,6 +47,7 @@ const foldersLoaded: Record<string, string[]> = {
   "./langgraph": ["core", "langgraph"],
   "./dbos": ["core", "dbos"],
   "./vercel-workflow": ["core", "vercel-workflow"],
+  "./langgraph": ["core", "langgraph", "tool-calls"],
 };
 
 /** What each subpath must export, and nothing is re-exported by `export *`. */
@@ -83,6 +85,17 @@ const expected: Record<string, string[]> = {
   "./mcp": ["registerIdempotentTool"],
   "./ai-sdk": ["idempotentTool", "idempotentTools", "turnIdFromMessages"],
   "./openai-agents": ["idempotentTool", "approvalRequest", "approve", "ApprovalMismatchError"],
+  "./mastra": [
+    "idempotentTool",
+    "idempotentStep",
+    "keyFromStep",
+    "toolApprovalRequest",
+    "bindToolApproval",
+    "approvalRequest",
+    "approve",
+    "runApproved",
+    "ApprovalMismatchError",
+  ],
   "./loops": [
     "loopTool",
     "dispatchToolCalls",

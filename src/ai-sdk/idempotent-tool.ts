@@ -6,10 +6,10 @@ import type { Tool, ToolExecutionOptions } from "ai";
 import { IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
-import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
+import { checkKeyPolicyOptions } from "../tool-calls/key-policy-options.js";
 import {
   type ModelOutput,
   modelOutputOf,
@@ -142,15 +142,8 @@ export function idempotentTool<INPUT, OUTPUT, MODE extends OutputMode = "envelop
   const name = wrapped.toolName;
   const fields = intentFieldsOf(options.intentFields, label);
   const mode = outputModeOf(options.output, label) as MODE;
-  for (const hook of ["turnId", "key"] as const) {
-    if (options[hook] !== undefined && typeof options[hook] !== "function") {
-      invalidOption(label, hook, "must be a function");
-    }
-  }
+  checkKeyPolicyOptions(options, label);
   const scopeOption = options.scope;
-  if (scopeOption !== undefined && typeof scopeOption !== "string" && typeof scopeOption !== "function") {
-    invalidOption(label, "scope", "must be a string or a function");
-  }
 
   const keyOf = (input: INPUT, execution: ToolExecutionOptions): string => {
     if (options.key) return options.key(input, execution);

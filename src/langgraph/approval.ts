@@ -4,10 +4,8 @@
  * @module
  */
 
-import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
@@ -18,7 +16,15 @@ import {
   type ApprovedDecision,
   readDecision,
   requestType,
-} from "./approval-decision.js";
+} from "../tool-calls/approval-decision.js";
+import {
+  checkBinding,
+  type RunApprovedOptions,
+  requireToolName,
+  runApprovedCall,
+} from "../tool-calls/approved-call.js";
+
+export type { RunApprovedOptions };
 
 /** The `interrupt` a node calls: LangGraph's own (`import { interrupt } from "@langchain/langgraph"`) or `config.interrupt`. */
 export type Interrupt<A> = (request: ApprovalRequest<A>) => unknown;
@@ -33,16 +39,6 @@ export interface RequestApprovalOptions<A> {
   readonly scope?: string | undefined;
   /** Stamps `requested_at`. Default the system clock. */
   readonly clock?: Clock | undefined;
-}
-
-/** Options of {@link runApproved}. */
-export interface RunApprovedOptions {
-  /** The key this node expects (from state or checkpoint); an approval for any other key is refused. */
-  readonly key?: string | undefined;
-  /** A namespace (tenant, user). Default "default". */
-  readonly scope?: string | undefined;
-  /** Aborts waiting for a call in flight. */
-  readonly signal?: AbortSignal | undefined;
 }
 
 /**
@@ -135,51 +131,8 @@ export async function runApproved<A, R>(
   decision: ApprovedDecision,
   options: RunApprovedOptions = {},
 ): Promise<Envelope<Awaited<R>>> {
-  const toolName = requireToolName(tool, "runApproved");
-  const approval = readDecision(decision, toolName);
-  if (!approval.approved) {
-    throw new IdempotencyError(
-      ErrorCode.invalidArguments,
-      `${toolName} was not approved${approval.reason ? ` (${approval.reason})` : ""}: runApproved runs only an approved call.`,
-    );
-  }
-  const key = options.key === undefined ? approval.key : validateKey(options.key, toolName);
-  checkBinding(approval, toolName, key, fingerprint(args, { path: "args" }), options.scope);
-  return tool(args, {
-    key: approval.key,
-    ...(options.scope === undefined ? {} : { scope: options.scope }),
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-  });
+  return runApprovedCall(tool, args, decision, options, howToResume);
 }
 
-function checkBinding(
-  decision: ApprovedDecision,
-  toolName: string,
-  key: string,
-  print: string,
-  scope: string | undefined,
-): void {
-  if (decision.key === key && decision.fingerprint === print) return;
-  throw new ApprovalMismatchError({
-    tool: toolName,
-    scope: scope ?? "default",
-    key,
-    approvedKey: decision.key,
-    approvedFingerprint: decision.fingerprint,
-    fingerprint: print,
-    requestedAt: decision.requested_at ?? "",
-  });
-}
-
-function requireToolName(tool: { readonly toolName: string }, helper: string): string {
-  if ((typeof tool !== "object" && typeof tool !== "function") || tool === null) {
-    throw new IdempotencyError(ErrorCode.invalidOptions, `${helper}(): the first argument must be the tool.`);
-  }
-  if (typeof tool.toolName !== "string" || tool.toolName.length === 0) {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      `${helper}(): the tool has no toolName; pass a tool wrapped by idempotent().`,
-    );
-  }
-  return tool.toolName;
-}
+const howToResume =
+  "new Command({ resume: approve(request) }) or reject(request), where request is the interrupt's value";

@@ -16,15 +16,15 @@
  */
 
 export { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-export type { Interrupt, RequestApprovalOptions, RunApprovedOptions } from "./approval.js";
-export { requestApproval, runApproved } from "./approval.js";
 export type {
   ApprovalDecision,
   ApprovalRequest,
   ApprovedDecision,
   RejectedDecision,
-} from "./approval-decision.js";
-export { approve, isApprovalRequest, reject } from "./approval-decision.js";
+} from "../tool-calls/approval-decision.js";
+export { approve, isApprovalRequest, reject } from "../tool-calls/approval-decision.js";
+export type { Interrupt, RequestApprovalOptions, RunApprovedOptions } from "./approval.js";
+export { requestApproval, runApproved } from "./approval.js";
 export type { NodeConfig } from "./checkpoint-key.js";
 export { keyFromCheckpoint } from "./checkpoint-key.js";
 export type { NodeCall, NodeTool, NodeToolOptions } from "./node-tool.js";

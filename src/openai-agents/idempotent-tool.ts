@@ -15,6 +15,7 @@ import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
+import { checkKeyPolicyOptions } from "../tool-calls/key-policy-options.js";
 import { modelOutputOf, type OutputMode, outputModeOf } from "../tool-calls/model-output.js";
 import { ToolCallError, toolCallErrorOf } from "../tool-calls/tool-call-error.js";
 import { approvalOf, argumentsOfCall, forgetApproval } from "./approval-binding.js";
@@ -219,15 +220,8 @@ export function idempotentTool<
   const name = wrapped.toolName;
   const fields = intentFieldsOf(options.intentFields, label);
   const mode = outputModeOf(options.output, label) as MODE;
-  for (const hook of ["turnId", "key"] as const) {
-    if (options[hook] !== undefined && typeof options[hook] !== "function") {
-      invalidOption(label, hook, "must be a function");
-    }
-  }
+  checkKeyPolicyOptions(options, label);
   const scopeOption = options.scope;
-  if (scopeOption !== undefined && typeof scopeOption !== "string" && typeof scopeOption !== "function") {
-    invalidOption(label, "scope", "must be a string or a function");
-  }
   if (
     userErrorFunction !== undefined &&
     userErrorFunction !== null &&

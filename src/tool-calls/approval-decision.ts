@@ -1,5 +1,7 @@
 /**
- * The reviewer's side of an approval: the request a node interrupts with, and the decision to resume with.
+ * The reviewer's side of an approval: the request a paused run shows (a LangGraph node's `interrupt()`, a
+ * Mastra step's `suspend()`), and the decision to resume it with. Shared by the LangGraph and Mastra
+ * integrations.
  * @module
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
@@ -7,7 +9,8 @@ import { ErrorCode, IdempotencyError } from "../core/errors.js";
 export const requestType = "idempotool.approval_request";
 
 /**
- * What a node hands `interrupt()`, and what the reviewer (a UI, an operator) sees: the call to approve.
+ * What a paused run shows (a LangGraph node hands it to `interrupt()`, a Mastra step to `suspend()`), and
+ * what the reviewer (a UI, an operator) sees: the call to approve.
  * snake_case where it is JSON for people and clients, like the envelope.
  */
 export interface ApprovalRequest<A = unknown> {
@@ -36,7 +39,10 @@ export interface RejectedDecision {
   readonly reason?: string;
 }
 
-/** A reviewer's answer: the value to resume with (`new Command({ resume: decision })`), and what `requestApproval` returns. Plain JSON, so a node can keep it in state. */
+/**
+ * A reviewer's answer: the value to resume with (LangGraph: `new Command({ resume: decision })`; Mastra:
+ * `run.resume({ step, resumeData: decision })`). Plain JSON, so a run can keep it in its state.
+ */
 export type ApprovalDecision = ApprovedDecision | RejectedDecision;
 
 /**
@@ -55,7 +61,8 @@ export function approve(request: ApprovalRequest): ApprovedDecision {
   if (!isApprovalRequest(request)) {
     throw new IdempotencyError(
       ErrorCode.invalidArguments,
-      "approve() needs the ApprovalRequest the graph was interrupted with (the interrupt's value).",
+      "approve() needs the ApprovalRequest the run paused with (LangGraph: the interrupt's value; Mastra: the " +
+        "step's suspend payload).",
     );
   }
   return {
@@ -104,8 +111,15 @@ export function isApprovalRequest(value: unknown): value is ApprovalRequest {
   );
 }
 
-/** Validate a resume value (or a decision read back from state) and copy out just its fields. */
-export function readDecision(value: unknown, toolName: string): ApprovalDecision {
+/**
+ * Validate a resume value (or a decision read back from state) and copy out just its fields. `howToResume`
+ * names the framework's way to resume with a decision, for the error message.
+ */
+export function readDecision(
+  value: unknown,
+  toolName: string,
+  howToResume = "new Command({ resume: approve(request) }) or reject(request), where request is the interrupt's value",
+): ApprovalDecision {
   const decision = (typeof value === "object" && value !== null ? value : {}) as Record<string, unknown>;
   if (decision.approved === false) {
     return {
@@ -129,8 +143,8 @@ export function readDecision(value: unknown, toolName: string): ApprovalDecision
   throw new IdempotencyError(
     ErrorCode.invalidArguments,
     `${toolName}: the resume value ${preview(value)} is not an approval decision. Resume with ` +
-      "new Command({ resume: approve(request) }) or reject(request), where request is the interrupt's value: " +
-      "an approval must name the key and fingerprint it approves, or it would approve whatever a re-run computes.",
+      `${howToResume}: an approval must name the key and fingerprint it approves, or it would approve ` +
+      "whatever a re-run computes.",
   );
 }
 
