@@ -34,6 +34,8 @@ const foldersLoaded: Record<string, string[]> = {
   "./postgres": ["core", "postgres"],
   "./redis": ["core", "redis"],
   "./mcp": ["core", "mcp"],
+  // The client shares the HTTP client's retry policy, and loads nothing of the server.
+  "./mcp-client": ["core", "http", "mcp-client"],
   "./ai-sdk": ["ai-sdk", "core", "tool-calls"],
   "./openai-agents": ["core", "openai-agents", "tool-calls"],
   "./loops": ["core", "loops", "tool-calls"],
@@ -75,6 +77,7 @@ const expected: Record<string, string[]> = {
   "./postgres": ["postgresStore"],
   "./redis": ["redisStore"],
   "./mcp": ["registerIdempotentTool"],
+  "./mcp-client": ["idempotentClient", "idempotentMcpTools"],
   "./ai-sdk": ["idempotentTool", "idempotentTools", "turnIdFromMessages"],
   "./openai-agents": ["idempotentTool", "approvalRequest", "approve", "ApprovalMismatchError"],
   "./loops": [
