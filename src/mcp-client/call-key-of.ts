@@ -19,7 +19,10 @@ export function callKeyOf(
       : {};
   const inMeta = meta[config.metaField];
   const key =
-    given ?? (typeof inMeta === "string" ? inMeta : undefined) ?? argumentKey(params.arguments) ?? config.newKey();
+    given ??
+    (typeof inMeta === "string" ? inMeta : undefined) ??
+    argumentKey(params.arguments) ??
+    config.newKey();
   if (typeof key !== "string" || key.length === 0 || key.length > maxKeyLength) {
     // Sending it would only be refused: say so here, where the bad key was made.
     throw new IdempotencyError(

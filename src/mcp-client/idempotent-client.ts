@@ -3,7 +3,13 @@ import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.j
 import type { CallToolRequest, CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { invalidOption } from "../core/option-checks.js";
 import { callKeyOf } from "./call-key-of.js";
-import { type Judged, type RetryCallOptions, resolveRetryCall, retryCall, unknownOutcomeResult } from "./retry-call.js";
+import {
+  type Judged,
+  type RetryCallOptions,
+  resolveRetryCall,
+  retryCall,
+  unknownOutcomeResult,
+} from "./retry-call.js";
 
 const owner = "idempotentClient()";
 

@@ -85,7 +85,8 @@ export function idempotentMcpTools(options?: RetryCallOptions): IdempotentMcpToo
         wrapped[name] = {
           ...tool,
           async execute(input: unknown, executeOptions: ToolExecutionOptions) {
-            const given = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {};
+            const given =
+              typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {};
             const { key } = callKeyOf({ arguments: given }, undefined, config);
             // One object for every attempt: the transport knows the call by it. A tool that lists the key
             // argument gets it there too, so it works without the transport.
@@ -142,9 +143,19 @@ async function attempt(
  * is no answer: under the same key a retry is at worst a replay.
  */
 function judge(error: unknown): Judged {
-  if (typeof (error as { code?: unknown } | null)?.code === "number") return "answer";
+  // Only the client's own error carries the server's JSON-RPC code (a DOMException has a numeric code too).
+  if (
+    error instanceof Error &&
+    error.name === "MCPClientError" &&
+    typeof (error as { code?: unknown }).code === "number"
+  ) {
+    return "answer";
+  }
   const message = error instanceof Error ? error.message : "";
-  if (message.startsWith("Failed to parse server response") || /^Tool ".*" (returned|did not return)/.test(message)) {
+  if (
+    message.startsWith("Failed to parse server response") ||
+    /^Tool ".*" (returned|did not return)/.test(message)
+  ) {
     return "answer";
   }
   return "no_answer";
@@ -157,7 +168,8 @@ function withKeyInMeta(message: unknown, keys: WeakMap<object, string>, field: s
   if (request.method !== "tools/call" || typeof request.params?.arguments !== "object") return message;
   const key = request.params.arguments === null ? undefined : keys.get(request.params.arguments);
   if (key === undefined) return message;
-  const meta = typeof request.params._meta === "object" && request.params._meta !== null ? request.params._meta : {};
+  const meta =
+    typeof request.params._meta === "object" && request.params._meta !== null ? request.params._meta : {};
   return { ...request, params: { ...request.params, _meta: { ...meta, [field]: key } } };
 }
 
