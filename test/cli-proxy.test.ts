@@ -346,6 +346,12 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
         'the idempotency key was given twice with different values (the idempotency_key argument is "a", ' +
           '_meta.idempotencyKey is "b")',
       );
+      // The same checks as an idempotool/mcp server: a hostile _meta key is refused before anything runs.
+      for (const bad of [7, "k".repeat(256), "k\u001b]0;x\u0007"]) {
+        const refused = await client.callTool(send({}, { idempotencyKey: bad }));
+        expect(refused.isError).toBe(true);
+        expect(errorOf(refused)?.code).toBe("idempotency_key_invalid");
+      }
       expect(sent()).toBe(0);
     },
     spawnTimeoutMs,

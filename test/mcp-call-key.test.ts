@@ -60,4 +60,32 @@ describe("callKey", () => {
     expect(() => callKey(["a"], { idempotencyKey: "k" })).toThrow("must be an object, got an array");
     expect(() => callKey("to=a", { idempotencyKey: "k" })).toThrow("must be an object, got string");
   });
+
+  it("refuses a copy that is empty, too long or holds a control character, wherever it is", () => {
+    const code = (run: () => unknown) => {
+      try {
+        run();
+      } catch (error) {
+        return isIdempotencyError(error) ? error.code : "not typed";
+      }
+      return "accepted";
+    };
+    expect(code(() => callKey({}, { idempotencyKey: "" }))).toBe("idempotency_key_invalid");
+    expect(code(() => callKey({}, { idempotency_key: "k".repeat(256) }))).toBe("idempotency_key_invalid");
+    expect(code(() => callKey({ idempotency_key: "a\nb" }, undefined))).toBe("idempotency_key_invalid");
+    expect(code(() => callKey({}, { idempotencyKey: "a\u009bb" }))).toBe("idempotency_key_invalid");
+    expect(code(() => callKey({}, { idempotencyKey: "k".repeat(255) }))).toBe("accepted");
+    expect(code(() => callKey({}, { idempotencyKey: "ключ-✓" }))).toBe("accepted");
+  });
+
+  it("reads only the sources it is given, and leaves other fields where they are", () => {
+    const sources = { argument: false, metaFields: ["requestKey"] };
+    expect(
+      callKey({ idempotency_key: "a", to: "x" }, { requestKey: "k", idempotencyKey: "b" }, sources),
+    ).toEqual({
+      key: "k",
+      args: { idempotency_key: "a", to: "x" },
+      meta: { idempotencyKey: "b" },
+    });
+  });
 });

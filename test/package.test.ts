@@ -36,6 +36,8 @@ const foldersLoaded: Record<string, string[]> = {
   "./cloudflare": ["cloudflare", "core"],
   "./dynamodb": ["core", "dynamodb"],
   "./mcp": ["core", "mcp"],
+  // The client shares the HTTP client's retry policy, and loads nothing of the server.
+  "./mcp-client": ["core", "http", "mcp-client"],
   "./ai-sdk": ["ai-sdk", "core", "tool-calls"],
   "./openai-agents": ["core", "openai-agents", "tool-calls"],
   "./mastra": ["core", "mastra", "tool-calls"],
@@ -83,6 +85,7 @@ const expected: Record<string, string[]> = {
   "./cloudflare": ["durableObjectStore", "durableObjectStoreClient", "handleStoreCall"],
   "./dynamodb": ["dynamoStore", "createTableInput"],
   "./mcp": ["registerIdempotentTool"],
+  "./mcp-client": ["idempotentClient", "idempotentMcpTools"],
   "./ai-sdk": ["idempotentTool", "idempotentTools", "turnIdFromMessages"],
   "./openai-agents": ["idempotentTool", "approvalRequest", "approve", "ApprovalMismatchError"],
   "./mastra": [

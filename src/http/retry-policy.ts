@@ -4,9 +4,7 @@
  */
 import { durationOption, invalidOption, sizeOption } from "../core/option-checks.js";
 
-const owner = "idempotentFetch()";
-
-/** Retry bounds of {@link idempotentFetch}. All times in whole milliseconds, from 0 to 2^31 − 1 (what a timer holds). */
+/** Retry bounds of {@link idempotentFetch} (and of the MCP client wrappers, with their own defaults). All times in whole milliseconds, from 0 to 2^31 − 1 (what a timer holds). */
 export interface RetryOptions {
   /** Attempts in all (a whole number ≥ 1), the first one included; 1 never retries. Default 4. */
   readonly maxAttempts?: number | undefined;
@@ -36,15 +34,23 @@ export const retryDefaults: RetryPolicy = {
   timeoutMs: 10_000,
 };
 
-export function resolveRetry(options: RetryOptions | undefined): RetryPolicy {
-  if (options === undefined) return retryDefaults;
+/** The `retry` option, checked: each bound a whole number in range, or its default. Errors name `owner`. */
+export function resolveRetry(
+  options: RetryOptions | undefined,
+  owner = "idempotentFetch()",
+  defaults: RetryPolicy = retryDefaults,
+): RetryPolicy {
+  if (options === undefined) return defaults;
   if (typeof options !== "object" || options === null) invalidOption(owner, "retry", "must be an object");
+  const delay = (name: string, value: number | undefined, fallback: number) =>
+    // Every delay here ends up in a timer, so it is bounded by what a timer holds.
+    durationOption(owner, name, value, fallback, { min: 0 });
   return {
-    maxAttempts: sizeOption(owner, "retry.maxAttempts", options.maxAttempts, retryDefaults.maxAttempts),
-    maxElapsedMs: delay("retry.maxElapsedMs", options.maxElapsedMs, retryDefaults.maxElapsedMs),
-    initialDelayMs: delay("retry.initialDelayMs", options.initialDelayMs, retryDefaults.initialDelayMs),
-    maxDelayMs: delay("retry.maxDelayMs", options.maxDelayMs, retryDefaults.maxDelayMs),
-    timeoutMs: delay("retry.timeoutMs", options.timeoutMs, retryDefaults.timeoutMs),
+    maxAttempts: sizeOption(owner, "retry.maxAttempts", options.maxAttempts, defaults.maxAttempts),
+    maxElapsedMs: delay("retry.maxElapsedMs", options.maxElapsedMs, defaults.maxElapsedMs),
+    initialDelayMs: delay("retry.initialDelayMs", options.initialDelayMs, defaults.initialDelayMs),
+    maxDelayMs: delay("retry.maxDelayMs", options.maxDelayMs, defaults.maxDelayMs),
+    timeoutMs: delay("retry.timeoutMs", options.timeoutMs, defaults.timeoutMs),
   };
 }
 
@@ -73,9 +79,4 @@ export function parseRetryAfter(value: string | null, now: number): number | und
   if (!/[A-Za-z]/.test(text)) return undefined;
   const at = Date.parse(text);
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
-}
-
-/** Every delay here ends up in a timer, so it is bounded by what a timer holds. */
-function delay(name: string, value: number | undefined, fallback: number): number {
-  return durationOption(owner, name, value, fallback, { min: 0 });
 }

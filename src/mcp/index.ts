@@ -12,6 +12,8 @@ export {
   type IdempotentToolConfig,
   type IdempotentToolHandler,
   type IdempotentToolOptions,
+  type KeyArgument,
+  type KeyFrom,
   keyField,
   type McpServerLike,
   registerIdempotentTool,

@@ -11,10 +11,12 @@ import type {
   ServerRequest,
   ToolAnnotations,
 } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { DefinitiveFailure, NotExecuted } from "../core/outcomes.js";
+import { type CallKey, callKey, type KeySources, metaKeyFields } from "./call-key.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
 import { flavourOf, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
@@ -61,6 +63,24 @@ export type IdempotentToolHandler<InputShape extends ZodRawShapeCompat> = (
   context: ToolContext,
 ) => CallToolResult | Promise<CallToolResult>;
 
+/**
+ * How the tool advertises its `idempotency_key` argument: `"required"` (listed, and the SDK refuses a call
+ * without it), `"optional"` (listed, and a call may leave it out when its `_meta` carries the key) or
+ * `"hidden"` (not listed and not read: the key comes from `_meta` only, put there by the client).
+ */
+export type KeyArgument = "required" | "optional" | "hidden";
+
+/** Where a tool reads its key: the argument, and which fields of the request's `_meta`. */
+export interface KeyFrom {
+  /** Default `"required"`. */
+  readonly argument?: KeyArgument | undefined;
+  /**
+   * The `_meta` fields that may carry the key. Default `["idempotency_key", "idempotencyKey"]`, the
+   * names servers use today; `[]` reads none.
+   */
+  readonly meta?: readonly string[] | undefined;
+}
+
 /** Options of {@link registerIdempotentTool}: those of `idempotent()`, the tool name aside, plus the scope. */
 export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, CallToolResult>, "name" | "key"> {
   /**
@@ -73,6 +93,13 @@ export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, Call
    * matching entry (`zod/v3` or `zod/v4`) of the zod installed beside the MCP SDK.
    */
   readonly z?: ZodNamespace | undefined;
+  /**
+   * Where the key may come from, and whether the model sees the argument. Default: the required
+   * `idempotency_key` argument, and `_meta.idempotency_key` / `_meta.idempotencyKey` (which must then
+   * hold the same key). With `{ argument: "optional" }` or `{ argument: "hidden" }`, a client can
+   * supply the key in `_meta` without the model. Copies that differ are refused, and nothing runs.
+   */
+  readonly keyFrom?: KeyFrom | undefined;
 }
 
 /**
@@ -126,7 +153,8 @@ export function registerIdempotentTool<
   if (typeof config !== "object" || config === null) invalidOption(owner, "config", "must be an object");
   if (typeof handler !== "function") invalidOption(owner, "handler", "must be the tool's function");
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
-  const { scope: scopeOption, z: zOption, ...core } = options;
+  const { scope: scopeOption, z: zOption, keyFrom: keyFromOption, ...core } = options;
+  const keyFrom = resolveKeyFrom(keyFromOption);
   if (scopeOption !== undefined && typeof scopeOption !== "function")
     invalidOption(owner, "scope", "must be a function");
   const scopeOf = scopeOption ?? defaultScope;
@@ -176,14 +204,19 @@ export function registerIdempotentTool<
   const outputFlavour = outputShape && flavourOf(outputShape, "outputSchema");
   const inputFlavour = flavourOf(inputShape, "inputSchema") ?? outputFlavour;
   const inputZ = zodNamespace(inputFlavour, zOption);
-  const inputSchema: ZodRawShapeCompat = {
-    ...inputShape,
-    [keyField]: inputZ
-      .string({ message: keyRequiredMessage })
-      .min(1, keyRequiredMessage)
-      .max(maxKeyLength, `idempotency_key must be at most ${maxKeyLength} characters.`)
-      .describe(keyDescription(tool.ttlMs)),
-  };
+  const keySchema = inputZ
+    .string({ message: keyRequiredMessage })
+    .min(1, keyRequiredMessage)
+    .max(maxKeyLength, `idempotency_key must be at most ${maxKeyLength} characters.`);
+  const inputSchema: ZodRawShapeCompat =
+    keyFrom.argument === "hidden"
+      ? inputShape
+      : {
+          ...inputShape,
+          [keyField]: (keyFrom.argument === "optional" ? keySchema.optional() : keySchema).describe(
+            keyDescription(tool.ttlMs),
+          ),
+        };
   let outputSchema: ZodRawShapeCompat | undefined;
   if (outputShape) {
     // Input and output are separate objects to the SDK, so each may have its own flavour.
@@ -204,9 +237,16 @@ export function registerIdempotentTool<
   };
 
   return server.registerTool(name, definition, async (input: Record<string, unknown>, extra: ToolExtra) => {
-    const { [keyField]: keyInput, ...rest } = input;
-    const key = typeof keyInput === "string" ? keyInput : "";
-    const args = rest as Args;
+    let parsed: CallKey;
+    try {
+      // The same reader as the proxy's: the same fields, the same checks, whichever copy carries the key.
+      parsed = callKey(input, extra._meta, keyFrom.sources);
+      if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyFrom.missing);
+    } catch (error) {
+      return errorResult(error, "", undefined, tool.effect);
+    }
+    const key = parsed.key;
+    const args = parsed.args as Args;
     const call: CallState = { extra };
     calls.set(args as object, call);
     try {
@@ -214,7 +254,7 @@ export function registerIdempotentTool<
       // the same key, and cutting the effect short would turn that retry's replay into an unknown outcome.
       // The handler still gets extra.signal, to honour cancellation where that is safe.
       const envelope: Envelope<CallToolResult> = await tool(args, {
-        key: keyInput as string,
+        key,
         scope: scopeOf(extra),
       });
       return envelopeResult(envelope);
@@ -228,6 +268,49 @@ export function registerIdempotentTool<
 interface CallState {
   readonly extra: ToolExtra;
   thrown?: ThrownKind;
+}
+
+/** The `keyFrom` option, checked: what `callKey` reads, what the argument looks like, what a missing key is told. */
+interface ResolvedKeyFrom {
+  readonly argument: KeyArgument;
+  readonly sources: KeySources;
+  readonly missing: string;
+}
+
+const keyArguments: readonly KeyArgument[] = ["required", "optional", "hidden"];
+
+function resolveKeyFrom(option: KeyFrom | undefined): ResolvedKeyFrom {
+  if (option !== undefined && (typeof option !== "object" || option === null || Array.isArray(option))) {
+    invalidOption(owner, "keyFrom", "must be an object: { argument?, meta? }");
+  }
+  const argument = option?.argument ?? "required";
+  if (!keyArguments.includes(argument)) {
+    invalidOption(
+      owner,
+      "keyFrom.argument",
+      `must be one of ${keyArguments.map((a) => `"${a}"`).join(", ")}`,
+    );
+  }
+  const meta = option?.meta ?? metaKeyFields;
+  if (!Array.isArray(meta) || meta.some((field) => typeof field !== "string" || field.length === 0)) {
+    invalidOption(owner, "keyFrom.meta", "must be an array of _meta field names (non-empty strings)");
+  }
+  if (argument === "hidden" && meta.length === 0) {
+    invalidOption(
+      owner,
+      "keyFrom",
+      'takes the key from nowhere: with argument "hidden", name at least one _meta field in meta',
+    );
+  }
+  const fields = meta.map((field) => `_meta.${field}`).join(" or ");
+  const missing =
+    argument === "hidden"
+      ? `This tool takes its idempotency key from the request's ${fields}, and the request had none, so ` +
+        "nothing ran. The client must send one key per intended call, the same on every retry."
+      : meta.length === 0
+        ? keyRequiredMessage
+        : `${keyRequiredMessage} Send it as the ${keyField} argument or in ${fields}.`;
+  return { argument, sources: { argument: argument !== "hidden", metaFields: [...meta] }, missing };
 }
 
 function defaultScope(extra: ToolExtra): string {

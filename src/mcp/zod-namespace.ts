@@ -10,6 +10,7 @@ export interface ZodStringBuilder {
   min(length: number, message?: string): ZodStringBuilder;
   max(length: number, message?: string): ZodStringBuilder;
   describe(description: string): AnySchema;
+  optional(): { describe(description: string): AnySchema };
 }
 
 /**
