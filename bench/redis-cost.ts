@@ -16,8 +16,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./lib/anchors.js";
-import { redisFloor } from "./lib/backends/redis.js";
 import { idempotoolSubject } from "./lib/backends/memory.js";
+import { redisFloor } from "./lib/backends/redis.js";
 import { loadLibrary } from "./lib/library.js";
 import { type Subject, SubjectName, toolArgs } from "./lib/subject.js";
 
@@ -92,7 +92,10 @@ process.stdout.write(
 );
 for (const workload of workloads) {
   for (const concurrency of concurrencies) {
-    const cells = new Map<string, { client: number[]; server: number[]; commands: number[]; rate: number[] }>();
+    const cells = new Map<
+      string,
+      { client: number[]; server: number[]; commands: number[]; rate: number[] }
+    >();
     for (let rep = 0; rep < reps; rep++) {
       for (const subject of measured) {
         await drive(subject, workload, concurrency, Math.min(calls, 3000));
