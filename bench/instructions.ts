@@ -8,8 +8,10 @@
  * allocation-driven GC schedule, so the GC work that remains is counted alike in every run.
  *
  *   npm run bench:instructions -- [--lib dist] [--lib bench/tmp/other] [--workload first,replay]
- *                                 [--calls 4000] [--warm-up 10000] [--runs 1]
+ *                                 [--calls 4000] [--warm-up 10000] [--runs 1] [--store memory|redis]
+ *                                 [--redis redis://127.0.0.1:6379]
  *
+ * On redis it counts the client's instructions only (the core, redisStore, ioredis), not the server's.
  * Every --lib is measured, runs interleaved. first: a unique key each call; replay: one completed key;
  * contended: two callers on a fresh key, one runs and the other waits in process (counted per pair).
  * Needs valgrind; a run takes minutes. To compare with another commit, build it into a directory of its own
@@ -34,6 +36,8 @@ const { values } = parseArgs({
     calls: { type: "string", default: "4000" },
     "warm-up": { type: "string", default: "10000" },
     runs: { type: "string", default: "1" },
+    store: { type: "string", default: "memory" },
+    redis: { type: "string", default: "redis://127.0.0.1:6379" },
   },
 });
 const libs = (values.lib ?? ["dist"]).map((dir) => path.resolve(root, dir));
@@ -69,6 +73,8 @@ async function measure(lib: string, workload: string): Promise<number> {
         workload,
         String(calls),
         String(warmUp),
+        values.store,
+        values.redis,
       ],
       { maxBuffer: 64 * 1024 * 1024 },
     );
@@ -83,7 +89,7 @@ async function measure(lib: string, workload: string): Promise<number> {
 
 const label = (lib: string) => path.relative(root, lib) || ".";
 process.stdout.write(
-  `Instructions per call (callgrind, ${calls} calls after ${warmUp} warm-up, node ${process.version})\n\n`,
+  `Instructions per call on ${values.store} (callgrind, ${calls} calls after ${warmUp} warm-up, node ${process.version})\n\n`,
 );
 process.stdout.write(
   `| workload | ${libs.map(label).join(" | ")} |\n|---|${libs.map(() => "---:").join("|")}|\n`,

@@ -5,6 +5,7 @@
  * (the V8 profiler is started and stopped around them, so module loading stays out).
  *
  *   node --import tsx bench/profile.ts [--seconds 3] [--lib dist] [--interval-us 50]
+ *     [--store memory|redis] [--redis redis://127.0.0.1:6379]
  *
  * Prints Markdown: self time by category and the top functions, per workload. The raw .cpuprofile files go
  * to bench/tmp/profile/ (git-ignored); open them in Chrome DevTools or speedscope.
@@ -15,6 +16,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { Redis } from "ioredis";
 import { loadLibrary } from "./lib/library.js";
 import { type CpuProfile, categoryOf, summarizeProfile } from "./lib/profile-summary.js";
 import { countedTool, toolArgs } from "./lib/subject.js";
@@ -25,11 +27,17 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "3" },
     lib: { type: "string", default: "dist" },
     "interval-us": { type: "string", default: "50" },
+    store: { type: "string", default: "memory" },
+    redis: { type: "string", default: "redis://127.0.0.1:6379" },
   },
 });
 
 process.setSourceMapsEnabled(false);
 const lib = await loadLibrary(path.resolve(root, values.lib));
+const onRedis = values.store === "redis";
+if (!onRedis && values.store !== "memory") throw new Error(`--store: unknown "${values.store}"`);
+const redis = onRedis ? new Redis(values.redis, { maxRetriesPerRequest: 1 }) : undefined;
+const redisPrefix = `idempotool-profile:${process.pid}:`;
 const session = new Session();
 session.connect();
 await session.post("Profiler.enable");
@@ -58,7 +66,9 @@ const sections: string[] = [
 for (const workload of ["first", "replay"] as const) {
   const tool = countedTool();
   // Each workload starts from an empty store, as the bench's repetitions do, and is warmed up first.
-  const store = lib.core.memoryStore({ maxRecords: 50_000_000 });
+  const store = redis
+    ? lib.redis!.redisStore({ client: redis, prefix: `${redisPrefix}${workload}:` })
+    : lib.core.memoryStore({ maxRecords: 50_000_000 });
   const wrapped = lib.core.idempotent(tool.fn, { name: "send_email", store });
   let n = 0;
   const call =
@@ -69,10 +79,10 @@ for (const workload of ["first", "replay"] as const) {
   await session.post("Profiler.start");
   const { calls, perSecond } = await loop(call, Number(values.seconds) * 1000);
   const { profile } = (await session.post("Profiler.stop")) as unknown as { profile: CpuProfile };
-  const file = path.join(dir, `memory-${workload}.cpuprofile`);
+  const file = path.join(dir, `${values.store}-${workload}.cpuprofile`);
   writeFileSync(file, JSON.stringify(profile));
   sections.push(
-    `### memory ${workload === "first" ? "first call" : "replay"}: ${Math.round(perSecond).toLocaleString("en-US")} calls/s under the profiler (${calls.toLocaleString("en-US")} calls)`,
+    `### ${values.store} ${workload === "first" ? "first call" : "replay"}: ${Math.round(perSecond).toLocaleString("en-US")} calls/s under the profiler (${calls.toLocaleString("en-US")} calls)`,
     "",
     summarizeProfile(profile, categoryOf),
     "",
@@ -81,4 +91,13 @@ for (const workload of ["first", "replay"] as const) {
   );
 }
 session.disconnect();
+if (redis) {
+  let cursor = "0";
+  do {
+    const [next, names] = await redis.scan(cursor, "MATCH", `${redisPrefix}*`, "COUNT", 1000);
+    cursor = next;
+    if (names.length > 0) await redis.unlink(...names);
+  } while (cursor !== "0");
+  redis.disconnect();
+}
 process.stdout.write(`${sections.join("\n")}\n`);

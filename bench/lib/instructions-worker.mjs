@@ -3,11 +3,14 @@
 // JavaScript: under valgrind, tsx's loader would add a minute to every run and nothing to what is counted.
 //
 //   node --expose-gc bench/lib/instructions-worker.mjs <built library dir> <first|replay|contended> \
-//     <calls> <warm-up calls>
+//     <calls> <warm-up calls> [memory | redis <url>]
+//
+// On redis, only this process's instructions are counted (the client's CPU: the core, the store, ioredis);
+// the server's share is bench/redis-cost.ts's to measure.
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [dir, workload, callsText, warmUpText] = process.argv.slice(2);
+const [dir, workload, callsText, warmUpText, storeName = "memory", redisUrl] = process.argv.slice(2);
 const calls = Number(callsText);
 const warmUp = Number(warmUpText);
 const core = await import(pathToFileURL(path.join(dir, "index.js")).href);
@@ -22,12 +25,33 @@ const args = {
   attachments: [{ name: "q3.pdf", bytes: 48_213 }],
 };
 let runs = 0;
+let store;
+let close = async () => {};
+if (storeName === "redis") {
+  const { Redis } = await import("ioredis");
+  const { redisStore } = await import(pathToFileURL(path.join(dir, "redis", "index.js")).href);
+  const client = new Redis(redisUrl ?? "redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
+  const prefix = `idempotool-instructions:${process.pid}:`;
+  await new Promise((resolve) => client.once("ready", resolve));
+  // Under valgrind, the first calls (connecting, loading the scripts) take seconds.
+  store = redisStore({ client, prefix, commandTimeoutMs: 600_000 });
+  close = async () => {
+    let cursor = "0";
+    do {
+      const [next, names] = await client.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
+      cursor = next;
+      if (names.length > 0) await client.unlink(...names);
+    } while (cursor !== "0");
+    client.disconnect();
+  };
+} else if (storeName === "memory") store = core.memoryStore({ maxRecords: 10_000_000 });
+else throw new Error(`unknown store ${storeName}`);
 const tool = core.idempotent(
   async (a) => {
     runs++;
     return { queued: true, to: a.to, messageId: "m-1" };
   },
-  { name: "send_email", store: core.memoryStore({ maxRecords: 10_000_000 }) },
+  { name: "send_email", store },
 );
 
 /** Calls `from` to `to` (exclusive) of the workload; returns how many times the tool should have run. */
@@ -68,3 +92,4 @@ process.cpuUsage();
 expected += await run(warmUp + rewarm, warmUp + rewarm + calls);
 process.resourceUsage();
 if (runs !== expected) throw new Error(`the tool ran ${runs} times, expected ${expected}`);
+await close();

@@ -45,6 +45,10 @@ export function categoryOf(frame: CallFrame): string {
   if (url === "node:internal/timers" || url === "node:timers" || file === "clock.js")
     return "clock.now, timers (lease, waits)";
   if (file === "memory-store.js") return "store (memoryStore)";
+  if (url.includes("/redis/") && !url.includes("node_modules")) return "store (redisStore)";
+  if (url.includes("/node_modules/ioredis/") || url.includes("/node_modules/.pnpm/ioredis")) return "ioredis";
+  if (url === "node:net" || url.startsWith("node:internal/stream_base") || url === "node:internal/net")
+    return "socket (node:net)";
   if (file === "in-flight.js") return "in-flight registry";
   if (file === "idempotent.js" || file === "call.js" || file === "options.js")
     return "call flow (idempotent, call)";

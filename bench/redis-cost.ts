@@ -1,0 +1,133 @@
+/**
+ * What a call costs on Redis, split between the client and the server: this process's CPU per call
+ * (`process.cpuUsage`) and the Redis server's (`INFO cpu`, its own user + system time, networking
+ * included), with commands per call and calls/s. On a machine where client and server share the cores,
+ * these two decide the throughput, not the round trip. Give it a Redis server of its own (a fresh
+ * `redis-server --port 6391`): the server's CPU counts everybody's commands.
+ *
+ *   node --import tsx bench/redis-cost.ts [--redis redis://127.0.0.1:6391] [--lib dist] [--compare DIR]
+ *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3]
+ *
+ * Subjects: idempotool (--lib), candidate (--compare), the floor (SET NX PX + SET XX PX; GET), and
+ * @node-idempotency's Redis adapter. Prints Markdown, the median of --reps runs per cell.
+ */
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { Redis } from "ioredis";
+import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./lib/anchors.js";
+import { idempotoolSubject } from "./lib/backends/memory.js";
+import { redisFloor } from "./lib/backends/redis.js";
+import { loadLibrary } from "./lib/library.js";
+import { type Subject, SubjectName, toolArgs } from "./lib/subject.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: {
+    redis: { type: "string", default: "redis://127.0.0.1:6391" },
+    lib: { type: "string", default: "dist" },
+    compare: { type: "string" },
+    workload: { type: "string", default: "first,replay,contended" },
+    concurrency: { type: "string", default: "1,32" },
+    calls: { type: "string", default: "20000" },
+    reps: { type: "string", default: "3" },
+    subjects: { type: "string" },
+  },
+});
+const calls = Number(values.calls);
+const reps = Number(values.reps);
+const workloads = values.workload.split(",") as ("first" | "replay" | "contended")[];
+const concurrencies = values.concurrency.split(",").map(Number);
+
+const redis = new Redis(values.redis, { maxRetriesPerRequest: 1 });
+const prefix = `idempotool-cost:${process.pid}:`;
+const lib = await loadLibrary(path.resolve(root, values.lib));
+const candidate = values.compare ? await loadLibrary(path.resolve(root, values.compare)) : undefined;
+const nodeIdempotency = await nodeIdempotencyRedis(values.redis);
+const fingerprint = lib.core.sha256Hex(lib.core.canonicalJson(toolArgs));
+
+const subjects: Subject[] = [];
+const idem = lib.redis!.redisStore({ client: redis, prefix: `${prefix}i:` });
+subjects.push(idempotoolSubject(lib, () => idem, "redisStore"));
+if (candidate) {
+  const store = candidate.redis!.redisStore({ client: redis, prefix: `${prefix}c:` });
+  subjects.push(idempotoolSubject(candidate, () => store, "candidate", false, SubjectName.candidate));
+}
+subjects.push(redisFloor(redis, `${prefix}f:`, fingerprint));
+subjects.push(nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, prefix: `${prefix}n` }));
+const chosen = values.subjects?.split(",");
+const measured = chosen ? subjects.filter((s) => chosen.includes(s.name)) : subjects;
+
+async function serverStats(): Promise<{ cpuUs: number; commands: number }> {
+  const info = await redis.info("all");
+  const cpu = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
+  let commands = 0;
+  for (const [, n] of info.matchAll(/^cmdstat_\S+:calls=(\d+)/gm)) commands += Number(n);
+  return { cpuUs: (cpu("used_cpu_user") + cpu("used_cpu_sys")) * 1e6, commands };
+}
+
+let round = 0;
+/** `count` calls of `workload` on `subject`, `concurrency` in flight. */
+async function drive(subject: Subject, workload: string, concurrency: number, count: number) {
+  const tag = `${round++}`;
+  if (workload === "replay") await subject.first(`r${tag}`, toolArgs);
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      if (workload === "first") await subject.first(`f${tag}-${i}`, toolArgs);
+      else if (workload === "replay") await subject.replay(`r${tag}`, toolArgs);
+      // Groups of `concurrency` callers on one fresh key.
+      else await subject.contended(`c${tag}-${Math.floor(i / concurrency)}`, toolArgs);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+process.stdout.write(
+  `Cost per call on Redis (${calls} calls per rep, median of ${reps}; node ${process.version})\n\n` +
+    "| workload | in flight | subject | client CPU µs | server CPU µs | commands | calls/s |\n" +
+    "|---|---:|---|---:|---:|---:|---:|\n",
+);
+for (const workload of workloads) {
+  for (const concurrency of concurrencies) {
+    const cells = new Map<
+      string,
+      { client: number[]; server: number[]; commands: number[]; rate: number[] }
+    >();
+    for (let rep = 0; rep < reps; rep++) {
+      for (const subject of measured) {
+        await drive(subject, workload, concurrency, Math.min(calls, 3000));
+        const before = await serverStats();
+        const cpu = process.cpuUsage();
+        const start = performance.now();
+        await drive(subject, workload, concurrency, calls);
+        const seconds = (performance.now() - start) / 1000;
+        const used = process.cpuUsage(cpu);
+        const after = await serverStats();
+        const cell = cells.get(subject.name) ?? { client: [], server: [], commands: [], rate: [] };
+        cells.set(subject.name, cell);
+        cell.client.push((used.user + used.system) / calls);
+        cell.server.push((after.cpuUs - before.cpuUs) / calls);
+        // INFO itself counts once.
+        cell.commands.push((after.commands - before.commands - 1) / calls);
+        cell.rate.push(calls / seconds);
+      }
+    }
+    for (const [name, cell] of cells) {
+      process.stdout.write(
+        `| ${workload} | ${concurrency} | ${name} | ${median(cell.client).toFixed(1)} | ${median(cell.server).toFixed(1)} | ${median(cell.commands).toFixed(2)} | ${Math.round(median(cell.rate))} |\n`,
+      );
+    }
+  }
+}
+
+let cursor = "0";
+do {
+  const [nextCursor, names] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
+  cursor = nextCursor;
+  if (names.length > 0) await redis.unlink(...names);
+} while (cursor !== "0");
+await nodeIdempotency.close();
+redis.disconnect();
