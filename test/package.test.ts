@@ -46,10 +46,9 @@ const foldersLoaded: Record<string, string[]> = {
   "./http/hono": ["core", "http"],
   "./http/express": ["core", "http"],
   "./http/fastify": ["core", "http"],
-  "./langgraph": ["core", "langgraph"],
+  "./langgraph": ["core", "langgraph", "tool-calls"],
   "./dbos": ["core", "dbos"],
   "./vercel-workflow": ["core", "vercel-workflow"],
-  "./langgraph": ["core", "langgraph", "tool-calls"],
 };
 
 /** What each subpath must export, and nothing is re-exported by `export *`. */
