@@ -186,7 +186,13 @@ async function settleCompleted<A, R>(
   result: Awaited<R>,
   after: After,
 ): Promise<Envelope<Awaited<R>>> {
-  const encoded = encodeResult(result, c.o.maxResultBytes, c.o.codec, bindingFor(c, record));
+  const encoded = encodeResult(
+    result,
+    c.o.maxResultBytes,
+    c.o.codec,
+    bindingFor(c, record),
+    c.o.store.maxStoredResultBytes,
+  );
   const settled = await settleFenced(
     c,
     record,

@@ -46,6 +46,7 @@ export function encodeResult(
   maxBytes: number,
   codec?: ResultCodec,
   record?: RecordBinding,
+  storeMaxBytes?: number,
 ): EncodedResult {
   const encryption = codec?.encryption;
   let text: string | undefined;
@@ -70,7 +71,15 @@ export function encodeResult(
       return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes }, codec, record);
     }
   }
-  return { ok: true, text: encryption ? seal(text, encryption, "result", record) : text };
+  const stored = encryption ? seal(text, encryption, "result", record) : text;
+  // The store's own limit is on what it keeps: the sealed text, when sealed.
+  if (storeMaxBytes !== undefined && stored.length * 3 > storeMaxBytes) {
+    const sizeBytes = Buffer.byteLength(stored, "utf8");
+    if (sizeBytes > storeMaxBytes) {
+      return notKept({ code: ErrorCode.resultTooLarge, sizeBytes, maxBytes: storeMaxBytes }, codec, record);
+    }
+  }
+  return { ok: true, text: stored };
 }
 
 /** The note a completed record keeps instead of its result: sealed too, so it cannot be forged at rest. */

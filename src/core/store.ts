@@ -236,4 +236,10 @@ export interface IdempotencyStore {
   /** Remove expired records; the cost is proportional to what expired. Returns how many went. */
   purge(request: PurgeRequest): Promise<{ readonly deleted: number }>;
   close?(): Promise<void>;
+  /**
+   * The largest result this store can keep in a record, in UTF-8 bytes as stored (after sealing, with
+   * `encryption`); absent when only `maxResultBytes` bounds it. A larger result is recorded as completed
+   * without it (`result_too_large`), as one over `maxResultBytes` is: the effect is never left unrecorded.
+   */
+  readonly maxStoredResultBytes?: number;
 }

@@ -72,6 +72,11 @@ const maxSkewMarginMs = 3_600_000;
  * network may hold back (a claim delayed longer would land as a crashed worker's, judged by its lease).
  */
 const tombstoneMs = 86_400_000;
+/**
+ * The largest result an item keeps: DynamoDB's 400 KB item limit, less room for the item's other attributes
+ * (the longest key and scope twice over, the tool's name, fingerprint, token, times and a failure's text).
+ */
+const maxStoredResultBytes = 400 * 1024 - 24 * 1024;
 /** How many times a claim tries again when the record it was refused by is gone before it could be read. */
 const claimTries = 3;
 
@@ -112,7 +117,7 @@ const takeoverCondition =
   "#token = :fromToken AND #expiresAt > :now AND (#status = :unknown OR (#status = :inProgress AND #leaseExpiresAt <= :now))";
 
 /**
- * A store on DynamoDB for workers anywhere (Lambda, containers, several regions of one table). One item
+ * A store on DynamoDB for workers anywhere (Lambda, containers), on a table in one Region. One item
  * per record; every claim, settle, renew, release and takeover is one conditional write, fenced by the
  * owner token. Leases are judged by the caller's clock with a skew margin (`clockSkewMarginMs`).
  * @example
@@ -210,6 +215,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     client,
     table,
     clockSkewMarginMs: marginMs,
+    maxStoredResultBytes,
 
     async claim(request) {
       const now = judged(request.now);

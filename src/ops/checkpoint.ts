@@ -302,7 +302,7 @@ export async function checkpoint<R = unknown>(
         return lease.signal;
       },
       async complete(result) {
-        const encoded = encodeResult(result, maxResultBytes, codec, bound(record));
+        const encoded = encodeResult(result, maxResultBytes, codec, bound(record), store.maxStoredResultBytes);
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,

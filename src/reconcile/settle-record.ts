@@ -123,7 +123,7 @@ export async function apply(
     switch (outcome?.status) {
       case "completed": {
         const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
-        const encoded = encodeResult(outcome.result, maxBytes, codec, binding);
+        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, o.store.maxStoredResultBytes);
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
