@@ -21,7 +21,7 @@ import {
   ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
-import { beginFlight, endFlight } from "./in-flight.js";
+import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { startLease } from "./lease.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
 import { bindingFor } from "./record-binding.js";
@@ -30,10 +30,16 @@ import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
 
-/** Run the tool under a claim this call owns, and record what happened. */
-export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
+/**
+ * Run the tool under a claim this call owns, and record what happened. `flight` is the one the call's claim
+ * began; a takeover begins its own. Either way it ends here, once the outcome is recorded.
+ */
+export async function execute<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  flight: Flight = beginFlight(c.o.store, c.scope, c.key, true),
+): Promise<Envelope<Awaited<R>>> {
   emit(c, "run", record.attempts);
-  const flight = beginFlight(c.o.store, c.scope, c.key);
   try {
     const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
     const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
