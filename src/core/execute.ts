@@ -40,6 +40,7 @@ export async function execute<A, R>(
   flight: Flight = beginFlight(c.o.store, c.scope, c.key, true),
 ): Promise<Envelope<Awaited<R>>> {
   emit(c, "run", record.attempts);
+  c.flight = flight;
   try {
     const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
     const lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
@@ -66,6 +67,7 @@ export async function execute<A, R>(
     await recordSimilar(c, c.similarKey, record);
     return similar ? { ...envelope, recent_similar_call: similar } : envelope;
   } finally {
+    c.flight = undefined;
     endFlight(flight);
   }
 }

@@ -497,8 +497,8 @@ describe("waiters in this process and the in-flight registry", () => {
     expect(await owner).toMatchObject({ result: "sent", was_replay: false });
     expect(replay).toMatchObject({ result: "sent", was_replay: true });
     expect(runs).toBe(1);
-    // The owner's claim, which the waiter joined, and the waiter's one look once the outcome was there.
-    expect(claims).toBe(2);
+    // The owner's claim, which the waiter joined; the waiter takes the outcome from the owner's settle.
+    expect(claims).toBe(1);
     expect(wokeAfterMs).toBeLessThan(150);
   });
 

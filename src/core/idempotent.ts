@@ -29,6 +29,7 @@ import {
   flightOf,
   holderOf,
   joinClaim,
+  outcomeFor,
   waitForOutcome,
 } from "./in-flight.js";
 import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
@@ -125,14 +126,17 @@ async function callOnce<A, R>(
   let pollMs = 10;
   // The call in this process whose claim this one joined, instead of sending its own (see in-flight.ts).
   let joined: Flight | undefined;
+  // The outcome the holder this call waited on settled, handed over on waking (see outcomeFor).
+  let handed: ClaimResult | undefined;
   for (;;) {
     if (options.signal?.aborted) {
       if (waitingSince !== undefined) emit(c, "in_flight_gave_up", undefined, options.signal.reason);
       options.signal.throwIfAborted();
     }
-    let claim: ClaimResult | undefined;
+    let claim = handed;
+    handed = undefined;
     // Only before its first wait: a crowd of waiters woken together gains nothing by queueing behind one.
-    if (waitingSince === undefined) {
+    if (claim === undefined && waitingSince === undefined) {
       const other = flightOf(o.store, id);
       if (other !== undefined) {
         claim = await joinClaim(other);
@@ -218,7 +222,9 @@ async function callOnce<A, R>(
               ? Math.max(0, Math.min(o.waitMs - waitedMs, record.leaseExpiresAt - claim.now))
               : Math.min(jitter(pollMs), o.waitMs - waitedMs);
           joined = undefined;
+          const beforeSettle = local !== undefined && !local.settling;
           await waitForOutcome(o.store, scope, key, o.clock, ms, c.signal, local);
+          if (local?.ended === true) handed = outcomeFor(local, beforeSettle);
         } catch (error) {
           // Only the caller's signal ends a wait early.
           emit(c, "in_flight_gave_up", record.attempts, error);

@@ -1,5 +1,11 @@
 import { type Clock, systemClock } from "./clock.js";
-import { type ClaimResult, type IdempotencyStore, recordIdText } from "./store.js";
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  RecordStatus,
+  recordIdText,
+} from "./store.js";
 
 /**
  * Calls on a key in this process, per store. A call registers a flight before it sends its claim; a repeat
@@ -21,6 +27,10 @@ export interface Flight {
   holding: boolean;
   /** Set by `endFlight`: a repeat that joins later waits for nothing. */
   ended: boolean;
+  /** Set when the call sends its settle. */
+  settling: boolean;
+  /** The record as the call's settle stored it, if it did. */
+  settled: IdempotencyRecord | undefined;
 }
 
 /**
@@ -51,6 +61,8 @@ export function beginFlight(
     land,
     holding,
     ended: false,
+    settling: false,
+    settled: undefined,
   };
   // A claim does not displace the call that holds the key: waiters keep waking on that one's end.
   const current = holding ? undefined : calls.get(flight.id);
@@ -145,4 +157,17 @@ export async function waitForOutcome(
     signal?.removeEventListener("abort", onAbort);
   }
   signal?.throwIfAborted();
+}
+
+/**
+ * What a waiter that began waiting on `holder` before it sent its settle learns when it wakes: the completed
+ * or failed record that settle stored, as a claim would have found it at the settle's instant, which fell
+ * within the waiter's call. Undefined otherwise (the settle was refused or failed, it stored an unknown
+ * outcome, or the waiter began after it was sent), and the waiter reads the store.
+ */
+export function outcomeFor(holder: Flight, waitedSinceBeforeSettle: boolean): ClaimResult | undefined {
+  const record = holder.settled;
+  if (!waitedSinceBeforeSettle || record === undefined) return undefined;
+  if (record.status !== RecordStatus.completed && record.status !== RecordStatus.failed) return undefined;
+  return { claimed: false, record, now: record.updatedAt };
 }
