@@ -8,7 +8,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { runFleet, fleetTable } from "./lib/fleet.js";
+import { fleetTable, runFleet } from "./lib/fleet.js";
 import { loadLibrary } from "./lib/library.js";
 import { toolArgs } from "./lib/subject.js";
 

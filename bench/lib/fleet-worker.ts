@@ -7,9 +7,9 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./anchors.js";
+import { idempotoolSubject } from "./backends/memory.js";
 import { connectPool, postgresFloor } from "./backends/postgres.js";
 import { redisFloor } from "./backends/redis.js";
-import { idempotoolSubject } from "./backends/memory.js";
 import { loadLibrary } from "./library.js";
 import { Latencies } from "./measure.js";
 import { type Subject, SubjectName, toolArgs } from "./subject.js";
@@ -44,7 +44,7 @@ export interface FleetReport {
 
 const task = JSON.parse(process.argv[2] ?? "{}") as FleetTask;
 const lib = await loadLibrary(path.resolve(task.lib));
-const closers: (() => Promise<unknown> | void)[] = [];
+const closers: (() => Promise<unknown> | undefined)[] = [];
 
 async function subjectFor(): Promise<Subject> {
   if (task.backend === "postgres") {
@@ -62,7 +62,10 @@ async function subjectFor(): Promise<Subject> {
     return nodeIdempotencySubject({ storage: () => ni.storage, prefix: `${task.names.prefix}ni` });
   }
   const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
-  closers.push(() => redis.disconnect());
+  closers.push(() => {
+    redis.disconnect();
+    return undefined;
+  });
   if (task.subject === SubjectName.floor)
     return redisFloor(redis, `${task.names.prefix}f:`, task.fingerprint);
   if (!lib.redis) throw new Error("the redis store is not built");
