@@ -116,6 +116,7 @@ async function callOnce<A, R>(
     startedAt: o.clock.now(),
     signal: options.signal,
     callId: undefined,
+    flight: undefined,
   };
 
   // One token for every claim this call makes: a claim whose reply was lost and that the client resent

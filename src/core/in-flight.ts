@@ -21,8 +21,9 @@ export interface Flight {
   readonly id: string;
   /** The claim this call sent, while it awaits the answer (absent once answered, or for a takeover's flight). */
   claim: Promise<ClaimResult> | undefined;
-  readonly landed: Promise<void>;
-  readonly land: () => void;
+  /** Made by the first waiter (see landedOf): most calls have none, and pay no promise for it. */
+  landed: Promise<void> | undefined;
+  land: (() => void) | undefined;
   /** Whether the call holds the claim (it landed, or a takeover did): only such a call wakes waiters with an outcome. */
   holding: boolean;
   /** Set by `endFlight`: a repeat that joins later waits for nothing. */
@@ -49,16 +50,12 @@ export function beginFlight(
     calls = new Map();
     running.set(store, calls);
   }
-  let land!: () => void;
-  const landed = new Promise<void>((resolve) => {
-    land = resolve;
-  });
   const flight: Flight = {
     calls,
     id: id ?? recordIdText(scope, key),
     claim: undefined,
-    landed,
-    land,
+    landed: undefined,
+    land: undefined,
     holding,
     ended: false,
     settling: false,
@@ -107,7 +104,19 @@ export async function joinClaim(flight: Flight): Promise<ClaimResult | undefined
 export function endFlight(flight: Flight): void {
   if (flight.calls.get(flight.id) === flight) flight.calls.delete(flight.id);
   flight.ended = true;
-  flight.land();
+  flight.land?.();
+}
+
+/** A promise that resolves when `flight` ends. */
+function landedOf(flight: Flight): Promise<void> {
+  if (flight.landed === undefined) {
+    flight.landed = flight.ended
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+          flight.land = resolve;
+        });
+  }
+  return flight.landed;
 }
 
 /** How many calls on `store` this process holds in flight; for tests, which check it empties itself. */
@@ -131,7 +140,7 @@ export async function waitForOutcome(
   const flight = holder ?? holderOf(store, recordIdText(scope, key));
   // The call it waits on already ended: its outcome is in the store now.
   if (flight?.ended === true) return;
-  const local = flight?.landed;
+  const local = flight === undefined ? undefined : landedOf(flight);
   if (signal === undefined && clock === systemClock) {
     // A bare timer: clock.sleep with an AbortController to stop it makes a contended pair cost 49% more.
     let handle: NodeJS.Timeout | undefined;
