@@ -27,6 +27,7 @@ import { memoryBackend } from "./lib/backends/memory.js";
 import { postgresBackends } from "./lib/backends/postgres.js";
 import { redisBackends } from "./lib/backends/redis.js";
 import { sqliteBackends } from "./lib/backends/sqlite.js";
+import { type FleetCell, fleetTable, runFleet } from "./lib/fleet.js";
 import { loadLibrary } from "./lib/library.js";
 import { machine } from "./lib/machine.js";
 import { type BenchOptions, parseOptions, usage } from "./lib/options.js";
@@ -181,6 +182,24 @@ async function main(): Promise<number> {
       progress: p,
     });
   }
+  const fleetOptions = { processes: 4, inFlight: 32 };
+  let fleet: FleetCell[] | undefined;
+  if (options.fleet) {
+    fleet = await runFleet({
+      lib,
+      ...fleetOptions,
+      callersPerKey: 8,
+      durationMs: options.durationMs * 4,
+      reps: options.reps,
+      tag,
+      fingerprint,
+      redisUrl: options.redisUrl,
+      pgUrl: options.pgUrl,
+      backends: ["redis", "postgres"],
+      workloads: ["first", "contended"],
+      note: (text) => p.note(text),
+    });
+  }
   p.done();
 
   const targets = evaluateTargets(cells);
@@ -236,6 +255,7 @@ async function main(): Promise<number> {
     }
   }
   if (scale) lines.push(scaleTable(scale), "");
+  if (fleet) lines.push(fleetTable(fleet, fleetOptions), "");
   const failedSanity = sanity.filter((s) => !s.ok);
   if (failedSanity.length > 0) {
     lines.push(
@@ -266,13 +286,14 @@ async function main(): Promise<number> {
       candidate: candidate?.dir,
       candidateTargets,
       scale,
+      fleet,
     };
     // Written under a .tmp name (git-ignored) and renamed, so an interrupted run leaves no half file behind.
     writeFileSync(`${file}.tmp`, `${JSON.stringify(json, null, 2)}\n`);
     renameSync(`${file}.tmp`, file);
     p.note(`wrote ${path.relative(root, file)}`);
   }
-  return failedSanity.length > 0 || cells.some((c) => !c.dedupOk) ? 1 : 0;
+  return failedSanity.length > 0 || cells.some((c) => !c.dedupOk) || fleet?.some((c) => !c.dedupOk) ? 1 : 0;
 }
 
 main().then(

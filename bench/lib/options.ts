@@ -16,6 +16,8 @@ export interface BenchOptions {
   readonly scale: boolean;
   /** Only the scale part. */
   readonly scaleOnly: boolean;
+  /** Also run the fleet row (several OS processes on Redis and PostgreSQL). */
+  readonly fleet: boolean;
   readonly scaleRows: number;
   readonly lib: string;
   /** Another build measured beside `lib`, as the "candidate" subject (an experiment). */
@@ -46,6 +48,7 @@ export const usage = `Usage: npm run bench -- [options]
   --warmup MS              warm-up per cell (default 200; quick 30)
   --scale                  also run the scale part: 1 M records in SQLite and PostgreSQL, purge cost
   --scale-only             only the scale part
+  --fleet                  also run the fleet row: 4 processes × 32 in flight on Redis and PostgreSQL
   --scale-rows N           rows for the large store (default 1000000)
   --lib DIR                the built library to measure (default dist)
   --compare DIR            also measure the build in DIR as "candidate", interleaved with the baseline
@@ -109,6 +112,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
       warmup: { type: "string" },
       scale: { type: "boolean", default: false },
       "scale-only": { type: "boolean", default: false },
+      fleet: { type: "boolean", default: false },
       "scale-rows": { type: "string" },
       lib: { type: "string", default: "dist" },
       compare: { type: "string" },
@@ -139,6 +143,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
     warmupMs: integer(values.warmup, "warmup", quick ? 30 : 200),
     scale: values.scale || values["scale-only"],
     scaleOnly: values["scale-only"],
+    fleet: values.fleet,
     scaleRows: integer(values["scale-rows"], "scale-rows", 1_000_000),
     lib: values.lib,
     compare: values.compare,

@@ -6,6 +6,7 @@ import { Buffer } from "node:buffer";
 import type { SleepOptions } from "./clock.js";
 import { IdempotencyError, LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
+import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
 import { ownerToken } from "./owner-token.js";
 import type { RecentSimilarCall } from "./similar.js";
@@ -57,6 +58,8 @@ export interface Call<A, R> {
   readonly signal: AbortSignal | undefined;
   /** Made at the call's first event, so a call nobody listens to never makes one. */
   callId: string | undefined;
+  /** While the call holds its claim: its flight, which its settle tells the waiters in this process about. */
+  flight?: Flight | undefined;
 }
 
 export const settleAttempts = 3;
@@ -73,6 +76,8 @@ export async function settleFenced<A, R>(
   result: string | null,
   error: string | null,
 ): Promise<IdempotencyRecord | "lost" | "store_failed"> {
+  // From here on a waiter that begins waiting may miss this settle's instant: it must read the store.
+  if (c.flight) c.flight.settling = true;
   for (let attempt = 0; attempt < settleAttempts; attempt++) {
     try {
       // A refusal can be our own earlier settle (an attempt whose reply was lost): settleOwn reads back.
@@ -86,6 +91,7 @@ export async function settleFenced<A, R>(
         ttlMs: c.o.ttlMs,
         now: c.o.clock.now(),
       });
+      if (settled && c.flight) c.flight.settled = settled;
       return settled ?? "lost";
     } catch (failure) {
       const consequence = "The tool ran; its outcome may not be recorded.";

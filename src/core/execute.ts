@@ -21,7 +21,7 @@ import {
   ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
-import { beginFlight, endFlight } from "./in-flight.js";
+import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { type Lease, startLease } from "./lease.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
 import { bindingFor } from "./record-binding.js";
@@ -30,10 +30,17 @@ import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
 
-/** Run the tool under a claim this call owns, and record what happened. */
-export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
+/**
+ * Run the tool under a claim this call owns, and record what happened. `flight` is the one the call's claim
+ * began; a takeover begins its own. Either way it ends here, once the outcome is recorded.
+ */
+export async function execute<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  flight: Flight = beginFlight(c.o.store, c.scope, c.key, true),
+): Promise<Envelope<Awaited<R>>> {
   emit(c, "run", record.attempts);
-  const flight = beginFlight(c.o.store, c.scope, c.key);
+  c.flight = flight;
   try {
     const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
     let lease: Lease;
@@ -69,6 +76,7 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
     await recordSimilar(c, c.similarKey, record);
     return similar ? { ...envelope, recent_similar_call: similar } : envelope;
   } finally {
+    c.flight = undefined;
     endFlight(flight);
   }
 }

@@ -89,27 +89,33 @@ function smsTool(options: {
   const sent = new Map<string, string>();
   const contexts: ToolContext[] = [];
   let runs = 0;
-  const tool = idempotent(
-    async (_args: Sms, context) => {
-      runs++;
-      contexts.push(context);
-      if (options.hold) await options.hold;
-      const id = `msg-${runs}`;
-      sent.set(context.key, id);
-      if (options.throwAfterSendOn?.includes(runs)) throw new Error("socket hang up");
-      return id;
-    },
-    {
-      name: "send_sms",
-      store: options.store,
-      clock,
-      effect: options.effect,
-      leaseMs: LEASE_MS,
-      ttlMs: TTL_MS,
-      ...(options.verify ? { verify: options.verify } : {}),
-    },
-  );
-  return { tool, clock, sent, contexts, runs: () => runs };
+  const on = (store: IdempotencyStore) =>
+    idempotent(
+      async (_args: Sms, context) => {
+        runs++;
+        contexts.push(context);
+        if (options.hold) await options.hold;
+        const id = `msg-${runs}`;
+        sent.set(context.key, id);
+        if (options.throwAfterSendOn?.includes(runs)) throw new Error("socket hang up");
+        return id;
+      },
+      {
+        name: "send_sms",
+        store,
+        clock,
+        effect: options.effect,
+        leaseMs: LEASE_MS,
+        ttlMs: TTL_MS,
+        ...(options.verify ? { verify: options.verify } : {}),
+      },
+    );
+  const tool = on(options.store);
+  // The same tool in another worker: repeats in one process join each other's claims (they never race
+  // each other to the store), so a race on the store itself needs a second worker. Its own view of the
+  // store is what tells the core it is not in this process.
+  const elsewhere = on({ ...options.store });
+  return { tool, elsewhere, clock, sent, contexts, runs: () => runs };
 }
 
 describe("verify is asked about the call it resolves", () => {
@@ -171,11 +177,15 @@ describe("two repeats race to take over one record", () => {
   it("native-key: a crashed claim is taken over by exactly one; the other waits and gets its outcome", async () => {
     const { store, takeovers } = watchedStore();
     const hold = gate();
-    const { tool, clock, contexts, runs } = smsTool({ store, effect: "native-key", hold: hold.opened });
+    const { tool, elsewhere, clock, contexts, runs } = smsTool({
+      store,
+      effect: "native-key",
+      hold: hold.opened,
+    });
     await crashedClaim(store, clock.now());
     await clock.advance(LEASE_MS);
 
-    const racers = [tool(sms, { key: "k" }), tool(sms, { key: "k" })];
+    const racers = [tool(sms, { key: "k" }), elsewhere(sms, { key: "k" })];
     await clock.advance(0);
     expect(takeovers.map((taken) => taken?.attempts ?? null)).toEqual([2, null]);
     hold.open();
@@ -195,7 +205,7 @@ describe("two repeats race to take over one record", () => {
   it("irreversible with verify: an unknown record is verified and run by exactly one; the other replays it", async () => {
     const { store, takeovers } = watchedStore();
     let verifies = 0;
-    const { tool, clock, runs } = smsTool({
+    const { tool, elsewhere, clock, runs } = smsTool({
       store,
       effect: "irreversible",
       throwAfterSendOn: [1],
@@ -207,7 +217,7 @@ describe("two repeats race to take over one record", () => {
     expect(await rejection(tool(sms, { key: "k" }))).toBeInstanceOf(OutcomeUnknownError);
     expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
 
-    const racers = [tool(sms, { key: "k" }), tool(sms, { key: "k" })];
+    const racers = [tool(sms, { key: "k" }), elsewhere(sms, { key: "k" })];
     await clock.advance(0);
     expect(takeovers.map((taken) => taken?.attempts ?? null)).toEqual([2, null]);
     await clock.advance(1_000);
@@ -225,7 +235,7 @@ describe("two repeats race to take over one record", () => {
   it("irreversible with verify: when verify finds the message, both racers get it and the tool never runs", async () => {
     const { store, takeovers } = watchedStore();
     let verifies = 0;
-    const { tool, clock, runs } = smsTool({
+    const { tool, elsewhere, clock, runs } = smsTool({
       store,
       effect: "irreversible",
       verify: () => {
@@ -236,7 +246,7 @@ describe("two repeats race to take over one record", () => {
     await crashedClaim(store, clock.now());
     await clock.advance(LEASE_MS);
 
-    const racers = [tool(sms, { key: "k" }), tool(sms, { key: "k" })];
+    const racers = [tool(sms, { key: "k" }), elsewhere(sms, { key: "k" })];
     await clock.advance(1_000);
     const envelopes = await Promise.all(racers);
 
@@ -453,22 +463,16 @@ describe("a lost claim or a failing store at settle: the documented error, carry
 });
 
 describe("waiters in this process and the in-flight registry", () => {
-  it("wakes a waiter the moment the owner settles, on the real clock, not at its next poll", async () => {
+  it("wakes a waiter the moment the owner settles, on the real clock, and never polls the store meanwhile", async () => {
     const inner = memoryStore();
     const hold = gate();
-    let waiterPolls = 0;
+    let claims = 0;
     let openedAt = 0;
-    // The waiter's polls back off 10, 20, 40, 80, 160, then 250 ms (each ±25%). Once it has seen the call
-    // in flight six times it sleeps at least 187 ms: the owner settles right then.
     const store: IdempotencyStore = {
       ...inner,
       claim: async (request) => {
-        const outcome = await inner.claim(request);
-        if (!outcome.claimed && outcome.record.status === "in_progress" && ++waiterPolls === 6) {
-          openedAt = performance.now();
-          hold.open();
-        }
-        return outcome;
+        claims++;
+        return inner.claim(request);
       },
     };
     let runs = 0;
@@ -482,13 +486,19 @@ describe("waiters in this process and the in-flight registry", () => {
     );
     const owner = tool({}, { key: "k" });
     const waiter = tool({}, { key: "k" });
+    // Long enough for a polling waiter to have looked five times (10, 20, 40, 80, 160 ms, each ±25%).
+    setTimeout(() => {
+      openedAt = performance.now();
+      hold.open();
+    }, 400);
     const replay = await waiter;
     const wokeAfterMs = performance.now() - openedAt;
 
     expect(await owner).toMatchObject({ result: "sent", was_replay: false });
     expect(replay).toMatchObject({ result: "sent", was_replay: true });
     expect(runs).toBe(1);
-    expect(waiterPolls).toBe(6);
+    // The owner's claim, which the waiter joined; the waiter takes the outcome from the owner's settle.
+    expect(claims).toBe(1);
     expect(wokeAfterMs).toBeLessThan(150);
   });
 

@@ -22,7 +22,16 @@ import {
   retryAfterMsOf,
 } from "./errors.js";
 import { execute, unexpected, verifyEarlierAttempt } from "./execute.js";
-import { waitForOutcome } from "./in-flight.js";
+import {
+  beginFlight,
+  endFlight,
+  type Flight,
+  flightOf,
+  holderOf,
+  joinClaim,
+  outcomeFor,
+  waitForOutcome,
+} from "./in-flight.js";
 import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
 import {
   type CallOptions,
@@ -36,7 +45,7 @@ import { ownerToken } from "./owner-token.js";
 import { bindingFor } from "./record-binding.js";
 import { decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
 import { type RecentSimilarCall, similarMarkerKey } from "./similar.js";
-import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
+import { type ClaimResult, type IdempotencyRecord, RecordStatus, recordIdText } from "./store.js";
 import { iso } from "./time.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
@@ -107,43 +116,71 @@ async function callOnce<A, R>(
     startedAt: o.clock.now(),
     signal: options.signal,
     callId: undefined,
+    flight: undefined,
   };
 
   // One token for every claim this call makes: a claim whose reply was lost and that the client resent
   // (or that this loop makes again) finds its own record, and a claim given up on can be released.
   const token = ownerToken();
+  const id = recordIdText(scope, key);
   let waitingSince: number | undefined;
   let pollMs = 10;
+  // The call in this process whose claim this one joined, instead of sending its own (see in-flight.ts).
+  let joined: Flight | undefined;
+  // The outcome the holder this call waited on settled, handed over on waking (see outcomeFor).
+  let handed: ClaimResult | undefined;
   for (;;) {
     if (options.signal?.aborted) {
       if (waitingSince !== undefined) emit(c, "in_flight_gave_up", undefined, options.signal.reason);
       options.signal.throwIfAborted();
     }
-    let claim: ClaimResult;
-    try {
-      claim = await o.store.claim({
-        scope,
-        key,
-        tool: o.name,
-        fingerprint: print,
-        token,
-        leaseMs: o.leaseMs,
-        ttlMs: o.ttlMs,
-        now: o.clock.now(),
-      });
-    } catch (error) {
-      const failure = storeFailure(c, "claim", error);
-      const action = decide({ event: "claim_failed" });
-      if (action !== Action.releaseUnrun) throw unexpected(action, "a claim with no answer");
-      await releaseUnrun(c, token);
-      throw failure;
+    let claim = handed;
+    handed = undefined;
+    // Only before its first wait: a crowd of waiters woken together gains nothing by queueing behind one.
+    if (claim === undefined && waitingSince === undefined) {
+      const other = flightOf(o.store, id);
+      if (other !== undefined) {
+        claim = await joinClaim(other);
+        if (claim !== undefined) joined = other;
+      }
+    }
+    if (claim === undefined) {
+      const flight = beginFlight(o.store, scope, key, false, id);
+      try {
+        flight.claim = o.store.claim({
+          scope,
+          key,
+          tool: o.name,
+          fingerprint: print,
+          token,
+          leaseMs: o.leaseMs,
+          ttlMs: o.ttlMs,
+          now: o.clock.now(),
+        });
+        claim = await flight.claim;
+        // Only a claim still on its way is joined: its answer is as fresh as one the repeat would get.
+        flight.claim = undefined;
+      } catch (error) {
+        endFlight(flight);
+        const failure = storeFailure(c, "claim", error);
+        const action = decide({ event: "claim_failed" });
+        if (action !== Action.releaseUnrun) throw unexpected(action, "a claim with no answer");
+        await releaseUnrun(c, token);
+        throw failure;
+      }
+      if (claim.claimed) {
+        const action = decide({ event: "claimed" });
+        if (action !== Action.run) {
+          endFlight(flight);
+          throw unexpected(action, "a claim that landed");
+        }
+        // execute ends the flight when the call has settled, waking the repeats that joined it.
+        flight.holding = true;
+        return await execute(c, claim.record, flight);
+      }
+      endFlight(flight);
     }
     const record = claim.record;
-    if (claim.claimed) {
-      const action = decide({ event: "claimed" });
-      if (action !== Action.run) throw unexpected(action, "a claim that landed");
-      return await execute(c, record);
-    }
 
     const now = o.clock.now();
     const waitedMs = waitingSince === undefined ? 0 : now - waitingSince;
@@ -178,14 +215,17 @@ async function callOnce<A, R>(
           emit(c, "in_flight_wait", record.attempts);
         }
         try {
-          await waitForOutcome(
-            o.store,
-            scope,
-            key,
-            o.clock,
-            Math.min(jitter(pollMs), o.waitMs - waitedMs),
-            c.signal,
-          );
+          const local = joined ?? holderOf(o.store, id);
+          // A holder in this process wakes its waiters when it ends, so they need not poll meanwhile; they
+          // look again when its lease would pass, in case its renewals stopped reaching the store.
+          const ms =
+            local !== undefined && !local.ended
+              ? Math.max(0, Math.min(o.waitMs - waitedMs, record.leaseExpiresAt - claim.now))
+              : Math.min(jitter(pollMs), o.waitMs - waitedMs);
+          joined = undefined;
+          const beforeSettle = local !== undefined && !local.settling;
+          await waitForOutcome(o.store, scope, key, o.clock, ms, c.signal, local);
+          if (local?.ended === true) handed = outcomeFor(local, beforeSettle);
         } catch (error) {
           // Only the caller's signal ends a wait early.
           emit(c, "in_flight_gave_up", record.attempts, error);

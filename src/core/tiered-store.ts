@@ -96,7 +96,9 @@ export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
   const forget = (scope: string, key: string) => cache.delete(recordIdText(scope, key));
 
   return {
-    ...(durable.maxStoredResultBytes === undefined ? {} : { maxStoredResultBytes: durable.maxStoredResultBytes }),
+    ...(durable.maxStoredResultBytes === undefined
+      ? {}
+      : { maxStoredResultBytes: durable.maxStoredResultBytes }),
     async claim(request) {
       const hit = cached(request.scope, request.key, request.now);
       if (hit) return { claimed: false, record: hit.record, now: request.now + hit.offsetMs };

@@ -25,8 +25,13 @@ export function floorTableSql(table: string): string {
  * (settle), each its own autocommit transaction (two commits, as the design needs: the claim must be
  * durable before the tool runs); a replay is one SELECT by primary key. Named (prepared) statements.
  */
-export async function postgresFloor(pool: pg.Pool, table: string, fingerprint: string): Promise<Subject> {
-  await pool.query(floorTableSql(table));
+export async function postgresFloor(
+  pool: pg.Pool,
+  table: string,
+  fingerprint: string,
+  create = true,
+): Promise<Subject> {
+  if (create) await pool.query(floorTableSql(table));
   const tool = countedTool();
   const claim = {
     name: `${table}_claim`,
