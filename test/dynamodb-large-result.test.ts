@@ -32,7 +32,10 @@ describe("a result under maxResultBytes but over DynamoDB's item limit", () => {
     expect(runs).toBe(1);
     const record = await store.get({ scope: "default", key: "k" }, Date.now());
     const all = (await store.list({})).records;
-    expect(all.map((r) => r.status), "the effect happened; its record must say completed").toEqual(["completed"]);
+    expect(
+      all.map((r) => r.status),
+      "the effect happened; its record must say completed",
+    ).toEqual(["completed"]);
     expect(record === undefined || record.status === "completed").toBe(true);
   });
 });

@@ -45,9 +45,14 @@ describe("dynamoStore when every write's first reply is lost", () => {
       // A crashed claim on another key, then a takeover through the resending client.
       const direct = dynamoStore({ client, table, clockSkewMarginMs: 0 });
       await direct.claim({
-        scope: "default", key: "k2", tool: "t",
+        scope: "default",
+        key: "k2",
+        tool: "t",
         fingerprint: (await direct.get({ scope: "default", key: "k" }, clock.now()))!.fingerprint,
-        token: "crashed", leaseMs: 5_000, ttlMs: 86_400_000, now: clock.now(),
+        token: "crashed",
+        leaseMs: 5_000,
+        ttlMs: 86_400_000,
+        now: clock.now(),
       });
       await clock.advance(6_000);
       const second = await tool({}, { key: "k2" }).catch((e: { code?: string }) => e.code);

@@ -302,7 +302,13 @@ export async function checkpoint<R = unknown>(
         return lease.signal;
       },
       async complete(result) {
-        const encoded = encodeResult(result, maxResultBytes, codec, bound(record), store.maxStoredResultBytes);
+        const encoded = encodeResult(
+          result,
+          maxResultBytes,
+          codec,
+          bound(record),
+          store.maxStoredResultBytes,
+        );
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
