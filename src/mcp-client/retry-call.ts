@@ -23,8 +23,11 @@ export const keyArgument = "idempotency_key";
 /** Options both wrappers take. */
 export interface RetryCallOptions {
   /**
-   * Bounds of the retries of one call. Defaults: 3 attempts, 60 s per attempt (the MCP SDK's own request
-   * timeout), backoff from 200 ms doubling to 5 s, no retry starting later than 5 minutes after the first.
+   * Bounds of the retries of one call. Defaults: 1 attempt (no retry), 60 s per attempt (the MCP SDK's own
+   * request timeout), backoff from 200 ms doubling to 5 s, no retry starting later than 5 minutes after the
+   * first. Set `maxAttempts` above 1 only for servers that deduplicate by the key in `_meta`
+   * (`registerIdempotentTool`, `idempotool proxy`, or a server that says so): any other server runs the
+   * tool again when an attempt whose reply was lost is retried.
    */
   readonly retry?: RetryOptions | undefined;
   /** The `_meta` field the key goes in. Default `"idempotency_key"`. */
@@ -40,8 +43,9 @@ export interface RetryCallOptions {
   readonly random?: (() => number) | undefined;
 }
 
+// One attempt unless told: retrying is safe only against a server that deduplicates by the key.
 export const mcpRetryDefaults: RetryPolicy = {
-  maxAttempts: 3,
+  maxAttempts: 1,
   maxElapsedMs: 300_000,
   initialDelayMs: 200,
   maxDelayMs: 5_000,
