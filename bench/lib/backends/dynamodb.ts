@@ -82,7 +82,7 @@ export async function dynamoBackends(lib: Library, candidate?: Library): Promise
   // Without a built idempotool/dynamodb (run.ts reports why) Powertools' row still runs.
   const store = lib.dynamodb?.dynamoStore({ client, table: await table("pk") });
   if (store) subjects.push(idempotoolSubject(lib, () => store, "dynamoStore({ client: DynamoDBClient })"));
-  // Powertools' layer needs @aws-sdk/util-dynamodb, which it does not install itself.
+  // Powertools' layer needs @aws-sdk/lib-dynamodb, a peer dependency of it: without it, its row is skipped.
   let powertools: PowertoolsDynamo | undefined;
   let missing = "";
   try {
