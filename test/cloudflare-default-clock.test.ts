@@ -3,25 +3,10 @@
  * whatever `now` a caller sends, so a caller whose clock runs ahead cannot take over a live lease. Runs in
  * Node on a SQLite adapter with the two storage methods the store uses (Date.now() is the object's clock).
  */
-import Database from "better-sqlite3";
 import { expect, it } from "vitest";
-import { type DurableObjectSqlStorage, durableObjectStore } from "../src/cloudflare/index.js";
+import { durableObjectStore } from "../src/cloudflare/index.js";
 import { claimRequest } from "./fixtures/claim-request.js";
-
-function sqliteStorage(): DurableObjectSqlStorage {
-  const db = new Database(":memory:");
-  return {
-    sql: {
-      exec(query, ...bindings) {
-        const statement = db.prepare(query);
-        if (!statement.reader) statement.run(...bindings);
-        const rows = statement.reader ? statement.all(...bindings) : [];
-        return { toArray: () => rows as Record<string, never>[] };
-      },
-    },
-    transactionSync: (closure) => db.transaction(closure)(),
-  };
-}
+import { sqliteStorage } from "./fixtures/durable-object-sqlite.js";
 
 it("with no clock option, a caller whose clock runs hours ahead cannot take over a live lease", async () => {
   const store = durableObjectStore({ storage: sqliteStorage() });

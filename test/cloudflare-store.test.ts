@@ -6,9 +6,15 @@
 import { join } from "node:path";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { durableObjectStore, durableObjectStoreClient, type StoreCall } from "../src/cloudflare/index.js";
+import {
+  durableObjectStore,
+  durableObjectStoreClient,
+  handleStoreCall,
+  type StoreCall,
+} from "../src/cloudflare/index.js";
 import { isIdempotencyError } from "../src/core/errors.js";
 import { idempotent } from "../src/core/idempotent.js";
+import { memoryStore } from "../src/core/memory-store.js";
 import type { IdempotencyStore } from "../src/core/store.js";
 import { storeConformanceCases } from "../src/testing/conformance.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
@@ -63,6 +69,8 @@ describe("durableObjectStore conformance, in workerd (request clock)", () => {
   for (const c of storeConformanceCases({
     name: "durableObjectStore",
     create: async () => ({ store: (await objectStore("request")).store, clock: fakeClock() }),
+    // A client takes a new stub when one breaks, and a call sent on the old one may arrive later.
+    claimsMayArriveLate: true,
   })) {
     it(c.name, c.run);
   }
@@ -180,10 +188,33 @@ describe("durableObjectStore and durableObjectStoreClient options", () => {
     expect(() => durableObjectStore({ storage, clock: "server" as never })).toThrow(/option `clock`/);
   });
 
-  it("rejects a stub without the idempotency method", () => {
+  it("rejects a stub without the idempotency method, given or returned by the function", () => {
     for (const bad of [undefined, {}, { idempotency: "yes" }]) {
       expect(() => durableObjectStoreClient(bad as never)).toThrow(/option `stub`/);
+      expect(() => durableObjectStoreClient(() => bad as never)).toThrow(/option `stub`.*returned/);
     }
+  });
+
+  it("drops only the stub that broke: a call that fails late on it keeps the stub taken since", async () => {
+    const records = memoryStore();
+    const failures: ((error: Error) => void)[] = [];
+    let taken = 0;
+    const store = durableObjectStoreClient(() => {
+      // The first stub's calls hang until the test breaks its connection; the later stubs reach the records.
+      if (++taken === 1) return { idempotency: () => new Promise((_, reject) => failures.push(reject)) };
+      return { idempotency: (call: StoreCall) => handleStoreCall(records, call) };
+    });
+    const lost = () => Object.assign(new Error("Network connection lost."), { retryable: true });
+    const first = store.get({ scope: "s", key: "k" }, 0);
+    const second = store.get({ scope: "s", key: "k" }, 0);
+    failures[0]?.(lost());
+    await expect(first).rejects.toThrow(/connection lost/);
+    await expect(store.get({ scope: "s", key: "k" }, 0)).resolves.toBeUndefined();
+    expect(taken).toBe(2);
+    failures[1]?.(lost());
+    await expect(second).rejects.toThrow(/connection lost/);
+    await expect(store.get({ scope: "s", key: "k" }, 0)).resolves.toBeUndefined();
+    expect(taken).toBe(2);
   });
 });
 

@@ -61,8 +61,8 @@ export class SlackMcp extends McpAgent<Env> {
 
   async init() {
     // Every session meets the one object of the "slack-tools" key space, so a repeat is a replay wherever
-    // it comes from. Leases are judged by that object's clock.
-    const store = durableObjectStoreClient(this.env.IDEMPOTOOL.getByName("slack-tools"));
+    // it comes from. Leases are judged by that object's clock. A function, so a broken stub is replaced.
+    const store = durableObjectStoreClient(() => this.env.IDEMPOTOOL.getByName("slack-tools"));
     registerIdempotentTool(
       this.server,
       "send_slack_message",

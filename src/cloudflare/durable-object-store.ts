@@ -21,6 +21,7 @@ import type {
   SettleRequest,
   TakeoverRequest,
 } from "../core/store.js";
+import { releasedTokens } from "./released-tokens.js";
 
 /** A value SQLite hands back in a Durable Object. */
 export type DurableObjectSqlValue = ArrayBuffer | string | number | null;
@@ -42,13 +43,17 @@ export interface DurableObjectSqlStorage {
 export interface DurableObjectStoreOptions {
   /** The object's storage, `this.ctx.storage` inside your Durable Object class. */
   readonly storage: DurableObjectSqlStorage;
-  /** Table name; default `idempotool_records`. Names starting with `_cf_` are Cloudflare's. */
+  /**
+   * Table name; default `idempotool_records`. Names starting with `_cf_` are Cloudflare's. The tokens
+   * released in the last day are kept beside it, in `<table>_released`.
+   */
   readonly table?: string | undefined;
   /**
    * Which clock judges leases and expiry. `"object"` (default): the Durable Object's own, so every caller
    * of the object (workers in other places, with clocks of their own) is judged by one clock and a caller
    * whose clock runs ahead can never take over a live lease; `now` in requests is ignored. `"request"`:
-   * the core's `now`, for tests with a fake clock.
+   * the core's `now`, for tests with a fake clock. Released tokens are remembered for a day by the object's
+   * clock either way, since a release carries no time.
    */
   readonly clock?: "object" | "request" | undefined;
 }
@@ -89,6 +94,11 @@ function toRecord(row: Row): IdempotencyRecord {
  * every operation is one synchronous step of it. The object runs one event at a time and its output gate
  * holds each answer until the write is durable, so a claim is atomic and a caller that saw it won knows it
  * is on disk.
+ *
+ * Calls may reach the object out of order (a caller that lost its connection goes on through a new stub),
+ * so a claim can arrive after the release its caller sent once it gave up on it. The object remembers each
+ * released token on its key for a day and refuses a claim that carries one, whatever the key holds: such a
+ * claim never lands.
  *
  * Records are shared only by the callers that reach this one object. Route every caller of a key space to
  * the same object (`env.IDEMPOTOOL.idFromName(namespace)`) and reach it from elsewhere through
@@ -139,10 +149,12 @@ export function durableObjectStore(options: DurableObjectStoreOptions): DurableO
   const sql = storage.sql;
   const rows = (query: string, ...bindings: DurableObjectSqlValue[]) =>
     sql.exec(query, ...bindings).toArray();
+  const released = releasedTokens(storage, table);
   let migrated = false;
   const migrate = () => {
     if (migrated) return;
     storage.transactionSync(() => {
+      released.migrate();
       sql.exec(
         `CREATE TABLE IF NOT EXISTS ${t} (
           scope TEXT NOT NULL, key TEXT NOT NULL, tool TEXT NOT NULL, fingerprint TEXT NOT NULL,
@@ -183,6 +195,11 @@ export function durableObjectStore(options: DurableObjectStoreOptions): DurableO
 
     claim: operation((request: ClaimRequest): ClaimResult => {
       const at = now(request.now);
+      if (released.has(request.scope, request.key, request.token)) {
+        throw new Error(
+          `durableObjectStore: the claim by this token on ${JSON.stringify(request.key)} was released before it arrived, so it does not land; call again with a new token.`,
+        );
+      }
       return storage.transactionSync((): ClaimResult => {
         const holder = getLive(request.scope, request.key, at);
         if (holder !== undefined) return { claimed: false, record: holder, now: at };
@@ -272,15 +289,19 @@ export function durableObjectStore(options: DurableObjectStoreOptions): DurableO
       return written.length === 1;
     }),
 
-    release: operation((request: ReleaseRequest) => {
-      const written = rows(
-        `DELETE FROM ${t} WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')
-         RETURNING 1`,
-        request.scope,
-        request.key,
-        request.token,
-      );
-      return written.length === 1;
+    release: operation(({ scope, key, token }: ReleaseRequest) => {
+      return storage.transactionSync(() => {
+        // Remembered whatever the key holds: the claim this release gives up on may be still on its way.
+        released.remember(scope, key, token);
+        const written = rows(
+          `DELETE FROM ${t} WHERE scope = ? AND key = ? AND token = ? AND status IN ('in_progress', 'unknown')
+           RETURNING 1`,
+          scope,
+          key,
+          token,
+        );
+        return written.length === 1;
+      });
     }),
 
     get: operation(({ scope, key }: RecordId, requestNow: number) => getLive(scope, key, now(requestNow))),
@@ -334,6 +355,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): DurableO
         now(requestNow),
         max,
       ).length;
+      released.prune(max);
       return { deleted };
     }),
   };

@@ -13,5 +13,5 @@ export type {
   DurableObjectStoreOptions,
 } from "./durable-object-store.js";
 export { durableObjectStore } from "./durable-object-store.js";
-export type { StoreAnswer, StoreCall, StoreCallTarget, StoreOperation } from "./store-call.js";
+export type { StoreAnswer, StoreCall, StoreCallStub, StoreCallTarget, StoreOperation } from "./store-call.js";
 export { durableObjectStoreClient, handleStoreCall } from "./store-call.js";
