@@ -143,6 +143,14 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   const { client, table, marginMs } = resolveOptions(options);
 
   /** The instant a request's `now` stands for when judging leases and expiry: its clock, less the margin. */
+  /**
+   * The `ttl` of an item written now, kept until `expiresAt`: DynamoDB deletes the whole item from then on,
+   * with any tokens released on the key, so it is never earlier than a day from the write, which is as long
+   * as those tokens are kept (a release writes them at most a day before).
+   */
+  const keptTtl = (expiresAt: number): number =>
+    ttlSeconds(Math.max(expiresAt, Date.now() + tombstoneMs), marginMs);
+
   const judged = (now: number): number => {
     if (!Number.isFinite(now)) throw new TypeError(`dynamoStore: now must be epoch ms, got ${String(now)}.`);
     return now - marginMs;
@@ -207,7 +215,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
             ExpressionAttributeValues: {
               ...values,
               ":expiresAt": n(expiresAt),
-              ...(moveExpiry ? { ":ttl": n(ttlSeconds(expiresAt, marginMs)) } : {}),
+              ...(moveExpiry ? { ":ttl": n(keptTtl(expiresAt)) } : {}),
             },
             ReturnValues: "ALL_NEW",
           }),
@@ -283,7 +291,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         ":status": s(request.status),
         ":at": n(request.now),
         ":expiresAt": n(expiresAt),
-        ":ttl": n(ttlSeconds(expiresAt, marginMs)),
+        ":ttl": n(keptTtl(expiresAt)),
       };
       for (const field of ["result", "error"] as const) {
         const value = request[field];
@@ -529,7 +537,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
    * released on this key. An update rather than a put, so that the item keeps its released tokens.
    */
   function claimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
-    const item = recordItem(record, marginMs);
+    const item = { ...recordItem(record, marginMs), ttl: n(keptTtl(record.expiresAt)) };
     const set: string[] = [];
     const values: Record<string, AttributeValue> = {
       ":released": s(released),
