@@ -95,8 +95,14 @@ describe("dynamoStore's released tokens", () => {
     });
   }
 
-  it("a release on its own claim drops tokens whose day has passed (the set does not grow without bound)", async () => {
+  it("a release on its own claim keeps the tokens of the last day, and drops older ones (the set does not grow without bound)", async () => {
     const { table, store } = await setup();
+    await store.claim(claimRequest({ token: "token-b" }));
+    await store.release({ ...id, token: "token-late" });
+    expect(await store.release({ ...id, token: "token-b" })).toBe(true);
+    expect((await rawItem(table))?.released?.SS?.sort()).toEqual(["token-b", "token-late"]);
+    await expect(store.claim(claimRequest({ token: "token-late" }))).rejects.toThrow(/released before it arrived/);
+
     await store.claim(claimRequest());
     await store.release({ ...id, token: "token-old" });
     // A day and more goes by (releasedUntil moved back, as if the release had come then).

@@ -85,6 +85,8 @@ const tombstoneMs = 86_400_000;
 const maxStoredResultBytes = 400 * 1024 - 24 * 1024;
 /** How many times a claim tries again when the record it was refused by is gone before it could be read. */
 const claimTries = 3;
+/** How many times a release looks again when the key's item changed under it (or kept tokens unseen). */
+const releaseTries = 4;
 
 type Sdk = typeof import("@aws-sdk/client-dynamodb");
 let sdk: Promise<Sdk> | undefined;
@@ -118,6 +120,9 @@ const claimCondition =
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition =
   "attribute_not_exists(#pk) OR (#token = :token AND (#status = :inProgress OR #status = :unknown))";
+// Whether the item keeps tokens released within the last day (see record-item.ts).
+const keepingTokens = "#releasedUntil > :now";
+const notKeepingTokens = "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)";
 const settleCondition = "#token = :token AND (#status = :inProgress OR #status = :unknown)";
 const renewCondition = "#token = :token AND #status = :inProgress";
 const takeoverCondition =
@@ -361,14 +366,20 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const until = Date.now() + tombstoneMs;
       const ttl = ttlSeconds(until, marginMs);
       const tokens = ss(request.token);
-      for (let attempt = 0; attempt < claimTries; attempt++) {
+      // What the last refusal showed the key to hold; nothing known before the first write.
+      let seen: Item | undefined;
+      for (let attempt = 0; attempt < releaseTries; attempt++) {
+        const now = judged(Date.now());
+        // Tokens released more than a day ago are dropped (the set starts afresh), so that a key released
+        // often keeps only the last day's tokens; the write says which case it is in its condition.
+        const keeping = releasedUntil(seen) > now;
         const own = await conditional(
           (sdk) =>
             new sdk.UpdateItemCommand({
               TableName: table,
               Key: partitionKey(request.scope, request.key),
-              ConditionExpression: releaseCondition,
-              UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until ADD #released :tokens REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
+              ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
+              UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until${keeping ? " ADD #released :tokens" : ", #released = :tokens"} REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
               ExpressionAttributeNames: namesOf(
                 "pk",
                 "status",
@@ -384,6 +395,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                 ":tokens": tokens,
                 ":until": n(until),
                 ":ttl": n(ttl),
+                ":now": n(now),
                 ":released": s(released),
                 ":inProgress": s("in_progress"),
                 ":unknown": s("unknown"),
@@ -396,8 +408,10 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Another caller's item (or this token's settled record): keep the token on it, and keep the item
         // at least as long as the token must be kept. The write is conditional on what the refusal showed.
         const item = own.item ?? (await read(request));
-        if (readItem(item).kind === "absent") continue;
-        const now = judged(Date.now());
+        seen = item;
+        // Nothing there, or this token's own claim, keeping tokens or not as the write guessed otherwise.
+        const found = readItem(item);
+        if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token))) continue;
         const fresh = releasedUntil(item) <= now;
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
@@ -408,9 +422,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               ConditionExpression: [
                 "attribute_exists(#pk)",
                 // Tokens kept past releasedUntil are dropped: the set starts afresh.
-                fresh
-                  ? "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)"
-                  : "#releasedUntil > :now",
+                fresh ? notKeepingTokens : keepingTokens,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
               UpdateExpression: `SET #releasedUntil = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", #released = :tokens" : " ADD #released :tokens"}`,
@@ -537,7 +549,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
    * released on this key. An update rather than a put, so that the item keeps its released tokens.
    */
   function claimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
-    const item = { ...recordItem(record, marginMs), ttl: n(keptTtl(record.expiresAt)) };
+    const item: Record<string, AttributeValue> = { ...recordItem(record, marginMs), ttl: n(keptTtl(record.expiresAt)) };
     const set: string[] = [];
     const values: Record<string, AttributeValue> = {
       ":released": s(released),
@@ -567,6 +579,11 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     if (found.kind !== "record") throw new Error(`dynamoStore: ${table} answered a write with no record.`);
     return found.record;
   }
+}
+
+/** Whether a release by `token` is of this record's own claim, in progress or unknown (`releaseCondition`). */
+function ownClaim(record: IdempotencyRecord, token: string): boolean {
+  return record.token === token && (record.status === "in_progress" || record.status === "unknown");
 }
 
 function releasedBeforeArrival(): Error {
