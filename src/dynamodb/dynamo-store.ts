@@ -411,7 +411,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         seen = item;
         // Nothing there, or this token's own claim, keeping tokens or not as the write guessed otherwise.
         const found = readItem(item);
-        if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token))) continue;
+        if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
+          continue;
         const fresh = releasedUntil(item) <= now;
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
@@ -448,15 +449,28 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     },
 
     async delete(id) {
-      const output = await send<{ Attributes?: Item }>(
-        (sdk) =>
-          new sdk.DeleteItemCommand({
-            TableName: table,
-            Key: partitionKey(id.scope, id.key),
-            ReturnValues: "ALL_OLD",
-          }),
-      );
-      return readItem(output.Attributes).kind === "record";
+      // An item keeping tokens released within the day stays, as a tombstone: a claim of one of them
+      // still on its way must not land because the record went.
+      for (let attempt = 0; attempt < releaseTries; attempt++) {
+        const now = n(judged(Date.now()));
+        const gone = await conditional(
+          (sdk) =>
+            new sdk.DeleteItemCommand({
+              TableName: table,
+              Key: partitionKey(id.scope, id.key),
+              ConditionExpression: notKeepingTokens,
+              ExpressionAttributeNames: namesOf("releasedUntil"),
+              ExpressionAttributeValues: { ":now": now },
+              ReturnValues: "ALL_OLD",
+            }),
+        );
+        if (gone.applied) return readItem(gone.item).kind === "record";
+        const retired = await retire(partitionKey(id.scope, id.key).pk, keepingTokens, {}, now);
+        if (retired !== undefined) return retired;
+        // A tombstone already, or the item changed between the two writes: look again.
+        if (readItem(await read(id)).kind !== "record") return false;
+      }
+      throw new Error("dynamoStore: the record kept changing under the delete; nothing was deleted.");
     },
 
     async list(query) {
@@ -482,37 +496,49 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
 
     async purge({ now, limit }) {
       const max = purgeLimit("dynamoStore", limit);
-      const cutoff = judged(now);
+      const judgedNow = judged(now);
+      const cutoff = n(judgedNow);
       let deleted = 0;
-      const expired = {
-        // An item that still keeps released tokens stays until they pass (see record-item.ts).
-        expression: "#expiresAt <= :now AND (attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)",
-        names: namesOf("expiresAt", "releasedUntil"),
-        values: { ":now": n(cutoff) },
+      const expired = "#expiresAt <= :now";
+      const filter = {
+        expression: expired,
+        names: namesOf("expiresAt", "status", "releasedUntil"),
+        values: { ":now": cutoff },
       };
-      for await (const items of scan({ ...expired, projection: "pk" })) {
+      for await (const items of scan({ ...filter, projection: "pk, #status, #releasedUntil" })) {
         // In batches no larger than what is left to delete, so the limit is never overshot.
         for (let next = 0; next < items.length && deleted < max; ) {
           const batch = items.slice(next, next + Math.min(max - deleted, 25));
           next += batch.length;
           const answers = await Promise.all(
-            batch.map((item) =>
-              conditional(
+            batch.map(async (item) => {
+              const pk = item.pk as AttributeValue;
+              // An item that keeps released tokens stays until they pass (see record-item.ts); its
+              // record goes, and the item stays as a tombstone.
+              if (releasedUntil(item) > judgedNow) {
+                const status = (item.status as { S?: unknown } | undefined)?.S;
+                if (status === released) return false;
+                return (
+                  (await retire(pk, `${expired} AND ${keepingTokens}`, { ":now": cutoff }, cutoff)) === true
+                );
+              }
+              const gone = await conditional(
                 (sdk) =>
                   new sdk.DeleteItemCommand({
                     TableName: table,
-                    Key: { pk: item.pk as AttributeValue },
-                    // Claimed again since the scan: it is a new record, and stays.
-                    ConditionExpression: expired.expression,
-                    ExpressionAttributeNames: expired.names,
-                    ExpressionAttributeValues: expired.values,
+                    Key: { pk },
+                    // Claimed again, or given a released token, since the scan: it stays.
+                    ConditionExpression: `${expired} AND ${notKeepingTokens}`,
+                    ExpressionAttributeNames: namesOf("expiresAt", "releasedUntil"),
+                    ExpressionAttributeValues: { ":now": cutoff },
                     ReturnValues: "ALL_OLD",
                   }),
-              ),
-            ),
+              );
+              // Tombstones go too, uncounted: they are not records.
+              return gone.applied && readItem(gone.item).kind === "record";
+            }),
           );
-          // Tombstones go too, uncounted: they are not records.
-          deleted += answers.filter((a) => a.applied && readItem(a.item).kind === "record").length;
+          deleted += answers.filter(Boolean).length;
         }
         if (deleted >= max) break;
       }
@@ -545,11 +571,45 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   }
 
   /**
+   * Make the record at `pk` a tombstone that keeps the key's released tokens (its own token stays its
+   * token), on `condition` (which uses `:now` and may use `#expiresAt`). Returns true when a record was
+   * made a tombstone, undefined when the condition or the item refused.
+   */
+  async function retire(
+    pk: AttributeValue,
+    condition: string,
+    values: Record<string, AttributeValue>,
+    now: AttributeValue,
+  ): Promise<true | undefined> {
+    const retired = await conditional(
+      (sdk) =>
+        new sdk.UpdateItemCommand({
+          TableName: table,
+          Key: { pk },
+          ConditionExpression: `${condition} AND #status <> :released`,
+          UpdateExpression: `SET #status = :released REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
+          ExpressionAttributeNames: namesOf(
+            ...(condition.includes("#expiresAt") ? (["expiresAt"] as const) : []),
+            "status",
+            "releasedUntil",
+            ...recordAttributes,
+          ),
+          ExpressionAttributeValues: { ...values, ":now": now, ":released": s(released) },
+          ReturnValues: "ALL_OLD",
+        }),
+    );
+    return retired.applied && readItem(retired.item).kind === "record" ? true : undefined;
+  }
+
+  /**
    * A claim: the record written over nothing, an expired record or a tombstone, unless its token was
    * released on this key. An update rather than a put, so that the item keeps its released tokens.
    */
   function claimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
-    const item: Record<string, AttributeValue> = { ...recordItem(record, marginMs), ttl: n(keptTtl(record.expiresAt)) };
+    const item: Record<string, AttributeValue> = {
+      ...recordItem(record, marginMs),
+      ttl: n(keptTtl(record.expiresAt)),
+    };
     const set: string[] = [];
     const values: Record<string, AttributeValue> = {
       ":released": s(released),
