@@ -130,8 +130,8 @@ const takeoverCondition =
 
 /**
  * A store on DynamoDB for workers anywhere (Lambda, containers), on a table in one Region. One item
- * per record; every claim, settle, renew, release and takeover is one conditional write, fenced by the
- * owner token. Leases are judged by the caller's clock with a skew margin (`clockSkewMarginMs`).
+ * per record; every claim, settle, renew and takeover is one conditional write, fenced by the owner
+ * token (a release is two when the key keeps released tokens, see docs/stores.md). Leases are judged by the caller's clock with a skew margin (`clockSkewMarginMs`).
  * @example
  * import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
  * import { idempotent } from "idempotool";
