@@ -83,12 +83,20 @@ describe("dynamoStore options and shape", () => {
   it("keeps a ttl attribute for DynamoDB's TTL: epoch seconds, no earlier than expiresAt plus the margin", async () => {
     const table = await db.table("ttl");
     const store = dynamoStore({ client, table, clockSkewMarginMs: 1_500 });
-    const request = claimRequest({ now: 1_000_000_250 });
-    const { record } = await store.claim(request);
-    const { Item } = await client.send(
-      new GetItemCommand({ TableName: table, Key: { pk: { S: `8:tenant-aorder-1` } } }),
-    );
-    expect(Number(Item?.ttl?.N)).toBe(Math.ceil((record.expiresAt + 1_500) / 1000));
+    const ttl = async () => {
+      const { Item } = await client.send(
+        new GetItemCommand({ TableName: table, Key: { pk: { S: `8:tenant-aorder-1` } } }),
+      );
+      return Number(Item?.ttl?.N);
+    };
+    const { record } = await store.claim(claimRequest({ now: 4_000_000_000_250 }));
+    expect(await ttl()).toBe(Math.ceil((record.expiresAt + 1_500) / 1000));
+    // Nor earlier than a day after the write, how long tokens released on the key are kept (see
+    // "Released claims and late requests" in docs/stores.md).
+    await store.delete({ scope: "tenant-a", key: "order-1" });
+    const before = Date.now();
+    await store.claim(claimRequest({ now: 1_000_000_250 }));
+    expect(await ttl()).toBeGreaterThanOrEqual(Math.ceil((before + DAY + 1_500) / 1000));
   });
 
   it("refuses an item it did not write rather than guess what it holds", async () => {

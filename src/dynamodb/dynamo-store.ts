@@ -85,6 +85,8 @@ const tombstoneMs = 86_400_000;
 const maxStoredResultBytes = 400 * 1024 - 24 * 1024;
 /** How many times a claim tries again when the record it was refused by is gone before it could be read. */
 const claimTries = 3;
+/** How many times a release looks again when the key's item changed under it (or kept tokens unseen). */
+const releaseTries = 4;
 
 type Sdk = typeof import("@aws-sdk/client-dynamodb");
 let sdk: Promise<Sdk> | undefined;
@@ -118,6 +120,9 @@ const claimCondition =
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition =
   "attribute_not_exists(#pk) OR (#token = :token AND (#status = :inProgress OR #status = :unknown))";
+// Whether the item keeps tokens released within the last day (see record-item.ts).
+const keepingTokens = "#releasedUntil > :now";
+const notKeepingTokens = "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)";
 const settleCondition = "#token = :token AND (#status = :inProgress OR #status = :unknown)";
 const renewCondition = "#token = :token AND #status = :inProgress";
 const takeoverCondition =
@@ -125,8 +130,8 @@ const takeoverCondition =
 
 /**
  * A store on DynamoDB for workers anywhere (Lambda, containers), on a table in one Region. One item
- * per record; every claim, settle, renew, release and takeover is one conditional write, fenced by the
- * owner token. Leases are judged by the caller's clock with a skew margin (`clockSkewMarginMs`).
+ * per record; every claim, settle, renew and takeover is one conditional write, fenced by the owner
+ * token (a release is two when the key keeps released tokens, see docs/stores.md). Leases are judged by the caller's clock with a skew margin (`clockSkewMarginMs`).
  * @example
  * import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
  * import { idempotent } from "idempotool";
@@ -143,6 +148,14 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   const { client, table, marginMs } = resolveOptions(options);
 
   /** The instant a request's `now` stands for when judging leases and expiry: its clock, less the margin. */
+  /**
+   * The `ttl` of an item written now, kept until `expiresAt`: DynamoDB deletes the whole item from then on,
+   * with any tokens released on the key, so it is never earlier than a day from the write, which is as long
+   * as those tokens are kept (a release writes them at most a day before).
+   */
+  const keptTtl = (expiresAt: number): number =>
+    ttlSeconds(Math.max(expiresAt, Date.now() + tombstoneMs), marginMs);
+
   const judged = (now: number): number => {
     if (!Number.isFinite(now)) throw new TypeError(`dynamoStore: now must be epoch ms, got ${String(now)}.`);
     return now - marginMs;
@@ -207,7 +220,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
             ExpressionAttributeValues: {
               ...values,
               ":expiresAt": n(expiresAt),
-              ...(moveExpiry ? { ":ttl": n(ttlSeconds(expiresAt, marginMs)) } : {}),
+              ...(moveExpiry ? { ":ttl": n(keptTtl(expiresAt)) } : {}),
             },
             ReturnValues: "ALL_NEW",
           }),
@@ -283,7 +296,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         ":status": s(request.status),
         ":at": n(request.now),
         ":expiresAt": n(expiresAt),
-        ":ttl": n(ttlSeconds(expiresAt, marginMs)),
+        ":ttl": n(keptTtl(expiresAt)),
       };
       for (const field of ["result", "error"] as const) {
         const value = request[field];
@@ -353,14 +366,20 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const until = Date.now() + tombstoneMs;
       const ttl = ttlSeconds(until, marginMs);
       const tokens = ss(request.token);
-      for (let attempt = 0; attempt < claimTries; attempt++) {
+      // What the last refusal showed the key to hold; nothing known before the first write.
+      let seen: Item | undefined;
+      for (let attempt = 0; attempt < releaseTries; attempt++) {
+        const now = judged(Date.now());
+        // Tokens released more than a day ago are dropped (the set starts afresh), so that a key released
+        // often keeps only the last day's tokens; the write says which case it is in its condition.
+        const keeping = releasedUntil(seen) > now;
         const own = await conditional(
           (sdk) =>
             new sdk.UpdateItemCommand({
               TableName: table,
               Key: partitionKey(request.scope, request.key),
-              ConditionExpression: releaseCondition,
-              UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until ADD #released :tokens REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
+              ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
+              UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until${keeping ? " ADD #released :tokens" : ", #released = :tokens"} REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
               ExpressionAttributeNames: namesOf(
                 "pk",
                 "status",
@@ -376,6 +395,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                 ":tokens": tokens,
                 ":until": n(until),
                 ":ttl": n(ttl),
+                ":now": n(now),
                 ":released": s(released),
                 ":inProgress": s("in_progress"),
                 ":unknown": s("unknown"),
@@ -388,8 +408,11 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Another caller's item (or this token's settled record): keep the token on it, and keep the item
         // at least as long as the token must be kept. The write is conditional on what the refusal showed.
         const item = own.item ?? (await read(request));
-        if (readItem(item).kind === "absent") continue;
-        const now = judged(Date.now());
+        seen = item;
+        // Nothing there, or this token's own claim, keeping tokens or not as the write guessed otherwise.
+        const found = readItem(item);
+        if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
+          continue;
         const fresh = releasedUntil(item) <= now;
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
@@ -400,9 +423,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               ConditionExpression: [
                 "attribute_exists(#pk)",
                 // Tokens kept past releasedUntil are dropped: the set starts afresh.
-                fresh
-                  ? "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)"
-                  : "#releasedUntil > :now",
+                fresh ? notKeepingTokens : keepingTokens,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
               UpdateExpression: `SET #releasedUntil = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", #released = :tokens" : " ADD #released :tokens"}`,
@@ -428,15 +449,28 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     },
 
     async delete(id) {
-      const output = await send<{ Attributes?: Item }>(
-        (sdk) =>
-          new sdk.DeleteItemCommand({
-            TableName: table,
-            Key: partitionKey(id.scope, id.key),
-            ReturnValues: "ALL_OLD",
-          }),
-      );
-      return readItem(output.Attributes).kind === "record";
+      // An item keeping tokens released within the day stays, as a tombstone: a claim of one of them
+      // still on its way must not land because the record went.
+      for (let attempt = 0; attempt < releaseTries; attempt++) {
+        const now = n(judged(Date.now()));
+        const gone = await conditional(
+          (sdk) =>
+            new sdk.DeleteItemCommand({
+              TableName: table,
+              Key: partitionKey(id.scope, id.key),
+              ConditionExpression: notKeepingTokens,
+              ExpressionAttributeNames: namesOf("releasedUntil"),
+              ExpressionAttributeValues: { ":now": now },
+              ReturnValues: "ALL_OLD",
+            }),
+        );
+        if (gone.applied) return readItem(gone.item).kind === "record";
+        const retired = await retire(partitionKey(id.scope, id.key).pk, keepingTokens, {}, now);
+        if (retired !== undefined) return retired;
+        // A tombstone already, or the item changed between the two writes: look again.
+        if (readItem(await read(id)).kind !== "record") return false;
+      }
+      throw new Error("dynamoStore: the record kept changing under the delete; nothing was deleted.");
     },
 
     async list(query) {
@@ -462,37 +496,49 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
 
     async purge({ now, limit }) {
       const max = purgeLimit("dynamoStore", limit);
-      const cutoff = judged(now);
+      const judgedNow = judged(now);
+      const cutoff = n(judgedNow);
       let deleted = 0;
-      const expired = {
-        // An item that still keeps released tokens stays until they pass (see record-item.ts).
-        expression: "#expiresAt <= :now AND (attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)",
-        names: namesOf("expiresAt", "releasedUntil"),
-        values: { ":now": n(cutoff) },
+      const expired = "#expiresAt <= :now";
+      const filter = {
+        expression: expired,
+        names: namesOf("expiresAt", "status", "releasedUntil"),
+        values: { ":now": cutoff },
       };
-      for await (const items of scan({ ...expired, projection: "pk" })) {
+      for await (const items of scan({ ...filter, projection: "pk, #status, #releasedUntil" })) {
         // In batches no larger than what is left to delete, so the limit is never overshot.
         for (let next = 0; next < items.length && deleted < max; ) {
           const batch = items.slice(next, next + Math.min(max - deleted, 25));
           next += batch.length;
           const answers = await Promise.all(
-            batch.map((item) =>
-              conditional(
+            batch.map(async (item) => {
+              const pk = item.pk as AttributeValue;
+              // An item that keeps released tokens stays until they pass (see record-item.ts); its
+              // record goes, and the item stays as a tombstone.
+              if (releasedUntil(item) > judgedNow) {
+                const status = (item.status as { S?: unknown } | undefined)?.S;
+                if (status === released) return false;
+                return (
+                  (await retire(pk, `${expired} AND ${keepingTokens}`, { ":now": cutoff }, cutoff)) === true
+                );
+              }
+              const gone = await conditional(
                 (sdk) =>
                   new sdk.DeleteItemCommand({
                     TableName: table,
-                    Key: { pk: item.pk as AttributeValue },
-                    // Claimed again since the scan: it is a new record, and stays.
-                    ConditionExpression: expired.expression,
-                    ExpressionAttributeNames: expired.names,
-                    ExpressionAttributeValues: expired.values,
+                    Key: { pk },
+                    // Claimed again, or given a released token, since the scan: it stays.
+                    ConditionExpression: `${expired} AND ${notKeepingTokens}`,
+                    ExpressionAttributeNames: namesOf("expiresAt", "releasedUntil"),
+                    ExpressionAttributeValues: { ":now": cutoff },
                     ReturnValues: "ALL_OLD",
                   }),
-              ),
-            ),
+              );
+              // Tombstones go too, uncounted: they are not records.
+              return gone.applied && readItem(gone.item).kind === "record";
+            }),
           );
-          // Tombstones go too, uncounted: they are not records.
-          deleted += answers.filter((a) => a.applied && readItem(a.item).kind === "record").length;
+          deleted += answers.filter(Boolean).length;
         }
         if (deleted >= max) break;
       }
@@ -525,11 +571,45 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   }
 
   /**
+   * Make the record at `pk` a tombstone that keeps the key's released tokens (its own token stays its
+   * token), on `condition` (which uses `:now` and may use `#expiresAt`). Returns true when a record was
+   * made a tombstone, undefined when the condition or the item refused.
+   */
+  async function retire(
+    pk: AttributeValue,
+    condition: string,
+    values: Record<string, AttributeValue>,
+    now: AttributeValue,
+  ): Promise<true | undefined> {
+    const retired = await conditional(
+      (sdk) =>
+        new sdk.UpdateItemCommand({
+          TableName: table,
+          Key: { pk },
+          ConditionExpression: `${condition} AND #status <> :released`,
+          UpdateExpression: `SET #status = :released REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
+          ExpressionAttributeNames: namesOf(
+            ...(condition.includes("#expiresAt") ? (["expiresAt"] as const) : []),
+            "status",
+            "releasedUntil",
+            ...recordAttributes,
+          ),
+          ExpressionAttributeValues: { ...values, ":now": now, ":released": s(released) },
+          ReturnValues: "ALL_OLD",
+        }),
+    );
+    return retired.applied && readItem(retired.item).kind === "record" ? true : undefined;
+  }
+
+  /**
    * A claim: the record written over nothing, an expired record or a tombstone, unless its token was
    * released on this key. An update rather than a put, so that the item keeps its released tokens.
    */
   function claimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
-    const item = recordItem(record, marginMs);
+    const item: Record<string, AttributeValue> = {
+      ...recordItem(record, marginMs),
+      ttl: n(keptTtl(record.expiresAt)),
+    };
     const set: string[] = [];
     const values: Record<string, AttributeValue> = {
       ":released": s(released),
@@ -559,6 +639,11 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     if (found.kind !== "record") throw new Error(`dynamoStore: ${table} answered a write with no record.`);
     return found.record;
   }
+}
+
+/** Whether a release by `token` is of this record's own claim, in progress or unknown (`releaseCondition`). */
+function ownClaim(record: IdempotencyRecord, token: string): boolean {
+  return record.token === token && (record.status === "in_progress" || record.status === "unknown");
 }
 
 function releasedBeforeArrival(): Error {

@@ -14,8 +14,9 @@
  * no record field. It is not a record: get and list skip it, and a claim by any token not released
  * replaces it. A release that finds another caller's item (its record, live or expired, or its
  * tombstone) adds its token to that item's `released` set instead. Claims keep the set and are refused
- * when their own token is in it; a release after `releasedUntil` has passed starts the set afresh, and
- * purge leaves an item alone until then (see dynamo-store.ts).
+ * when their own token is in it; a release after `releasedUntil` has passed starts the set afresh.
+ * Until then purge and delete turn the item's record into a tombstone instead of deleting the item, and
+ * every write keeps `ttl` at least a day ahead (see dynamo-store.ts).
  */
 import { type IdempotencyRecord, RecordStatus, recordIdText } from "../core/store.js";
 

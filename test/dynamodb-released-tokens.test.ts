@@ -1,0 +1,145 @@
+/**
+ * The tokens of released claims that dynamoStore keeps on a key's item (see "Released claims and late
+ * requests" in docs/stores.md): the operations around them (purge, delete, settle, DynamoDB's TTL) must
+ * neither drop them before their day has passed nor keep them, or the records, longer than that.
+ */
+import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordIdText } from "../src/core/store.js";
+import { dynamoStore } from "../src/dynamodb/index.js";
+import { claimRequest } from "./fixtures/claim-request.js";
+import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
+
+let db: Dynalite;
+let client: DynamoDBClient;
+beforeAll(async () => {
+  db = await startDynalite();
+  client = db.client();
+});
+afterAll(() => db?.close());
+
+const id = { scope: "tenant-a", key: "order-1" };
+
+async function rawItem(table: string) {
+  const { Item } = await client.send(
+    new GetItemCommand({
+      TableName: table,
+      Key: { pk: { S: recordIdText(id.scope, id.key) } },
+      ConsistentRead: true,
+    }),
+  );
+  return Item;
+}
+
+async function setup() {
+  const table = await db.table("released");
+  return { table, store: dynamoStore({ client, table, clockSkewMarginMs: 0 }) };
+}
+
+describe("dynamoStore's released tokens", () => {
+  it("purge removes an expired record even while its key keeps released tokens; the late claim still stays out", async () => {
+    const { store } = await setup();
+    const now = Date.now();
+    expect((await store.claim(claimRequest({ now, leaseMs: 1_000, ttlMs: 1_000 }))).claimed).toBe(true);
+    // A claim by token-late was given up on and released while token-a held the key.
+    expect(await store.release({ ...id, token: "token-late" })).toBe(false);
+    const later = now + 10_000;
+    expect(
+      await store.purge({ now: later }),
+      "the store contract: records with expiresAt <= now are removed",
+    ).toEqual({
+      deleted: 1,
+    });
+    expect((await store.list({})).records).toEqual([]);
+    await expect(store.claim(claimRequest({ token: "token-late", now: later }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+    expect((await store.claim(claimRequest({ token: "token-new", now: later }))).claimed).toBe(true);
+  });
+
+  it("delete removes the record but keeps the released tokens: a late claim still stays out", async () => {
+    const { store } = await setup();
+    expect((await store.claim(claimRequest())).claimed).toBe(true);
+    expect(await store.release({ ...id, token: "token-late" })).toBe(false);
+    expect(await store.delete(id)).toBe(true);
+    expect(await store.get(id, Date.now())).toBeUndefined();
+    await expect(store.claim(claimRequest({ token: "token-late" }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
+
+  for (const [name, prepare] of [
+    [
+      "a settle with a short ttlMs",
+      async (store: ReturnType<typeof dynamoStore>) => {
+        await store.claim(claimRequest({ ttlMs: 60_000 }));
+        await store.release({ ...id, token: "token-late" });
+        const settled = await store.settle({
+          ...id,
+          token: "token-a",
+          status: "completed",
+          result: "{}",
+          error: null,
+          ttlMs: 60_000,
+          now: Date.now(),
+        });
+        expect(settled).not.toBeNull();
+      },
+    ],
+    [
+      "a claim with a short ttlMs over the tombstone",
+      async (store: ReturnType<typeof dynamoStore>) => {
+        await store.release({ ...id, token: "token-late" });
+        expect((await store.claim(claimRequest({ token: "token-b", ttlMs: 60_000 }))).claimed).toBe(true);
+      },
+    ],
+  ] as const) {
+    it(`${name} does not hand the item to DynamoDB's TTL before its released tokens' day has passed`, async () => {
+      const { table, store } = await setup();
+      await prepare(store);
+      const item = await rawItem(table);
+      const until = Number(item?.releasedUntil?.N);
+      expect(item?.released?.SS).toContain("token-late");
+      expect(
+        Number(item?.ttl?.N) * 1000,
+        "DynamoDB may delete the item, tokens and all, from ttl on",
+      ).toBeGreaterThanOrEqual(until);
+    });
+  }
+
+  it("a release on its own claim keeps the tokens of the last day, and drops older ones (the set does not grow without bound)", async () => {
+    const { table, store } = await setup();
+    await store.claim(claimRequest({ token: "token-b" }));
+    await store.release({ ...id, token: "token-late" });
+    expect(await store.release({ ...id, token: "token-b" })).toBe(true);
+    expect((await rawItem(table))?.released?.SS?.sort()).toEqual(["token-b", "token-late"]);
+    await expect(store.claim(claimRequest({ token: "token-late" }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+
+    await store.claim(claimRequest());
+    await store.release({ ...id, token: "token-old" });
+    // A day and more goes by (releasedUntil moved back, as if the release had come then).
+    await client.send(
+      new UpdateItemCommand({
+        TableName: table,
+        Key: { pk: { S: recordIdText(id.scope, id.key) } },
+        UpdateExpression: "SET releasedUntil = :past",
+        ExpressionAttributeValues: { ":past": { N: String(Date.now() - 1_000) } },
+      }),
+    );
+    expect(await store.release({ ...id, token: "token-a" })).toBe(true);
+    expect((await rawItem(table))?.released?.SS).toEqual(["token-a"]);
+  });
+
+  it("concurrent releases by many given-up claims on a held key all answer", async () => {
+    const { store } = await setup();
+    await store.claim(claimRequest());
+    const answers = await Promise.allSettled(
+      Array.from({ length: 30 }, (_, i) => store.release({ ...id, token: `token-late-${i}` })),
+    );
+    expect(
+      answers.filter((a) => a.status === "rejected").map((a) => String((a as PromiseRejectedResult).reason)),
+    ).toEqual([]);
+  });
+});
