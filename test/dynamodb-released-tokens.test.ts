@@ -143,3 +143,38 @@ describe("dynamoStore's released tokens", () => {
     ).toEqual([]);
   });
 });
+
+describe("dynamoStore's released tokens are bounded", () => {
+  const token = (i: number) => `late-${String(i).padStart(59, "0")}`;
+
+  it("keeps at most 128 within a day, so a result of maxStoredResultBytes still settles on the key", async () => {
+    const { store } = await setup();
+    await store.claim(claimRequest());
+    // Claims of the longest tokens the store takes, given up on and released while token-a ran.
+    for (let i = 0; i < 128; i++) expect(await store.release({ ...id, token: token(i) })).toBe(false);
+    await expect(store.release({ ...id, token: token(128) })).rejects.toThrow(/128 claims were released/);
+    // The same release sent again is no new token: it is answered as before.
+    expect(await store.release({ ...id, token: token(5) })).toBe(false);
+    const settled = await store.settle({
+      ...id,
+      token: "token-a",
+      status: "completed",
+      result: "x".repeat(store.maxStoredResultBytes ?? 0),
+      error: null,
+      ttlMs: 60_000,
+      now: Date.now(),
+    });
+    expect(settled?.status).toBe("completed");
+    await expect(store.claim(claimRequest({ token: token(7), now: Date.now() + 120_000 }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
+
+  it("refuses an owner token longer than 64 characters before it writes", async () => {
+    const { store, table } = await setup();
+    const long = "t".repeat(65);
+    await expect(store.claim(claimRequest({ token: long }))).rejects.toThrow(TypeError);
+    await expect(store.release({ ...id, token: long })).rejects.toThrow(/1 to 64 characters/);
+    expect(await rawItem(table)).toBeUndefined();
+  });
+});

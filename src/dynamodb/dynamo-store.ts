@@ -79,10 +79,18 @@ const maxSkewMarginMs = 3_600_000;
  */
 const tombstoneMs = 86_400_000;
 /**
- * The largest result an item keeps: DynamoDB's 400 KB item limit, less room for the item's other attributes
- * (the longest key and scope twice over, the tool's name, fingerprint, token, times and a failure's text).
+ * How many released tokens a key's item keeps at most within a day, and how long each may be: the core's
+ * tokens are 32 characters. A release that would keep more fails (the core tries it again later), so the
+ * item never grows past its limit.
  */
-const maxStoredResultBytes = 400 * 1024 - 24 * 1024;
+const maxReleasedTokens = 128;
+const maxTokenLength = 64;
+/**
+ * The largest result an item keeps: DynamoDB's 400 KB item limit, less room for the item's other attributes
+ * (the longest key and scope twice over, the tool's name, fingerprint, token, times and a failure's text,
+ * and the released tokens at their most).
+ */
+const maxStoredResultBytes = 400 * 1024 - 24 * 1024 - maxReleasedTokens * maxTokenLength;
 /** How many times a claim tries again when the record it was refused by is gone before it could be read. */
 const claimTries = 3;
 /** How many times a release looks again when the key's item changed under it (or kept tokens unseen). */
@@ -123,6 +131,8 @@ const releaseCondition =
 // Whether the item keeps tokens released within the last day (see record-item.ts).
 const keepingTokens = "#releasedUntil > :now";
 const notKeepingTokens = "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)";
+// Room in the set for one more token (see maxReleasedTokens), or the token already in it.
+const roomForToken = "(size(#released) < :room OR contains(#released, :token))";
 const settleCondition = "#token = :token AND (#status = :inProgress OR #status = :unknown)";
 const renewCondition = "#token = :token AND #status = :inProgress";
 const takeoverCondition =
@@ -238,6 +248,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     maxStoredResultBytes,
 
     async claim(request) {
+      checkToken(request.token);
       const now = judged(request.now);
       const record = claimedRecord(request, request.now);
       for (let attempt = 0; attempt < claimTries; attempt++) {
@@ -360,6 +371,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     },
 
     async release(request) {
+      checkToken(request.token);
       // A tombstone rather than a delete, and the token kept on any item the key holds: a claim with
       // this token still on its way (sent, its answer lost, given up on) is refused when it arrives,
       // instead of landing with nobody behind it.
@@ -373,12 +385,13 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Tokens released more than a day ago are dropped (the set starts afresh), so that a key released
         // often keeps only the last day's tokens; the write says which case it is in its condition.
         const keeping = releasedUntil(seen) > now;
+        if (keeping) refuseIfFull(seen, request.token);
         const own = await conditional(
           (sdk) =>
             new sdk.UpdateItemCommand({
               TableName: table,
               Key: partitionKey(request.scope, request.key),
-              ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
+              ConditionExpression: `(${releaseCondition}) AND ${keeping ? `${keepingTokens} AND ${roomForToken}` : notKeepingTokens}`,
               UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until${keeping ? " ADD #released :tokens" : ", #released = :tokens"} REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
               ExpressionAttributeNames: namesOf(
                 "pk",
@@ -399,6 +412,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                 ":released": s(released),
                 ":inProgress": s("in_progress"),
                 ":unknown": s("unknown"),
+                ...(keeping ? { ":room": n(maxReleasedTokens) } : {}),
               },
               ReturnValues: "ALL_OLD",
               ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -414,6 +428,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
           continue;
         const fresh = releasedUntil(item) <= now;
+        if (!fresh) refuseIfFull(item, request.token);
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
           (sdk) =>
@@ -423,7 +438,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               ConditionExpression: [
                 "attribute_exists(#pk)",
                 // Tokens kept past releasedUntil are dropped: the set starts afresh.
-                fresh ? notKeepingTokens : keepingTokens,
+                fresh ? notKeepingTokens : `${keepingTokens} AND ${roomForToken}`,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
               UpdateExpression: `SET #releasedUntil = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", #released = :tokens" : " ADD #released :tokens"}`,
@@ -433,6 +448,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                 ":until": n(until),
                 ":ttl": n(ttl),
                 ":now": n(now),
+                ...(fresh ? {} : { ":room": n(maxReleasedTokens), ":token": s(request.token) }),
               },
             }),
         );
@@ -644,6 +660,25 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
 /** Whether a release by `token` is of this record's own claim, in progress or unknown (`releaseCondition`). */
 function ownClaim(record: IdempotencyRecord, token: string): boolean {
   return record.token === token && (record.status === "in_progress" || record.status === "unknown");
+}
+
+/** A token the item's released set can keep (see maxTokenLength); the core's always are. */
+function checkToken(token: string): void {
+  if (typeof token !== "string" || token.length === 0 || token.length > maxTokenLength) {
+    throw new TypeError(
+      `dynamoStore: an owner token must be a string of 1 to ${maxTokenLength} characters, got ${typeof token === "string" ? `${token.length} characters` : typeof token}.`,
+    );
+  }
+}
+
+/** A release that would keep more than maxReleasedTokens within the day fails, before it writes. */
+function refuseIfFull(item: Item | undefined, token: string): void {
+  const tokens = (item?.released as { SS?: unknown } | undefined)?.SS;
+  if (Array.isArray(tokens) && tokens.length >= maxReleasedTokens && !tokens.includes(token)) {
+    throw new Error(
+      `dynamoStore: ${maxReleasedTokens} claims were released on this key within a day, the most its item keeps; the release is refused, and the claim, if it landed, is judged like a crashed worker's once its lease passes.`,
+    );
+  }
 }
 
 function releasedBeforeArrival(): Error {
