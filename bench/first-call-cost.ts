@@ -3,7 +3,10 @@
  * sampling heap profiler, objects the GC already collected included, on a second run of as many calls), on
  * `memoryStore` and on a store that does nothing (what is left is the core's own cost).
  *
- *   node --import tsx bench/first-call-cost.ts [--lib dist] [--calls 50000]
+ *   node --import tsx bench/first-call-cost.ts [--lib dist] [--calls 50000] [--sites 20]
+ *
+ * `--sites N` also lists the N functions that allocate most per call (as V8 attributes them: what an
+ * optimised function inlined counts as its own).
  *
  * Compare two builds with `--lib`: e.g. one of an older commit compiled into bench/tmp/.
  */
@@ -17,11 +20,17 @@ import { countedTool, toolArgs } from "./lib/subject.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
-  options: { lib: { type: "string", default: "dist" }, calls: { type: "string", default: "50000" } },
+  options: {
+    lib: { type: "string", default: "dist" },
+    calls: { type: "string", default: "50000" },
+    sites: { type: "string", default: "0" },
+  },
 });
 const calls = Number(values.calls);
 if (!Number.isSafeInteger(calls) || calls < 1_000)
   throw new Error("--calls must be an integer of 1000 or more");
+const sites = Number(values.sites);
+if (!Number.isSafeInteger(sites) || sites < 0) throw new Error("--sites must be a whole number");
 process.setSourceMapsEnabled(false);
 const lib = await loadLibrary(path.resolve(root, values.lib));
 
@@ -89,14 +98,22 @@ async function measure(label: string, store: IdempotencyStore): Promise<void> {
   for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: `${label}-sampled-${i}` });
   const { profile } = await session.post("HeapProfiler.stopSampling");
   let bytes = 0;
+  const bySite = new Map<string, number>();
   const walk = (node: typeof profile.head): void => {
     bytes += node.selfSize;
+    const frame = node.callFrame;
+    const site = `${frame.functionName || "(anonymous)"} ${path.basename(frame.url)}:${frame.lineNumber + 1}`;
+    bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize);
     for (const child of node.children) walk(child);
   };
   walk(profile.head);
   const kb = (bytes / calls / 1024).toFixed(1);
   const us = ((used.user + used.system) / calls).toFixed(1);
   console.log(`| ${label} | ${kb} KB | ${us} µs |`);
+  if (sites > 0) {
+    const top = [...bySite].sort((a, b) => b[1] - a[1]).slice(0, sites);
+    for (const [site, size] of top) console.log(`|   ${site} | ${Math.round(size / calls)} B | |`);
+  }
 }
 
 console.log(

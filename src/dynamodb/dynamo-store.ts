@@ -17,14 +17,20 @@ import {
 import {
   type AttributeName,
   type AttributeValue,
+  attributes,
   type Item,
   n,
   namesOf,
+  numberOf,
   partitionKey,
   readItem,
+  recordAttributes,
   recordItem,
   released,
+  releasedOn,
+  releasedUntil,
   s,
+  ss,
   ttlSeconds,
 } from "./record-item.js";
 
@@ -106,8 +112,9 @@ type Conditional =
   | { readonly applied: false; readonly item: Item | undefined };
 
 // A live record blocks a claim; an expired one, nothing at all, or another claim's tombstone does not.
+// A claim whose token was released on this key never lands.
 const claimCondition =
-  "attribute_not_exists(#pk) OR (#status = :released AND #token <> :token) OR (#status <> :released AND #expiresAt <= :now)";
+  "(attribute_not_exists(#pk) OR (#status = :released AND #token <> :token) OR (#status <> :released AND #expiresAt <= :now)) AND NOT contains(#released, :token)";
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition =
   "attribute_not_exists(#pk) OR (#token = :token AND (#status = :inProgress OR #status = :unknown))";
@@ -221,31 +228,14 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const now = judged(request.now);
       const record = claimedRecord(request, request.now);
       for (let attempt = 0; attempt < claimTries; attempt++) {
-        const put = await conditional(
-          (sdk) =>
-            new sdk.PutItemCommand({
-              TableName: table,
-              Item: recordItem(record, marginMs),
-              ConditionExpression: claimCondition,
-              ExpressionAttributeNames: namesOf("pk", "status", "token", "expiresAt"),
-              ExpressionAttributeValues: {
-                ":released": s(released),
-                ":token": s(request.token),
-                ":now": n(now),
-              },
-              // DynamoDB sends the holder with the refusal; a server that does not costs one read more.
-              ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-            }),
-        );
-        if (put.applied) return { claimed: true, record, now };
-        const found = readItem(put.item ?? (await read(request)));
+        const update = await conditional((sdk) => claimCommand(sdk, record, now));
+        if (update.applied) return { claimed: true, record, now };
+        const item = update.item ?? (await read(request));
+        if (releasedOn(item, request.token)) throw releasedBeforeArrival();
+        const found = readItem(item);
         if (found.kind === "record" && found.record.expiresAt > now)
           return { claimed: false, record: found.record, now };
-        if (found.kind === "tombstone" && found.token === request.token) {
-          throw new Error(
-            "dynamoStore: this claim was released before it arrived, and will not be applied; call again with a new token.",
-          );
-        }
+        if (found.kind === "tombstone" && found.token === request.token) throw releasedBeforeArrival();
         // The holder went (released, deleted, expired) between the refusal and the read: claim again.
       }
       throw new Error("dynamoStore: the record kept changing under the claim; nothing was claimed.");
@@ -357,31 +347,78 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     },
 
     async release(request) {
-      // A tombstone rather than a delete: a claim with this token still on its way (sent, its answer
-      // lost, given up on) finds it and is refused, instead of landing with nobody behind it.
+      // A tombstone rather than a delete, and the token kept on any item the key holds: a claim with
+      // this token still on its way (sent, its answer lost, given up on) is refused when it arrives,
+      // instead of landing with nobody behind it.
       const until = Date.now() + tombstoneMs;
-      const put = await conditional(
-        (sdk) =>
-          new sdk.PutItemCommand({
-            TableName: table,
-            Item: {
-              ...partitionKey(request.scope, request.key),
-              status: s(released),
-              token: s(request.token),
-              expiresAt: n(until),
-              ttl: n(ttlSeconds(until, marginMs)),
-            },
-            ConditionExpression: releaseCondition,
-            ExpressionAttributeNames: namesOf("pk", "token", "status"),
-            ExpressionAttributeValues: {
-              ":token": s(request.token),
-              ":inProgress": s("in_progress"),
-              ":unknown": s("unknown"),
-            },
-            ReturnValues: "ALL_OLD",
-          }),
-      );
-      return put.applied && readItem(put.item).kind === "record";
+      const ttl = ttlSeconds(until, marginMs);
+      const tokens = ss(request.token);
+      for (let attempt = 0; attempt < claimTries; attempt++) {
+        const own = await conditional(
+          (sdk) =>
+            new sdk.UpdateItemCommand({
+              TableName: table,
+              Key: partitionKey(request.scope, request.key),
+              ConditionExpression: releaseCondition,
+              UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until ADD #released :tokens REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
+              ExpressionAttributeNames: namesOf(
+                "pk",
+                "status",
+                "token",
+                "expiresAt",
+                "ttl",
+                "released",
+                "releasedUntil",
+                ...recordAttributes,
+              ),
+              ExpressionAttributeValues: {
+                ":token": s(request.token),
+                ":tokens": tokens,
+                ":until": n(until),
+                ":ttl": n(ttl),
+                ":released": s(released),
+                ":inProgress": s("in_progress"),
+                ":unknown": s("unknown"),
+              },
+              ReturnValues: "ALL_OLD",
+              ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+            }),
+        );
+        if (own.applied) return readItem(own.item).kind === "record";
+        // Another caller's item (or this token's settled record): keep the token on it, and keep the item
+        // at least as long as the token must be kept. The write is conditional on what the refusal showed.
+        const item = own.item ?? (await read(request));
+        if (readItem(item).kind === "absent") continue;
+        const now = judged(Date.now());
+        const fresh = releasedUntil(item) <= now;
+        const bumpTtl = numberOf(item, "ttl") < ttl;
+        const kept = await conditional(
+          (sdk) =>
+            new sdk.UpdateItemCommand({
+              TableName: table,
+              Key: partitionKey(request.scope, request.key),
+              ConditionExpression: [
+                "attribute_exists(#pk)",
+                // Tokens kept past releasedUntil are dropped: the set starts afresh.
+                fresh
+                  ? "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)"
+                  : "#releasedUntil > :now",
+                bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
+              ].join(" AND "),
+              UpdateExpression: `SET #releasedUntil = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", #released = :tokens" : " ADD #released :tokens"}`,
+              ExpressionAttributeNames: namesOf("pk", "released", "releasedUntil", "ttl"),
+              ExpressionAttributeValues: {
+                ":tokens": tokens,
+                ":until": n(until),
+                ":ttl": n(ttl),
+                ":now": n(now),
+              },
+            }),
+        );
+        if (kept.applied) return false;
+        // The item changed between the two writes: look again.
+      }
+      throw new Error("dynamoStore: the record kept changing under the release; nothing was released.");
     },
 
     async get(id, now) {
@@ -428,8 +465,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const cutoff = judged(now);
       let deleted = 0;
       const expired = {
-        expression: "#expiresAt <= :now",
-        names: namesOf("expiresAt"),
+        // An item that still keeps released tokens stays until they pass (see record-item.ts).
+        expression: "#expiresAt <= :now AND (attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)",
+        names: namesOf("expiresAt", "releasedUntil"),
         values: { ":now": n(cutoff) },
       };
       for await (const items of scan({ ...expired, projection: "pk" })) {
@@ -486,11 +524,47 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     } while (start !== undefined);
   }
 
+  /**
+   * A claim: the record written over nothing, an expired record or a tombstone, unless its token was
+   * released on this key. An update rather than a put, so that the item keeps its released tokens.
+   */
+  function claimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
+    const item = recordItem(record, marginMs);
+    const set: string[] = [];
+    const values: Record<string, AttributeValue> = {
+      ":released": s(released),
+      ":token": s(record.token),
+      ":now": n(now),
+    };
+    for (const [name, value] of Object.entries(item)) {
+      if (name === "pk") continue;
+      set.push(`#${name} = :${name}`);
+      values[`:${name}`] = value;
+    }
+    const remove = (["result", "error"] as const).filter((name) => item[name] === undefined);
+    return new sdk.UpdateItemCommand({
+      TableName: table,
+      Key: partitionKey(record.scope, record.key),
+      ConditionExpression: claimCondition,
+      UpdateExpression: `SET ${set.join(", ")}${remove.length > 0 ? ` REMOVE ${remove.map((name) => `#${name}`).join(", ")}` : ""}`,
+      ExpressionAttributeNames: namesOf(...attributes.filter((name) => name !== "releasedUntil")),
+      ExpressionAttributeValues: values,
+      // DynamoDB sends the holder with the refusal; a server that does not costs one read more.
+      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+    });
+  }
+
   function recordOf(item: Item): IdempotencyRecord {
     const found = readItem(item);
     if (found.kind !== "record") throw new Error(`dynamoStore: ${table} answered a write with no record.`);
     return found.record;
   }
+}
+
+function releasedBeforeArrival(): Error {
+  return new Error(
+    "dynamoStore: this claim was released before it arrived, and will not be applied; call again with a new token.",
+  );
 }
 
 interface ScanFilter {

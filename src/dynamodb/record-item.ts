@@ -7,15 +7,20 @@
  *   createdAt, updatedAt, leaseExpiresAt, expiresAt, attempts   N (epoch ms, a count)
  *   result, error S  absent when null, so null stays apart from ""
  *   ttl           N  epoch seconds, for DynamoDB's own TTL deletion (never read back)
+ *   released      SS the tokens of claims released on this key, which must never land after their release
+ *   releasedUntil N  until when (epoch ms) those tokens are kept; both absent when none are
  *
  * A released claim leaves a tombstone instead of nothing: status "released" and the released token, and
- * no other field. It is not a record: get and list skip it, a claim by any other token replaces it, and
- * it stops the released claim itself from landing late (see `releaseCondition` in dynamo-store.ts).
+ * no record field. It is not a record: get and list skip it, and a claim by any token not released
+ * replaces it. A release that finds another caller's item (its record, live or expired, or its
+ * tombstone) adds its token to that item's `released` set instead. Claims keep the set and are refused
+ * when their own token is in it; a release after `releasedUntil` has passed starts the set afresh, and
+ * purge leaves an item alone until then (see dynamo-store.ts).
  */
 import { type IdempotencyRecord, RecordStatus, recordIdText } from "../core/store.js";
 
-/** An attribute value as the DynamoDB API carries it; the store writes only strings and numbers. */
-export type AttributeValue = { readonly S: string } | { readonly N: string };
+/** An attribute value as the DynamoDB API carries it; the store writes strings, numbers and string sets. */
+export type AttributeValue = { readonly S: string } | { readonly N: string } | { readonly SS: string[] };
 /** An item as the API answers it: any attribute type may come back, and is refused unless S or N. */
 export type Item = Record<string, unknown>;
 
@@ -36,6 +41,8 @@ export const attributes = [
   "result",
   "error",
   "ttl",
+  "released",
+  "releasedUntil",
 ] as const;
 export type AttributeName = (typeof attributes)[number];
 
@@ -54,6 +61,38 @@ export function partitionKey(scope: string, key: string): { pk: { S: string } } 
 
 export const s = (value: string): AttributeValue => ({ S: value });
 export const n = (value: number): AttributeValue => ({ N: String(value) });
+export const ss = (...values: string[]): AttributeValue => ({ SS: values });
+
+/** The attributes of a record besides its partition key, as `#name` for an update's SET or REMOVE. */
+export const recordAttributes = [
+  "scope",
+  "key",
+  "tool",
+  "fingerprint",
+  "createdAt",
+  "updatedAt",
+  "leaseExpiresAt",
+  "attempts",
+  "result",
+  "error",
+] as const satisfies readonly AttributeName[];
+
+/** A number attribute of the item, or 0 when it has none. */
+export function numberOf(item: Item | undefined, name: AttributeName): number {
+  const value = Number((item?.[name] as { N?: unknown } | undefined)?.N);
+  return Number.isFinite(value) ? value : 0;
+}
+
+/** Until when (epoch ms) the item keeps released tokens; 0 when it keeps none. */
+export function releasedUntil(item: Item | undefined): number {
+  return numberOf(item, "releasedUntil");
+}
+
+/** Whether the item keeps `token` among its released claims' tokens (see `released` above). */
+export function releasedOn(item: Item | undefined, token: string): boolean {
+  const tokens = (item?.released as { SS?: unknown } | undefined)?.SS;
+  return Array.isArray(tokens) && tokens.includes(token);
+}
 
 /**
  * DynamoDB's TTL attribute for a record kept until `expiresAt` by a caller's clock: whole seconds, rounded

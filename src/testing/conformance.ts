@@ -28,6 +28,8 @@
  * - A claim resent with the same token (a reply lost, the command sent again) finds its own record and
  *   returns it as the holder; it never makes a second record or attempt.
  * - **release** deletes the record only while it carries the token and is `in_progress` or `unknown`.
+ * - With `claimsMayArriveLate`, a claim whose token was released on the key never lands afterwards,
+ *   whatever the key held when the release came; other tokens still claim the key.
  * - **get** returns the live record or undefined; **delete** removes a record in any state.
  * - **list** combines its filters with AND (`createdAfter` inclusive, `createdBefore` exclusive, `keyPrefix`
  *   literal and case-sensitive), returns at most `limit` records (default 100; a limit that is not an
@@ -92,6 +94,13 @@ export interface ConformanceOptions {
   create: () => Promise<ConformanceHarness> | ConformanceHarness;
   /** How many callers race in the concurrency cases (default 50, at least 2). */
   concurrency?: number | undefined;
+  /**
+   * Set for a store whose requests may reach its server out of order: an HTTP API whose client resends
+   * on a timeout (DynamoDB), calls to a remote object (a Durable Object), a pool of connections. A claim
+   * the caller gave up on may then arrive after the release the caller sent next, and the suite checks
+   * that such a claim never lands, whatever the key held when the release came.
+   */
+  claimsMayArriveLate?: boolean | undefined;
 }
 
 /** One spec sentence and the check behind it. `run` rejects when the store breaks the contract. */
@@ -116,7 +125,8 @@ export function storeConformanceCases(options: ConformanceOptions): ConformanceC
   if (!Number.isInteger(concurrency) || concurrency < 2) {
     throw new TypeError(`concurrency must be an integer of at least 2, got ${String(options.concurrency)}`);
   }
-  return specs.map(([name, body]) => ({
+  const cases = options.claimsMayArriveLate === true ? [...specs, ...lateClaimSpecs] : specs;
+  return cases.map(([name, body]) => ({
     name,
     run: async () => {
       const harness = await options.create();
@@ -750,7 +760,8 @@ const specs: readonly Spec[] = [
       assert.deepEqual(fields(await current(t)), fields(holder));
       assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: "token-a" }), true);
       assert.equal(await current(t), undefined);
-      await claimFree(t, { token: "token-b" });
+      // A new token: a store may refuse a claim by a token released on the key (see claimsMayArriveLate).
+      await claimFree(t, { token: "token-c" });
 
       await claimFree(t, { key: "unknown" });
       await settled(t, "token-a", { key: "unknown", status: "unknown", error: "timeout" });
@@ -1072,6 +1083,80 @@ const specs: readonly Spec[] = [
       const again = await t.store.claim(request);
       assert.equal(again.claimed, true);
       assert.deepEqual(fields(again.record), newRecord(request));
+    },
+  ],
+];
+
+/** The claim by `token` did not land: it was refused (rejected or answered with another holder). */
+async function claimNeverLands(t: Tools, key: string, token: string): Promise<void> {
+  const outcome = await t.store.claim(claimRequest(t, { key, token })).catch(() => undefined);
+  assert.notEqual(
+    outcome?.claimed,
+    true,
+    `the claim by ${token}, released before it arrived, landed on ${key}`,
+  );
+  assert.notEqual(outcome?.record.token, token, `the claim by ${token} answered with its own record`);
+  assert.notEqual((await current(t, SCOPE, key))?.token, token, `the key ${key} holds the released ${token}`);
+}
+
+/** Cases for a store whose requests may reach it out of order (`claimsMayArriveLate`). */
+const lateClaimSpecs: readonly Spec[] = [
+  [
+    "a claim arriving after its release never lands, whatever the key held when the release came",
+    async (t) => {
+      const late = "token-late";
+      // The release comes first, on keys holding: nothing; another caller's expired record; another
+      // caller's tombstone (a released claim); another caller's live claim; another's completed record.
+      await claimFree(t, { key: "expired", token: "token-old", leaseMs: 1_000, ttlMs: 1_000 });
+      await claimFree(t, { key: "released", token: "token-b" });
+      assert.equal(await t.store.release({ scope: SCOPE, key: "released", token: "token-b" }), true);
+      await claimFree(t, { key: "live", token: "token-b" });
+      await claimFree(t, { key: "completed", token: "token-b" });
+      await settled(t, "token-b", { key: "completed", ttlMs: 1_000 });
+      await t.clock.advance(2_000);
+      const keys = ["nothing", "expired", "released", "live", "completed"];
+      for (const key of keys) {
+        assert.equal(await t.store.release({ scope: SCOPE, key, token: late }), false, `release on ${key}`);
+      }
+      assert.equal(
+        (await current(t, SCOPE, "live"))?.token,
+        "token-b",
+        "a release by another token changed the holder",
+      );
+      // Then the late claim arrives, while the live claim is still live and after everything expired.
+      for (const key of keys) await claimNeverLands(t, key, late);
+      await t.clock.advance(LEASE_MS + TTL_MS);
+      for (const key of keys) await claimNeverLands(t, key, late);
+      // The keys are not blocked: a new claim takes each, and the late claim still stays out after it.
+      for (const key of keys) await claimFree(t, { key, token: "token-new" });
+      for (const key of keys) await claimNeverLands(t, key, late);
+    },
+  ],
+  [
+    "a released claim stays out after the key was claimed again and that record expired and was purged",
+    async (t) => {
+      const late = "token-late";
+      await claimFree(t, { token: "token-old", leaseMs: 1_000, ttlMs: 1_000 });
+      await t.clock.advance(2_000);
+      assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: late }), false);
+      await claimFree(t, { token: "token-c", leaseMs: 1_000, ttlMs: 1_000 });
+      await t.clock.advance(2_000);
+      await claimNeverLands(t, KEY, late);
+      await t.store.purge({ now: t.clock.now() });
+      await claimNeverLands(t, KEY, late);
+      await claimFree(t, { token: "token-d" });
+    },
+  ],
+  [
+    "a settled record keeps replaying after a late release added its token",
+    async (t) => {
+      await claimFree(t, { token: "token-b" });
+      assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: "token-late" }), false);
+      const record = await settled(t, "token-b");
+      const replay = await t.store.claim(claimRequest(t, { token: "token-c" }));
+      assert.equal(replay.claimed, false);
+      assert.deepEqual(fields(replay.record), fields(record));
+      assert.deepEqual(await listIds(t, {}), [`${SCOPE}/${KEY}`]);
     },
   ],
 ];
