@@ -82,6 +82,26 @@ function cursorIgnoresScope(): IdempotencyStore {
   };
 }
 
+/**
+ * Settle refuses a result over `keepsBytes` (as a database refuses a row over its size limit), while the
+ * store declares `declaresBytes` (or nothing).
+ */
+function keepsLessThanItDeclares(keepsBytes: number, declaresBytes?: number): () => IdempotencyStore {
+  return () => {
+    const inner = memoryStore();
+    return {
+      ...inner,
+      ...(declaresBytes === undefined ? {} : { maxStoredResultBytes: declaresBytes }),
+      async settle(request) {
+        if (request.result !== null && Buffer.byteLength(request.result, "utf8") > keepsBytes) {
+          throw new Error("row too large");
+        }
+        return inner.settle(request);
+      },
+    };
+  };
+}
+
 async function failingCases(createStore: () => IdempotencyStore): Promise<Set<string>> {
   const failing = new Set<string>();
   const cases = storeConformanceCases({
@@ -154,6 +174,22 @@ describe("the conformance suite catches broken stores", () => {
     const failing = await failingCases(cursorIgnoresScope);
     expect(failing).toContain(caseName("list pages skip nothing when scopes share keys"));
     expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store that keeps smaller results than it declares, or than 1 MiB sealed when it declares none", async () => {
+    const largest = caseName(
+      "keeps a result as large as it declares (maxStoredResultBytes, else 1 MiB sealed) byte-exact, beside the longest names",
+    );
+    for (const broken of [
+      keepsLessThanItDeclares(64 * 1024, 64 * 1024 + 1),
+      keepsLessThanItDeclares(1024 * 1024),
+    ]) {
+      const failing = await failingCases(broken);
+      expect(failing).toContain(largest);
+      expect(failing).not.toContain(caseName(inserts));
+    }
+    // Declaring what it keeps is enough.
+    expect(await failingCases(keepsLessThanItDeclares(64 * 1024, 64 * 1024))).not.toContain(largest);
   });
 
   it("passes the store these are broken from", async () => {

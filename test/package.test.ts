@@ -18,8 +18,8 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
 
 /**
  * The folders of dist/ each entry loads: its own, the core, and only what it is about. The conformance
- * suite loads no concrete store; chaos runs tools on SQLite; the agent-loop and agent-SDK entries share
- * tool-calls/.
+ * suite loads no concrete store; chaos runs tools on SQLite; the agent-loop, agent-SDK and durable-step
+ * entries share tool-calls/.
  */
 const foldersLoaded: Record<string, string[]> = {
   ".": [".", "core"],
@@ -47,8 +47,8 @@ const foldersLoaded: Record<string, string[]> = {
   "./http/express": ["core", "http"],
   "./http/fastify": ["core", "http"],
   "./langgraph": ["core", "langgraph", "tool-calls"],
-  "./dbos": ["core", "dbos"],
-  "./vercel-workflow": ["core", "vercel-workflow"],
+  "./dbos": ["core", "dbos", "tool-calls"],
+  "./vercel-workflow": ["core", "tool-calls", "vercel-workflow"],
 };
 
 /** What each subpath must export, and nothing is re-exported by `export *`. */

@@ -3,10 +3,14 @@
  * long calls, crashed workers (some after renewing for a long time) and clock moves, under long and
  * short windows: the effect happens at most once per (scope, key) per window — two effects on one key
  * are at least `ttlMs` apart — and every caller gets its own tool's original outcome or a typed error.
+ * Some calls run where timers fail, so the lease cannot be started after the claim: the tool never runs
+ * and the call frees the key before it fails.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  type Clock,
   definitiveFailure,
   type Effect,
   fingerprint,
@@ -19,7 +23,8 @@ import {
 } from "../src/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
-type Behaviour = "ok" | "slow" | "long" | "definitive" | "not_executed" | "throw";
+/** What the tool does; `unstartable`: the call runs where timers fail, so its lease cannot start. */
+type Behaviour = "ok" | "slow" | "long" | "definitive" | "not_executed" | "throw" | "unstartable";
 type Op =
   | { kind: "call"; tool: number; key: string; scope: string; variant: number; behaviour: Behaviour }
   | { kind: "crash"; tool: number; key: string; scope: string; variant: number; renewForMs: number }
@@ -40,7 +45,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       key: keyArb,
       scope: scopeArb,
       variant: variantArb,
-      behaviour: fc.constantFrom<Behaviour>("ok", "slow", "long", "definitive", "not_executed", "throw"),
+      behaviour: fc.constantFrom<Behaviour>(
+        "ok",
+        "slow",
+        "long",
+        "definitive",
+        "not_executed",
+        "throw",
+        "unstartable",
+      ),
     }),
   },
   {
@@ -65,15 +78,45 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
+/** A call running where timers fail, and the owner tokens of the claims it sent. */
+interface Unstartable {
+  readonly tokens: Set<string>;
+}
+const unstartable = new AsyncLocalStorage<Unstartable>();
+const timersFail = new Error("timers are not available here");
+
+/**
+ * The clock of a runtime whose timers fail inside an unstartable call: a timer the lease sets (a background
+ * sleep it can stop) throws at once, so the lease cannot be started.
+ */
+function failingTimers(clock: FakeClock): Clock {
+  return {
+    now: () => clock.now(),
+    sleep: (ms, signal, options) => {
+      if (unstartable.getStore() !== undefined && signal !== undefined && options?.ref === false) {
+        throw timersFail;
+      }
+      return clock.sleep(ms, signal, options);
+    },
+  };
+}
+
 /** Interleave every store operation through fast-check's scheduler. */
 function scheduled(store: IdempotencyStore, s: fc.Scheduler): IdempotencyStore {
   const wrap =
     <A extends unknown[], R>(name: string, op: (...args: A) => Promise<R>) =>
     (...args: A) =>
       s.schedule(Promise.resolve(name), name).then(() => op(...args));
+  // An unstartable call's claims, so the run can check that it gave each one up.
+  const owned =
+    <A extends [{ token: string }], R>(op: (...args: A) => Promise<R>) =>
+    (...args: A) => {
+      unstartable.getStore()?.tokens.add(args[0].token);
+      return op(...args);
+    };
   return {
-    claim: wrap("claim", store.claim),
-    takeover: wrap("takeover", store.takeover),
+    claim: owned(wrap("claim", store.claim)),
+    takeover: owned(wrap("takeover", store.takeover)),
     settle: wrap("settle", store.settle),
     renew: wrap("renew", store.renew),
     release: wrap("release", store.release),
@@ -150,17 +193,29 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
             await clock.sleep(120_000);
             break;
           case "ok":
+          case "unstartable":
             break;
         }
         count(id);
         returned.set(`${id}/${name}`, [...(returned.get(`${id}/${name}`) ?? []), result]);
         return result;
       },
-      { name, store, clock, effect, ttlMs, leaseMs, waitMs: 5_000, significant: ["variant"] },
+      {
+        name,
+        store,
+        clock: failingTimers(clock),
+        effect,
+        ttlMs,
+        leaseMs,
+        waitMs: 5_000,
+        significant: ["variant"],
+      },
     ),
   );
 
   const calls: { id: string; tool: string; promise: Promise<unknown>; settled: boolean }[] = [];
+  // Claims an unstartable call still held when it failed: the key stays blocked for nobody's call.
+  const keptByUnstartable: string[] = [];
   let dyingWorkers = 0;
   for (const op of ops) {
     if (op.kind === "advance") {
@@ -198,13 +253,23 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
         promise: Promise.resolve() as Promise<unknown>,
         settled: false,
       };
-      call.promise = tools[op.tool]!(
-        { variant: op.variant, behaviour: op.behaviour },
-        { key: op.key, scope: op.scope },
-      )
+      const fault = op.behaviour === "unstartable" ? { tokens: new Set<string>() } : undefined;
+      const run = () =>
+        tools[op.tool]!({ variant: op.variant, behaviour: op.behaviour }, { key: op.key, scope: op.scope });
+      call.promise = (fault === undefined ? run() : unstartable.run(fault, run))
         .then(
           (envelope) => envelope,
-          (error: unknown) => ({ error }),
+          async (error: unknown) => {
+            if (error === timersFail) {
+              // The tool was never called: its claim must be gone by the time the caller hears of it.
+              released.add(call.id);
+              const record = await inner.get({ scope: op.scope, key: op.key }, clock.now());
+              if (record !== undefined && fault?.tokens.has(record.token)) {
+                keptByUnstartable.push(`${call.id} (${record.status})`);
+              }
+            }
+            return { error };
+          },
         )
         .finally(() => {
           call.settled = true;
@@ -213,6 +278,8 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
     }
   }
   await drive(s, clock, () => dyingWorkers === 0 && calls.every((c) => c.settled));
+
+  expect(keptByUnstartable, "a call whose lease could not start kept its claim").toEqual([]);
 
   for (const [id, times] of maybeEffects) {
     for (let i = 1; i < times.length; i++) {
@@ -242,6 +309,7 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
       const typed =
         isIdempotencyError(error) ||
         error instanceof ReplayedFailureError ||
+        error === timersFail ||
         (error instanceof Error && ["invalid", "boom", "declined"].includes(error.message));
       expect(typed, `untyped error: ${String(error)}`).toBe(true);
     } else {
@@ -284,6 +352,19 @@ describe("the state machine under random interleavings", () => {
     for (const effect of ["irreversible", "compensatable"] as const) {
       const crash: Op = { kind: "crash", tool: 0, key: "a", scope: "s1", variant: 0, renewForMs: 150_000 };
       await checkRun(effect, 50_000, [crash, { kind: "advance", ms: 175_000 }, call(0)], scheduler());
+    }
+  });
+
+  it("a call whose lease cannot start frees the key, on a fresh claim and on a takeover", async () => {
+    const crash: Op = { kind: "crash", tool: 0, key: "a", scope: "s1", variant: 0, renewForMs: 0 };
+    for (const effect of ["irreversible", "compensatable", "native-key", "owned-store"] as const) {
+      await checkRun(effect, 86_400_000, [call(0, "unstartable"), call(0)], scheduler());
+      await checkRun(
+        effect,
+        86_400_000,
+        [crash, { kind: "advance", ms: 35_000 }, call(0, "unstartable"), call(0)],
+        scheduler(),
+      );
     }
   });
 

@@ -8,14 +8,13 @@ import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
-import { checkKeyPolicyOptions } from "../tool-calls/key-policy-options.js";
+import { intentKey } from "../tool-calls/intent-key.js";
+import { splitToolCallOptions } from "../tool-calls/key-policy-options.js";
 import {
   type ModelOutput,
   modelOutputOf,
   noteFor,
   OutputMode,
-  outputModeOf,
   type ReplayMarker,
   replayMarkerOf,
 } from "../tool-calls/model-output.js";
@@ -122,27 +121,19 @@ export function idempotentTool<INPUT, OUTPUT, MODE extends OutputMode = "envelop
   // Called as the AI SDK calls it: as a method of the tool.
   const runTool = (execute as (input: INPUT, options: ToolExecutionOptions) => unknown).bind(tool);
 
-  // idempotent() validates the name, the store and the rest of its options, naming the one at fault.
   // The key is derived here, per call: the core's own `key` option is not used.
-  const {
-    key: _key,
-    turnId: _turnId,
-    scope: _scope,
-    intentFields: _fields,
-    output: _output,
-    ...core
-  } = options;
+  const split = splitToolCallOptions(options, label);
+  const fields = split.fields;
+  const mode = split.mode as MODE;
+  // idempotent() validates the name, the store and the rest of its options, naming the one at fault.
   const wrapped = idempotent(async (input: INPUT, context: ToolContext): Promise<Awaited<OUTPUT>> => {
     const execution = currentExecution.getStore() ?? { toolCallId: "", messages: [] };
     // The tool sees the signal of its claim: it aborts with the caller's signal or when the claim is lost.
     const own: ToolExecutionOptions = { ...execution, abortSignal: context.signal };
     contexts.set(own, context);
     return (await finalValue(runTool(input, own))) as Awaited<OUTPUT>;
-  }, core);
+  }, split.core);
   const name = wrapped.toolName;
-  const fields = intentFieldsOf(options.intentFields, label);
-  const mode = outputModeOf(options.output, label) as MODE;
-  checkKeyPolicyOptions(options, label);
   const scopeOption = options.scope;
 
   const keyOf = (input: INPUT, execution: ToolExecutionOptions): string => {

@@ -4,9 +4,12 @@
  * @module
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-
-/** The request context entry that holds the approvals, by tool call id. */
-export const approvalsEntry = "idempotoolApprovals";
+import {
+  type ApprovalBinding,
+  approvalIn,
+  approvalsName,
+  withApproval,
+} from "../tool-calls/call-approval.js";
 
 /** The part of Mastra's `RequestContext` the approvals use. */
 export interface RequestContextLike {
@@ -14,36 +17,10 @@ export interface RequestContextLike {
   set(key: string, value: unknown): void;
 }
 
-/** What a human approved for one call: this tool, under this key, with arguments of this fingerprint. */
-export interface ApprovalBinding {
-  readonly tool: string;
-  readonly key: string;
-  readonly fingerprint: string;
-  /** When the approval was requested (ISO-8601). */
-  readonly requested_at: string;
-}
-
 /** The approval bound to `callId` in a request context, if any. */
 export function approvalOf(requestContext: unknown, callId: string): ApprovalBinding | undefined {
   if (!isRequestContext(requestContext)) return undefined;
-  const approvals = requestContext.get(approvalsEntry);
-  if (typeof approvals !== "object" || approvals === null || !Object.hasOwn(approvals, callId))
-    return undefined;
-  const binding = (approvals as Record<string, unknown>)[callId] as Partial<ApprovalBinding> | undefined;
-  if (
-    typeof binding?.tool !== "string" ||
-    typeof binding.key !== "string" ||
-    typeof binding.fingerprint !== "string" ||
-    typeof binding.requested_at !== "string"
-  ) {
-    return undefined;
-  }
-  return {
-    tool: binding.tool,
-    key: binding.key,
-    fingerprint: binding.fingerprint,
-    requested_at: binding.requested_at,
-  };
+  return approvalIn(requestContext.get(approvalsName), callId);
 }
 
 /**
@@ -58,11 +35,7 @@ export function bindApproval(requestContext: unknown, callId: string, binding: A
         '"@mastra/core/request-context"); pass the same one to approveToolCall() or approveToolCallGenerate().',
     );
   }
-  const approvals = requestContext.get(approvalsEntry);
-  requestContext.set(approvalsEntry, {
-    ...(typeof approvals === "object" && approvals !== null ? approvals : {}),
-    [callId]: binding,
-  });
+  requestContext.set(approvalsName, withApproval(requestContext.get(approvalsName), callId, binding));
 }
 
 function isRequestContext(value: unknown): value is RequestContextLike {

@@ -9,14 +9,14 @@ import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
-import { fingerprint } from "../core/fingerprint.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
-import { checkKeyPolicyOptions } from "../tool-calls/key-policy-options.js";
-import { modelOutputOf, type OutputMode, outputModeOf } from "../tool-calls/model-output.js";
+import { approvedKeyOf } from "../tool-calls/call-approval.js";
+import { intentKey } from "../tool-calls/intent-key.js";
+import { scopeOfOption, splitToolCallOptions } from "../tool-calls/key-policy-options.js";
+import { modelOutputOf, type OutputMode } from "../tool-calls/model-output.js";
 import { toolCallErrorOf } from "../tool-calls/tool-call-error.js";
 import { approvalOf } from "./approval-binding.js";
 
@@ -202,15 +202,10 @@ export function idempotentTool<T extends MastraToolOptions, MODE extends OutputM
   }
   const execute = given.execute as (input: INPUT, context: unknown) => Promise<unknown>;
 
+  const split = splitToolCallOptions(options, label);
+  const fields = split.fields;
+  const mode = split.mode as MODE;
   // idempotent() validates the name, the store and the rest of its options, naming the one at fault.
-  const {
-    key: _key,
-    turnId: _turnId,
-    scope: _scope,
-    intentFields: _fields,
-    output: _output,
-    ...core
-  } = options;
   const wrapped = idempotent(
     async (input: INPUT, context: ToolContext) => {
       const mastra = currentCall.getStore() ?? ({} as ToolExecutionContext);
@@ -219,13 +214,9 @@ export function idempotentTool<T extends MastraToolOptions, MODE extends OutputM
       contexts.set(own, context);
       return execute(input, own);
     },
-    { ...core, name: toolName as string },
+    { ...split.core, name: toolName as string },
   );
   const name = wrapped.toolName;
-  const fields = intentFieldsOf(options.intentFields, label);
-  const mode = outputModeOf(options.output, label) as MODE;
-  checkKeyPolicyOptions(options, label);
-  const scopeOption = options.scope;
 
   const policy: KeyPolicy = {
     tool: name,
@@ -243,8 +234,7 @@ export function idempotentTool<T extends MastraToolOptions, MODE extends OutputM
       }
       return intentKey<unknown>(turnId, name, input, fields);
     },
-    scopeOf: (context) =>
-      typeof scopeOption === "function" ? scopeOption(context) : (scopeOption ?? "default"),
+    scopeOf: scopeOfOption(options.scope),
   };
 
   const wrappedExecute = async (input: INPUT, mastra?: ToolExecutionContext) => {
@@ -291,17 +281,5 @@ function approvedKey(
 ): string | undefined {
   const callId = toolCallIdOf(context);
   if (callId === undefined) return undefined;
-  const approval = approvalOf(context.requestContext, callId);
-  if (approval === undefined || approval.tool !== tool) return undefined;
-  const print = fingerprint(input, { path: "args" });
-  if (print === approval.fingerprint) return approval.key;
-  throw new ApprovalMismatchError({
-    tool,
-    scope,
-    key: approval.key,
-    approvedKey: approval.key,
-    approvedFingerprint: approval.fingerprint,
-    fingerprint: print,
-    requestedAt: approval.requested_at,
-  });
+  return approvedKeyOf(approvalOf(context.requestContext, callId), tool, scope, () => input);
 }

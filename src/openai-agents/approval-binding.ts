@@ -4,40 +4,17 @@
  * @module
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-
-/** The context property that holds the approvals, by call id. */
-export const approvalsField = "idempotoolApprovals";
-
-/** What a human approved for one call: this tool, under this key, with arguments of this fingerprint. */
-export interface ApprovalBinding {
-  readonly tool: string;
-  readonly key: string;
-  readonly fingerprint: string;
-  /** When the approval was requested (ISO-8601). */
-  readonly requested_at: string;
-}
+import {
+  type ApprovalBinding,
+  approvalIn,
+  approvalsName,
+  withApproval,
+} from "../tool-calls/call-approval.js";
 
 /** The approval bound to `callId` in a run's context, if any. */
 export function approvalOf(context: unknown, callId: string): ApprovalBinding | undefined {
   if (typeof context !== "object" || context === null) return undefined;
-  const approvals = (context as Record<string, unknown>)[approvalsField];
-  if (typeof approvals !== "object" || approvals === null || !Object.hasOwn(approvals, callId))
-    return undefined;
-  const binding = (approvals as Record<string, unknown>)[callId] as Partial<ApprovalBinding> | undefined;
-  if (
-    typeof binding?.tool !== "string" ||
-    typeof binding.key !== "string" ||
-    typeof binding.fingerprint !== "string" ||
-    typeof binding.requested_at !== "string"
-  ) {
-    return undefined;
-  }
-  return {
-    tool: binding.tool,
-    key: binding.key,
-    fingerprint: binding.fingerprint,
-    requested_at: binding.requested_at,
-  };
+  return approvalIn((context as Record<string, unknown>)[approvalsName], callId);
 }
 
 /**
@@ -49,24 +26,20 @@ export function bindApproval(context: unknown, callId: string, binding: Approval
     throw new IdempotencyError(
       ErrorCode.invalidOptions,
       `approve(${binding.tool}): the run's context must be an object (or left out) to carry the approval; ` +
-        `it is kept there as ${approvalsField}, so that a RunState saved as a string carries it too.`,
+        `it is kept there as ${approvalsName}, so that a RunState saved as a string carries it too.`,
     );
   }
   const record = context as Record<string, unknown>;
-  const approvals = record[approvalsField];
-  record[approvalsField] = {
-    ...(typeof approvals === "object" && approvals !== null ? approvals : {}),
-    [callId]: binding,
-  };
+  record[approvalsName] = withApproval(record[approvalsName], callId, binding);
 }
 
 /** Remove the approval bound to `callId` from a run's context, once the approved call has run. */
 export function forgetApproval(context: unknown, callId: string): void {
   if (typeof context !== "object" || context === null) return;
-  const approvals = (context as Record<string, unknown>)[approvalsField];
+  const approvals = (context as Record<string, unknown>)[approvalsName];
   if (typeof approvals !== "object" || approvals === null || !Object.hasOwn(approvals, callId)) return;
   const { [callId]: _used, ...rest } = approvals as Record<string, unknown>;
-  (context as Record<string, unknown>)[approvalsField] = rest;
+  (context as Record<string, unknown>)[approvalsName] = rest;
 }
 
 /**

@@ -9,14 +9,14 @@ import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
-import { fingerprint } from "../core/fingerprint.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { intentFieldsOf, intentKey } from "../tool-calls/intent-key.js";
-import { checkKeyPolicyOptions } from "../tool-calls/key-policy-options.js";
-import { modelOutputOf, type OutputMode, outputModeOf } from "../tool-calls/model-output.js";
+import { approvedKeyOf } from "../tool-calls/call-approval.js";
+import { intentKey } from "../tool-calls/intent-key.js";
+import { scopeOfOption, splitToolCallOptions } from "../tool-calls/key-policy-options.js";
+import { modelOutputOf, type OutputMode } from "../tool-calls/model-output.js";
 import { ToolCallError, toolCallErrorOf } from "../tool-calls/tool-call-error.js";
 import { approvalOf, argumentsOfCall, forgetApproval } from "./approval-binding.js";
 
@@ -198,15 +198,10 @@ export function idempotentTool<
   const execute = given.execute as (input: INPUT, runContext: unknown, details: unknown) => unknown;
   const userErrorFunction = given.errorFunction;
 
+  const split = splitToolCallOptions(options, label);
+  const fields = split.fields;
+  const mode = split.mode as MODE;
   // idempotent() validates the name, the store and the rest of its options, naming the one at fault.
-  const {
-    key: _key,
-    turnId: _turnId,
-    scope: _scope,
-    intentFields: _fields,
-    output: _output,
-    ...core
-  } = options;
   const wrapped = idempotent(
     async (input: INPUT, context: ToolContext) => {
       const { runContext, details } = currentCall.getStore() ?? { runContext: undefined, details: {} };
@@ -215,13 +210,10 @@ export function idempotentTool<
       contexts.set(own, context);
       return execute(input, runContext, own);
     },
-    { ...core, name: toolName as string },
+    { ...split.core, name: toolName as string },
   );
   const name = wrapped.toolName;
-  const fields = intentFieldsOf(options.intentFields, label);
-  const mode = outputModeOf(options.output, label) as MODE;
-  checkKeyPolicyOptions(options, label);
-  const scopeOption = options.scope;
+  const scopeOf = scopeOfOption(options.scope);
   if (
     userErrorFunction !== undefined &&
     userErrorFunction !== null &&
@@ -240,10 +232,7 @@ export function idempotentTool<
       const turnId = options.turnId ? options.turnId(context, call) : runTurnId(runContext);
       return intentKey<unknown>(turnId, name, input, fields);
     },
-    scopeOf: (runContext) =>
-      typeof scopeOption === "function"
-        ? scopeOption(runContext as RunContext<CONTEXT>)
-        : (scopeOption ?? "default"),
+    scopeOf: (runContext) => scopeOf(runContext as RunContext<CONTEXT>),
   };
 
   const wrappedExecute = async (input: INPUT, runContext?: RunContext<CONTEXT>, details?: CallDetails) => {
@@ -313,17 +302,7 @@ function approvedKey(
   call: AgentToolCall | undefined,
 ): string | undefined {
   if (call === undefined) return undefined;
-  const approval = approvalOf(runContext.context, call.callId);
-  if (approval === undefined || approval.tool !== tool) return undefined;
-  const print = fingerprint(argumentsOfCall(call.arguments, tool), { path: "args" });
-  if (print === approval.fingerprint) return approval.key;
-  throw new ApprovalMismatchError({
-    tool,
-    scope,
-    key: approval.key,
-    approvedKey: approval.key,
-    approvedFingerprint: approval.fingerprint,
-    fingerprint: print,
-    requestedAt: approval.requested_at,
-  });
+  return approvedKeyOf(approvalOf(runContext.context, call.callId), tool, scope, () =>
+    argumentsOfCall(call.arguments, tool),
+  );
 }

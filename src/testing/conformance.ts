@@ -28,6 +28,8 @@
  * - A claim resent with the same token (a reply lost, the command sent again) finds its own record and
  *   returns it as the holder; it never makes a second record or attempt.
  * - **release** deletes the record only while it carries the token and is `in_progress` or `unknown`.
+ * - A result as large as the store declares it keeps (`maxStoredResultBytes`; without one, a result at the
+ *   default `maxResultBytes` of 1 MiB, sealed) is kept byte-exact, beside the longest scope, key and tool.
  * - With `claimsMayArriveLate`, a claim whose token was released on the key never lands afterwards,
  *   whatever the key held when the release came; other tokens still claim the key.
  * - **get** returns the live record or undefined; **delete** removes a record in any state.
@@ -335,6 +337,22 @@ async function listIds(t: Tools, query: ListQuery): Promise<string[]> {
   return (await listAll(t, query)).map(idOf).sort();
 }
 
+/**
+ * The largest result a store that declares no `maxStoredResultBytes` must keep: one at the default
+ * `maxResultBytes` (1 MiB) as `encryption` seals it (base64, a third larger, behind a short header).
+ */
+const undeclaredStoredResultBytes = Math.ceil((1024 * 1024) / 3) * 4 + 1024;
+
+/**
+ * A JSON text of exactly `bytes` UTF-8 bytes. Mostly one-byte characters: a store (or a stand-in for its
+ * server) that counts characters rather than bytes must find it as large as one that counts bytes.
+ */
+function jsonOfBytes(bytes: number): string {
+  const head = '{"body":"ü€😀'; // 9 + 2 + 3 + 4 bytes
+  const tail = '"}';
+  return `${head}${"x".repeat(bytes - 18 - tail.length)}${tail}`;
+}
+
 function sampleLargeString(): string {
   const parts: string[] = [];
   for (let i = 0; parts.length < 10_000; i++) parts.push(`${i}:ü€😀\u2028;`);
@@ -584,6 +602,40 @@ const specs: readonly Spec[] = [
             ...sample,
           });
         }
+      }
+    },
+  ],
+  [
+    "keeps a result as large as it declares (maxStoredResultBytes, else 1 MiB sealed) byte-exact, beside the longest names",
+    async (t) => {
+      const declared = t.store.maxStoredResultBytes;
+      if (declared !== undefined) {
+        assert.ok(
+          Number.isSafeInteger(declared) && declared > 0,
+          `maxStoredResultBytes must be a whole number of bytes, got ${String(declared)}`,
+        );
+      }
+      const bytes = declared ?? undeclaredStoredResultBytes;
+      const result = jsonOfBytes(bytes);
+      assert.equal(new TextEncoder().encode(result).length, bytes);
+      // The longest scope and key a call accepts (255 characters) and tool name (200), in three-byte characters.
+      const id = { scope: "€".repeat(255), key: "€".repeat(255) };
+      const tool = "€".repeat(200);
+      // A tool that did not run released the key once before: a store may keep something of that.
+      await claimFree(t, { ...id, tool, token: "token-released" });
+      assert.equal(await t.store.release({ ...id, token: "token-released" }), true);
+      await claimFree(t, { ...id, tool });
+      const record = await settled(t, "token-a", { ...id, result });
+      const replay = await t.store.claim(claimRequest(t, { ...id, tool, token: "token-b" }));
+      assert.equal(replay.claimed, false);
+      for (const [what, got] of [
+        ["settle", record],
+        ["get", await current(t, id.scope, id.key)],
+        ["a claim's holder", replay.record],
+      ] as const) {
+        assert.equal(got?.status, "completed", `status from ${what}`);
+        assert.equal(got?.tool, tool, `tool from ${what}`);
+        assertSameString(got?.result ?? null, result, `result of ${bytes} bytes from ${what}`);
       }
     },
   ],

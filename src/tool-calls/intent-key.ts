@@ -1,9 +1,10 @@
 /**
  * The per-turn key policy of the agent loops (docs/keys.md): one key per intent per turn.
  *
- * src/tool-calls/ holds what `idempotool/loops` and `idempotool/ai-sdk` share: this key, what the model
- * reads back (model-output.ts) and the errors it reads (tool-call-error.ts). It is no subpath of its own:
- * each of the two entries re-exports the public names, so neither loads the other.
+ * src/tool-calls/ holds what the tool-call integrations (`idempotool/loops`, `/ai-sdk`, `/mastra`,
+ * `/openai-agents`, `/langgraph`, `/dbos`, `/vercel-workflow`) share: this key, what the model reads back
+ * (model-output.ts), the errors it reads (tool-call-error.ts), their options and approvals. It is no
+ * subpath of its own: each entry re-exports the public names it needs, so none loads another.
  */
 import { type FieldList, fieldListOf, pickFields } from "../core/field-list.js";
 import { keys } from "../core/keys.js";

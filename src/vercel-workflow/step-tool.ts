@@ -2,9 +2,9 @@
  * An idempotent tool that takes its key from the Workflow step that calls it.
  * @module
  */
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import type { IdempotentTool } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
+import { checkStepToolTarget, type StepTool, stepBoundTool } from "../tool-calls/step-bound-tool.js";
 import { type GetStepMetadata, stepKey } from "./step-key.js";
 
 /** Options of {@link stepTool}. */
@@ -13,20 +13,7 @@ export interface StepToolOptions {
   readonly getStepMetadata: GetStepMetadata;
 }
 
-/** What a step may pass on each call besides the arguments. */
-export interface StepCall {
-  /** A namespace (tenant, user). Default "default". */
-  readonly scope?: string;
-  /** Aborts waiting for a call in flight. */
-  readonly signal?: AbortSignal;
-}
-
-/** An idempotent tool keyed by the Workflow step that calls it. */
-export interface StepTool<A, R> {
-  (args: A, call?: StepCall): Promise<Envelope<Awaited<R>>>;
-  /** The wrapped tool, to call with a key of your own. */
-  readonly tool: IdempotentTool<A, R>;
-}
+export type { StepCall, StepTool } from "../tool-calls/step-bound-tool.js";
 
 /**
  * Bind an idempotent tool to the Workflow step that calls it: each call is keyed by
@@ -57,12 +44,7 @@ export interface StepTool<A, R> {
  * }
  */
 export function stepTool<A, R>(tool: IdempotentTool<A, R>, options: StepToolOptions): StepTool<A, R> {
-  if (typeof tool !== "function" || typeof tool.toolName !== "string") {
-    throw new IdempotencyError(
-      ErrorCode.invalidOptions,
-      "stepTool(): the first argument must be a tool wrapped by idempotent().",
-    );
-  }
+  checkStepToolTarget(tool);
   const getStepMetadata = options?.getStepMetadata;
   if (typeof getStepMetadata !== "function") {
     invalidOption(
@@ -71,15 +53,5 @@ export function stepTool<A, R>(tool: IdempotentTool<A, R>, options: StepToolOpti
       "must be getStepMetadata, the function from the workflow package",
     );
   }
-  // async, so a call outside a step rejects the promise like every other refusal.
-  const call = async (args: A, step: StepCall = {}) => {
-    // Derived before the tool is touched: a call that cannot name its step runs nothing.
-    const key = stepKey(getStepMetadata, tool.toolName);
-    return tool(args, {
-      key,
-      ...(step.scope === undefined ? {} : { scope: step.scope }),
-      ...(step.signal === undefined ? {} : { signal: step.signal }),
-    });
-  };
-  return Object.assign(call, { tool });
+  return stepBoundTool(tool, () => stepKey(getStepMetadata, tool.toolName));
 }

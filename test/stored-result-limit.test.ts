@@ -1,0 +1,196 @@
+/**
+ * A store that declares `maxStoredResultBytes` (as dynamoStore does, for DynamoDB's item limit) refuses a
+ * larger result, the way a real one would: every path that records a completed call must then keep the
+ * record completed without the result (`result_too_large`), never leave it in progress for a repeat to
+ * find, and never send the store a result it said it cannot keep.
+ */
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import {
+  fingerprint,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  idempotent,
+  isIdempotencyError,
+  memoryStore,
+  ResultTooLargeError,
+  tieredStore,
+} from "../src/index.js";
+import { checkpoint } from "../src/ops/index.js";
+import { reconcileOnce } from "../src/reconcile/index.js";
+import { fakeClock } from "../src/testing/index.js";
+
+const limit = 64;
+
+/** A memory store that keeps results of up to `maxBytes` and rejects a larger settle outright. */
+function limitedStore(maxBytes = limit) {
+  const inner = memoryStore();
+  const refused: number[] = [];
+  const store: IdempotencyStore = {
+    ...inner,
+    maxStoredResultBytes: maxBytes,
+    settle: async (request) => {
+      const size = request.result === null ? 0 : Buffer.byteLength(request.result, "utf8");
+      if (size > maxBytes) {
+        refused.push(size);
+        throw new Error(`item too large: ${size} bytes`);
+      }
+      return inner.settle(request);
+    },
+  };
+  return { store, refused };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected the call to fail");
+}
+
+/** The record is completed, keeps no result, and its note says result_too_large against the store's limit. */
+function expectKeptWithoutResult(record: IdempotencyRecord | undefined, sizeBytes: number) {
+  expect(record?.status).toBe("completed");
+  expect(record?.result).toBeNull();
+  expect(JSON.parse(record?.error ?? "null")).toEqual({
+    code: "result_too_large",
+    sizeBytes,
+    maxBytes: limit,
+  });
+}
+
+// "x" repeated n times is n + 2 bytes as JSON.
+const exactly = (bytes: number) => "x".repeat(bytes - 2);
+
+describe("a store's maxStoredResultBytes, in idempotent()", () => {
+  it("keeps a result of exactly the store's limit and replays it", async () => {
+    const { store, refused } = limitedStore();
+    let runs = 0;
+    const tool = idempotent(
+      async () => {
+        runs++;
+        return exactly(limit);
+      },
+      { name: "render", store, clock: fakeClock() },
+    );
+    await tool({}, { key: "k" });
+    const replay = await tool({}, { key: "k" });
+    expect(replay).toMatchObject({ was_replay: true, result: exactly(limit) });
+    expect(runs).toBe(1);
+    expect(refused).toEqual([]);
+  });
+
+  it("records a larger result as completed without it: the first caller gets it, a repeat gets result_too_large and never runs", async () => {
+    const { store, refused } = limitedStore();
+    const clock = fakeClock();
+    let runs = 0;
+    const tool = idempotent(
+      async () => {
+        runs++;
+        return exactly(limit + 1);
+      },
+      { name: "render", store, clock },
+    );
+    const first = await tool({}, { key: "k" });
+    expect(first).toMatchObject({ was_replay: false, result: exactly(limit + 1) });
+    expectKeptWithoutResult(await store.get({ scope: "default", key: "k" }, clock.now()), limit + 1);
+    const replay = await rejection(tool({}, { key: "k" }));
+    expect(replay).toBeInstanceOf(ResultTooLargeError);
+    expect(replay).toMatchObject({ code: "result_too_large", sizeBytes: limit + 1, maxBytes: limit });
+    expect(runs).toBe(1);
+    expect(refused, "the store was sent a result it said it cannot keep").toEqual([]);
+  });
+
+  it("counts the sealed text with encryption, which is larger than the result", async () => {
+    const { store, refused } = limitedStore();
+    const clock = fakeClock();
+    let runs = 0;
+    const tool = idempotent(
+      async () => {
+        runs++;
+        return exactly(limit - 10);
+      },
+      { name: "render", store, clock, encryption: { keys: { k1: randomBytes(32) }, current: "k1" } },
+    );
+    await tool({}, { key: "k" });
+    const record = await store.get({ scope: "default", key: "k" }, clock.now());
+    expect(record?.status).toBe("completed");
+    expect(record?.result).toBeNull();
+    expect(isIdempotencyError(await rejection(tool({}, { key: "k" })), "result_too_large")).toBe(true);
+    expect(runs).toBe(1);
+    expect(refused).toEqual([]);
+  });
+
+  it("holds through tieredStore(), which declares its durable store's limit", async () => {
+    const { store: durable, refused } = limitedStore();
+    const store = tieredStore({ store: durable });
+    expect(store.maxStoredResultBytes).toBe(limit);
+    const clock = fakeClock();
+    let runs = 0;
+    const tool = idempotent(
+      async () => {
+        runs++;
+        return exactly(limit + 1);
+      },
+      { name: "render", store, clock },
+    );
+    await tool({}, { key: "k" });
+    expectKeptWithoutResult(await durable.get({ scope: "default", key: "k" }, clock.now()), limit + 1);
+    expect(isIdempotencyError(await rejection(tool({}, { key: "k" })), "result_too_large")).toBe(true);
+    expect(runs).toBe(1);
+    expect(refused).toEqual([]);
+  });
+});
+
+describe("a store's maxStoredResultBytes, in checkpoint()", () => {
+  it("records a larger result as completed without it, and a repeat checkpoint says result_too_large", async () => {
+    const { store, refused } = limitedStore();
+    const clock = fakeClock();
+    const cp = await checkpoint(store, { tool: "render", key: "k", args: {}, clock });
+    await cp.complete(exactly(limit + 1));
+    expectKeptWithoutResult(await store.get({ scope: "default", key: "k" }, clock.now()), limit + 1);
+    await expect(checkpoint(store, { tool: "render", key: "k", args: {}, clock })).rejects.toMatchObject({
+      code: "result_too_large",
+      maxBytes: limit,
+    });
+    expect(refused).toEqual([]);
+  });
+
+  it("keeps a result of exactly the store's limit", async () => {
+    const { store } = limitedStore();
+    const clock = fakeClock();
+    const cp = await checkpoint(store, { tool: "render", key: "k", args: {}, clock });
+    await cp.complete(exactly(limit));
+    const again = await checkpoint(store, { tool: "render", key: "k", args: {}, clock });
+    expect(again.shouldRun).toBe(false);
+    expect(again.replay?.result).toBe(exactly(limit));
+  });
+});
+
+describe("a store's maxStoredResultBytes, in the reconciler", () => {
+  it("records a result its verify hook found as completed without it when it is over the store's limit", async () => {
+    const { store, refused } = limitedStore();
+    const clock = fakeClock();
+    await store.claim({
+      scope: "default",
+      key: "k",
+      tool: "render",
+      fingerprint: fingerprint({}),
+      token: "t-crashed",
+      leaseMs: 1_000,
+      ttlMs: 86_400_000,
+      now: clock.now(),
+    });
+    await clock.advance(1_001);
+    const summary = await reconcileOnce({
+      store,
+      clock,
+      tools: { render: { verify: () => ({ status: "completed", result: exactly(limit + 1) }) } },
+    });
+    expect(summary).toMatchObject({ examined: 1, errors: 0 });
+    expectKeptWithoutResult(await store.get({ scope: "default", key: "k" }, clock.now()), limit + 1);
+    expect(refused).toEqual([]);
+  });
+});
