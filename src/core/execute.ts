@@ -37,7 +37,7 @@ import { iso } from "./time.js";
 export async function execute<A, R>(
   c: Call<A, R>,
   record: IdempotencyRecord,
-  flight: Flight = beginFlight(c.o.store, c.scope, c.key, true),
+  flight: Flight = beginFlight(c.o.store, c.scope, c.key, record.token),
 ): Promise<Envelope<Awaited<R>>> {
   emit(c, "run", record.attempts);
   c.flight = flight;

@@ -24,12 +24,16 @@ import {
 import { execute, unexpected, verifyEarlierAttempt } from "./execute.js";
 import {
   beginFlight,
-  endFlight,
+  type ClaimMark,
+  claimOnItsWay,
   type Flight,
-  flightOf,
+  type Flights,
+  flightsOf,
   holderOf,
   joinClaim,
+  markClaim,
   outcomeFor,
+  unmarkClaim,
   waitForOutcome,
 } from "./in-flight.js";
 import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
@@ -45,7 +49,7 @@ import { ownerToken } from "./owner-token.js";
 import { bindingFor } from "./record-binding.js";
 import { decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
 import { type RecentSimilarCall, similarMarkerKey } from "./similar.js";
-import { type ClaimResult, type IdempotencyRecord, RecordStatus, recordIdText } from "./store.js";
+import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {
@@ -82,7 +86,8 @@ export function idempotent<A, R>(
     );
   }
   const resolved = resolveOptions(options);
-  const wrapped = (args: A, call: CallOptions = {}) => callOnce(fn, resolved, args, call);
+  const flights = flightsOf(resolved.store);
+  const wrapped = (args: A, call: CallOptions = {}) => callOnce(fn, resolved, flights, args, call);
   return Object.assign(wrapped, {
     toolName: resolved.name,
     effect: resolved.effect,
@@ -94,6 +99,7 @@ export function idempotent<A, R>(
 async function callOnce<A, R>(
   fn: Tool<A, R>,
   o: ResolvedOptions<A, Awaited<R>>,
+  flights: Flights,
   args: A,
   options: CallOptions,
 ): Promise<Envelope<Awaited<R>>> {
@@ -122,7 +128,6 @@ async function callOnce<A, R>(
   // One token for every claim this call makes: a claim whose reply was lost and that the client resent
   // (or that this loop makes again) finds its own record, and a claim given up on can be released.
   const token = ownerToken();
-  const id = recordIdText(scope, key);
   let waitingSince: number | undefined;
   let pollMs = 10;
   // The call in this process whose claim this one joined, instead of sending its own (see in-flight.ts).
@@ -138,16 +143,19 @@ async function callOnce<A, R>(
     handed = undefined;
     // Only before its first wait: a crowd of waiters woken together gains nothing by queueing behind one.
     if (claim === undefined && waitingSince === undefined) {
-      const other = flightOf(o.store, id);
+      const other = claimOnItsWay(flights, scope, key);
       if (other !== undefined) {
-        claim = await joinClaim(other);
-        if (claim !== undefined) joined = other;
+        const answer = await joinClaim(flights, scope, key, other);
+        claim = answer?.claim;
+        joined = answer?.holder;
       }
     }
     if (claim === undefined) {
-      const flight = beginFlight(o.store, scope, key, false, id);
+      // Marked while on its way, so a repeat in this process can join it; a claim that finds a record (a
+      // replay) leaves nothing else behind.
+      let mark: ClaimMark | undefined;
       try {
-        flight.claim = o.store.claim({
+        const sent = o.store.claim({
           scope,
           key,
           tool: o.name,
@@ -157,28 +165,24 @@ async function callOnce<A, R>(
           ttlMs: o.ttlMs,
           now: o.clock.now(),
         });
-        claim = await flight.claim;
-        // Only a claim still on its way is joined: its answer is as fresh as one the repeat would get.
-        flight.claim = undefined;
+        mark = markClaim(flights, scope, key, sent);
+        claim = await sent;
       } catch (error) {
-        endFlight(flight);
+        if (mark !== undefined) unmarkClaim(flights, key, mark);
         const failure = storeFailure(c, "claim", error);
         const action = decide({ event: "claim_failed" });
         if (action !== Action.releaseUnrun) throw unexpected(action, "a claim with no answer");
         await releaseUnrun(c, token);
         throw failure;
       }
+      unmarkClaim(flights, key, mark);
       if (claim.claimed) {
         const action = decide({ event: "claimed" });
-        if (action !== Action.run) {
-          endFlight(flight);
-          throw unexpected(action, "a claim that landed");
-        }
-        // execute ends the flight when the call has settled, waking the repeats that joined it.
-        flight.holding = true;
-        return await execute(c, claim.record, flight);
+        if (action !== Action.run) throw unexpected(action, "a claim that landed");
+        // Registered before any repeat that joined this claim resumes (they await the same answer, after
+        // this call did); execute ends the flight when the call has settled, waking them.
+        return await execute(c, claim.record, beginFlight(o.store, scope, key, token));
       }
-      endFlight(flight);
     }
     const record = claim.record;
 
@@ -215,7 +219,7 @@ async function callOnce<A, R>(
           emit(c, "in_flight_wait", record.attempts);
         }
         try {
-          const local = joined ?? holderOf(o.store, id);
+          const local = joined ?? holderOf(o.store, scope, key);
           // A holder in this process wakes its waiters when it ends, so they need not poll meanwhile; they
           // look again when its lease would pass, in case its renewals stopped reaching the store.
           const ms =

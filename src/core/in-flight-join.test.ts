@@ -101,6 +101,35 @@ describe("repeats in one process join the claim on its way", () => {
     expect(flightCount(store)).toBe(0);
   });
 
+  it("joins the claim of its own scope when the same key is on its way in another scope too", async () => {
+    const { store, counts } = countingStore();
+    const clock = fakeClock();
+    const hold = gate();
+    const runs: string[] = [];
+    const tool = idempotent(
+      async (args: { to: string }, context) => {
+        runs.push(args.to);
+        await hold.opened;
+        return `sent-${args.to}-${context.key}`;
+      },
+      { name: "send", store, clock },
+    );
+    // Interleaved: each scope's repeats arrive while both claims are on their way.
+    const calls = ["t1", "t2", "t1", "t2", "t2", "t1"].map((scope) =>
+      tool({ to: scope }, { key: "k", scope }).then((e) => [scope, e.result, e.was_replay]),
+    );
+    await clock.advance(0);
+    expect(counts.claims).toBe(2);
+    expect(flightCount(store)).toBe(2);
+    hold.open();
+    const answers = await Promise.all(calls);
+    expect(runs.sort()).toEqual(["t1", "t2"]);
+    expect(answers.filter(([, , replay]) => replay === false)).toHaveLength(2);
+    for (const [scope, result] of answers) expect(result).toBe(`sent-${scope}-k`);
+    expect(counts.claims).toBe(2);
+    expect(flightCount(store)).toBe(0);
+  });
+
   it("refuses a repeat with other arguments at once, without waiting for the call it joined", async () => {
     const { store } = countingStore();
     const clock = fakeClock();

@@ -26,8 +26,8 @@ describe("flights in this process", () => {
   it("wakes a waiter the moment the call it waits on lands, though other calls began on the store since", async () => {
     const store = memoryStore();
     const clock = fakeClock();
-    const first = beginFlight(store, "s", "a", true);
-    const second = beginFlight(store, "s", "b", true);
+    const first = beginFlight(store, "s", "a", "t1");
+    const second = beginFlight(store, "s", "b", "t2");
     expect(flightCount(store)).toBe(2);
     const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
     expect(await settled(waiting)).toBe(false);
@@ -43,8 +43,8 @@ describe("flights in this process", () => {
   it("leaves the flight of a call that took the key over alone when the call it took over from ends", async () => {
     const store = memoryStore();
     const clock = fakeClock();
-    const overtaken = beginFlight(store, "s", "a", true);
-    const current = beginFlight(store, "s", "a", true);
+    const overtaken = beginFlight(store, "s", "a", "t1");
+    const current = beginFlight(store, "s", "a", "t1");
     endFlight(overtaken);
     expect(flightCount(store)).toBe(1);
     const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
@@ -87,7 +87,7 @@ describe("waiting on the system clock", () => {
   it("clears its timer when the call it waits on lands first", async () => {
     vi.useFakeTimers();
     const store = memoryStore();
-    const flight = beginFlight(store, "s", "a", true);
+    const flight = beginFlight(store, "s", "a", "t1");
     const waiting = waitForOutcome(store, "s", "a", systemClock, 10_000, undefined);
     expect(vi.getTimerCount()).toBe(1);
     endFlight(flight);

@@ -1,31 +1,137 @@
 import { type Clock, systemClock } from "./clock.js";
-import {
-  type ClaimResult,
-  type IdempotencyRecord,
-  type IdempotencyStore,
-  RecordStatus,
-  recordIdText,
-} from "./store.js";
+import { type ClaimResult, type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "./store.js";
 
 /**
- * Calls on a key in this process, per store. A call registers a flight before it sends its claim; a repeat
- * in the same process that finds one joins it instead of sending a claim of its own, and, when that claim
- * landed, waits for the call to end and learns its outcome at that moment instead of at its next poll.
- * Other processes still poll the store, and so does a repeat whose flight's claim did not land.
+ * Calls on a key in this process, per store. A claim on its way is marked; a repeat in the same process that
+ * finds the mark joins that claim instead of sending its own, and, when the claim landed, waits for the call
+ * that sent it (its flight) to end and learns its outcome at that moment instead of at its next poll. Other
+ * processes still poll the store, and so does a repeat whose joined claim did not land.
+ *
+ * Both tables file an entry by its key alone, and chain the entries of one key in other scopes (rare): a
+ * call builds no record id for them, which on a replay, that only marks its claim and unmarks it on the
+ * answer, costs more than the rest of the bookkeeping.
  */
-const running = new WeakMap<IdempotencyStore, Map<string, Flight>>();
-
-/** One call in flight: repeats in this process join its claim and wait on `landed`. */
-export interface Flight {
+export interface Flights {
+  /** The claims on their way. */
+  readonly claims: Map<string, ClaimMark>;
+  /** The calls that hold the claim on a key, until they end. */
   readonly calls: Map<string, Flight>;
-  readonly id: string;
-  /** The claim this call sent, while it awaits the answer (absent once answered, or for a takeover's flight). */
-  claim: Promise<ClaimResult> | undefined;
+}
+
+/** An entry filed by key, chained to the entry of the same key in another scope. */
+interface Filed<T> {
+  readonly scope: string;
+  next: T | undefined;
+}
+
+const running = new WeakMap<IdempotencyStore, Flights>();
+
+/** The calls in flight on `store` in this process (a wrapped tool looks its store's up once). */
+export function flightsOf(store: IdempotencyStore): Flights {
+  let flights = running.get(store);
+  if (flights === undefined) {
+    flights = { claims: new Map(), calls: new Map() };
+    running.set(store, flights);
+  }
+  return flights;
+}
+
+/** File `entry` under `key`, displacing the entry of its scope there, if any. */
+function file<T extends Filed<T>>(table: Map<string, T>, key: string, entry: T): void {
+  if (table.size !== 0) entry.next = withoutScope(table.get(key), entry.scope);
+  table.set(key, entry);
+}
+
+/** The chain less its entry in `scope`. */
+function withoutScope<T extends Filed<T>>(entry: T | undefined, scope: string): T | undefined {
+  if (entry === undefined) return undefined;
+  if (entry.scope === scope) return entry.next;
+  entry.next = withoutScope(entry.next, scope);
+  return entry;
+}
+
+/** Take `entry` out of the table, if it is still there (a later one in its scope may have displaced it). */
+function unfile<T extends Filed<T>>(table: Map<string, T>, key: string, entry: T): void {
+  const head = table.get(key);
+  if (head === entry) {
+    if (entry.next === undefined) table.delete(key);
+    else table.set(key, entry.next);
+    return;
+  }
+  for (let e = head; e !== undefined; e = e.next) {
+    if (e.next === entry) {
+      e.next = entry.next;
+      return;
+    }
+  }
+}
+
+/** The entry of (scope, key), if any. */
+function find<T extends Filed<T>>(table: Map<string, T>, scope: string, key: string): T | undefined {
+  // Most often the table is empty: then the key is not even looked up.
+  if (table.size === 0) return undefined;
+  for (let e = table.get(key); e !== undefined; e = e.next) {
+    if (e.scope === scope) return e;
+  }
+  return undefined;
+}
+
+/** How many entries the table holds. */
+function countFiled<T extends Filed<T>>(table: Map<string, T>): number {
+  let count = 0;
+  for (const head of table.values()) {
+    for (let e: T | undefined = head; e !== undefined; e = e.next) count++;
+  }
+  return count;
+}
+
+/** A claim on its way from this process, which a repeat on its (scope, key) may join. */
+export interface ClaimMark extends Filed<ClaimMark> {
+  readonly claim: Promise<ClaimResult>;
+}
+
+/**
+ * Mark `claim` as on its way, for repeats in this process to join (see joinClaim); pair with
+ * {@link unmarkClaim} once it is answered or failed. It displaces an earlier claim on (scope, key) still on
+ * its way: a repeat joins the newest.
+ */
+export function markClaim(
+  flights: Flights,
+  scope: string,
+  key: string,
+  claim: Promise<ClaimResult>,
+): ClaimMark {
+  const mark: ClaimMark = { scope, next: undefined, claim };
+  file(flights.claims, key, mark);
+  return mark;
+}
+
+/**
+ * The claim is answered (or failed): no repeat joins it from now on. Only a claim still on its way is
+ * joined, since only its answer is as fresh as one a repeat would get from a claim of its own.
+ */
+export function unmarkClaim(flights: Flights, key: string, mark: ClaimMark): void {
+  unfile(flights.claims, key, mark);
+}
+
+/** The claim on (scope, key) on its way from this process, if any. */
+export function claimOnItsWay(
+  flights: Flights,
+  scope: string,
+  key: string,
+): Promise<ClaimResult> | undefined {
+  return find(flights.claims, scope, key)?.claim;
+}
+
+/** One call that holds the claim on a key: repeats in this process wait on `landed`. */
+export interface Flight extends Filed<Flight> {
+  readonly calls: Map<string, Flight>;
+  readonly key: string;
+  /** The owner token of the claim the call holds: a repeat that joined that claim finds the call by it. */
+  readonly token: string;
   /** Made by the first waiter (see landedOf): most calls have none, and pay no promise for it. */
   landed: Promise<void> | undefined;
   land: (() => void) | undefined;
-  /** Whether the call holds the claim (it landed, or a takeover did): only such a call wakes waiters with an outcome. */
-  holding: boolean;
   /** Set by `endFlight`: a repeat that joins later waits for nothing. */
   ended: boolean;
   /** Set when the call sends its settle. */
@@ -35,74 +141,74 @@ export interface Flight {
 }
 
 /**
- * Register the call about to claim (`holding` false) or run (`holding` true) on (scope, key); pair with
- * {@link endFlight} in a `finally`.
+ * Register the call that now holds the claim on (scope, key) under `token` (its claim landed, or it took
+ * the key over); pair with {@link endFlight} in a `finally`. It displaces an earlier holder: the key is this
+ * call's now, and waiters must wake on its end.
  */
-export function beginFlight(
-  store: IdempotencyStore,
-  scope: string,
-  key: string,
-  holding: boolean,
-  id?: string,
-): Flight {
-  let calls = running.get(store);
-  if (!calls) {
-    calls = new Map();
-    running.set(store, calls);
-  }
+export function beginFlight(store: IdempotencyStore, scope: string, key: string, token: string): Flight {
+  const calls = flightsOf(store).calls;
   const flight: Flight = {
+    scope,
+    next: undefined,
     calls,
-    id: id ?? recordIdText(scope, key),
-    claim: undefined,
+    key,
+    token,
     landed: undefined,
     land: undefined,
-    holding,
     ended: false,
     settling: false,
     settled: undefined,
   };
-  // A claim does not displace the call that holds the key: waiters keep waking on that one's end.
-  const current = holding ? undefined : calls.get(flight.id);
-  if (current === undefined || !current.holding || current.ended) calls.set(flight.id, flight);
+  file(calls, key, flight);
   return flight;
 }
 
-/** The flight of a call on (scope, key) in this process, if one is under way. */
-export function flightOf(store: IdempotencyStore, id: string): Flight | undefined {
-  return running.get(store)?.get(id);
+/** The call in this process that holds the claim on (scope, key) and has not ended, if any. */
+export function holderOf(store: IdempotencyStore, scope: string, key: string): Flight | undefined {
+  const flight = find(flightsOf(store).calls, scope, key);
+  return flight?.ended === false ? flight : undefined;
+}
+
+/** What a repeat that joined a claim that landed learns: the record it found, and the call that holds it. */
+export interface Joined {
+  readonly claim: ClaimResult;
+  /** The call whose claim it joined, which wakes it when it ends (undefined only if it could not be found). */
+  readonly holder: Flight | undefined;
 }
 
 /**
- * The call in this process that holds the claim on (scope, key) and has not ended, if any: when it ends,
- * the store holds its outcome. (A call still claiming is no such call: waking on it would tell nothing.)
+ * What a repeat learns by joining `claim`, another call's claim on (scope, key) still on its way, instead of
+ * sending its own: the record that claim wrote, held by the call that sent it, when it landed; undefined
+ * when it did not land (or failed), and the repeat claims for itself. The answer is as fresh as the
+ * repeat's own claim's would be: it comes after the repeat began, and the claim it reports holds a new lease
+ * that cannot pass before its call runs the tool, let alone settles (which it can do only once this same
+ * answer reached it).
  */
-export function holderOf(store: IdempotencyStore, id: string): Flight | undefined {
-  const flight = running.get(store)?.get(id);
-  return flight?.holding === true && !flight.ended ? flight : undefined;
-}
-
-/**
- * What a repeat learns by joining `flight`'s claim, still on its way, instead of sending its own: the record
- * that claim wrote, held by the flight's call, when it landed; undefined when it did not land (or failed),
- * and the repeat claims for itself. The answer is as fresh as the repeat's own claim's would be: it comes
- * after the repeat began, and the claim it reports holds a new lease that cannot pass before its call runs
- * the tool, let alone settles (which it can do only once this same answer reached it).
- */
-export async function joinClaim(flight: Flight): Promise<ClaimResult | undefined> {
-  const claim = flight.claim;
-  if (claim === undefined) return undefined;
+export async function joinClaim(
+  flights: Flights,
+  scope: string,
+  key: string,
+  claim: Promise<ClaimResult>,
+): Promise<Joined | undefined> {
   let answer: ClaimResult;
   try {
     answer = await claim;
   } catch {
     return undefined;
   }
-  return answer.claimed ? { claimed: false, record: answer.record, now: answer.now } : undefined;
+  if (!answer.claimed) return undefined;
+  // The call that sent the claim awaited its answer before this repeat did, so it resumed first, and
+  // registered its flight before its first await: found here by the claim's owner token.
+  const flight = find(flights.calls, scope, key);
+  return {
+    claim: { claimed: false, record: answer.record, now: answer.now },
+    holder: flight?.token === answer.record.token ? flight : undefined,
+  };
 }
 
 /** The call has settled (or given up): wake whoever waits on it. */
 export function endFlight(flight: Flight): void {
-  if (flight.calls.get(flight.id) === flight) flight.calls.delete(flight.id);
+  unfile(flight.calls, flight.key, flight);
   flight.ended = true;
   flight.land?.();
 }
@@ -119,9 +225,13 @@ function landedOf(flight: Flight): Promise<void> {
   return flight.landed;
 }
 
-/** How many calls on `store` this process holds in flight; for tests, which check it empties itself. */
+/**
+ * How many calls on `store` this process holds in flight, claims on their way included; for tests, which
+ * check it empties itself.
+ */
 export function flightCount(store: IdempotencyStore): number {
-  return running.get(store)?.size ?? 0;
+  const flights = running.get(store);
+  return flights === undefined ? 0 : countFiled(flights.claims) + countFiled(flights.calls);
 }
 
 /**
@@ -137,7 +247,7 @@ export async function waitForOutcome(
   signal: AbortSignal | undefined,
   holder?: Flight,
 ): Promise<void> {
-  const flight = holder ?? holderOf(store, recordIdText(scope, key));
+  const flight = holder ?? holderOf(store, scope, key);
   // The call it waits on already ended: its outcome is in the store now.
   if (flight?.ended === true) return;
   const local = flight === undefined ? undefined : landedOf(flight);
