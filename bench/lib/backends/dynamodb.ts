@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { IdempotencyConfig, makeIdempotent } from "@aws-lambda-powertools/idempotency";
-import { CreateTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import dynalite from "dynalite";
 import type { Library } from "../library.js";
 import {
@@ -76,6 +76,12 @@ export async function dynamoBackends(lib: Library, candidate?: Library): Promise
         BillingMode: "PAY_PER_REQUEST",
       }),
     );
+    // dynalite turns a new table ACTIVE a moment after it answers; until then it refuses its items.
+    for (;;) {
+      const { Table } = await client.send(new DescribeTableCommand({ TableName: name }));
+      if (Table?.TableStatus === "ACTIVE") break;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
     return name;
   };
   const subjects: Subject[] = [];
