@@ -1,7 +1,8 @@
 /**
  * How the store's scripts reach Redis: by SHA1 (EVALSHA), sent whole (EVAL) the first time and after a
- * NOSCRIPT, each under the store's command deadline; and, on a standalone client that can pipeline,
- * the scripts that many callers start in one tick written to the socket together.
+ * NOSCRIPT, each under the store's command deadline; and, on a standalone client, the scripts that many
+ * callers start in one tick written to the socket together: on its corked connection, or in a pipeline
+ * when it shows no connection to cork.
  */
 import { commandDeadlines, type Settle } from "./deadline.js";
 import type { RedisScript } from "./scripts.js";
@@ -74,8 +75,9 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
   };
 
   // Scripts started in this tick after the first, which went out at once: written together, by the
-  // batch of maxBatch and the rest in the next tick. A lone caller never waits for a batch, and 32
+  // batch of maxBatch and the rest at the end of the tick. A lone caller never waits for a batch, and 32
   // callers whose replies came in one read cost 3 writes (and reads on the server) rather than 32.
+  // Without a connection to cork, they go in pipelines.
   let batch: Queued[] | undefined;
   const flushing = () => {
     const queued = batch!;
