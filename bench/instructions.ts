@@ -9,11 +9,12 @@
  *
  *   npm run bench:instructions -- [--lib dist] [--lib bench/tmp/other] [--workload first,replay]
  *                                 [--calls 4000] [--warm-up 10000] [--runs 1] [--store memory|redis]
- *                                 [--redis redis://127.0.0.1:6379]
+ *                                 [--redis redis://127.0.0.1:6379] [--in-flight 1]
  *
  * On redis it counts the client's instructions only (the core, redisStore, ioredis), not the server's.
  * Every --lib is measured, runs interleaved. first: a unique key each call; replay: one completed key;
  * contended: two callers on a fresh key, one runs and the other waits in process (counted per pair).
+ * --in-flight N runs first and replay calls N at a time (per call still), as the bench's c32 rows do.
  * Needs valgrind; a run takes minutes. To compare with another commit, build it into a directory of its own
  * (under bench/tmp/, which git ignores) and pass that as a second --lib.
  */
@@ -38,6 +39,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "1" },
     store: { type: "string", default: "memory" },
     redis: { type: "string", default: "redis://127.0.0.1:6379" },
+    "in-flight": { type: "string", default: "1" },
   },
 });
 const libs = (values.lib ?? ["dist"]).map((dir) => path.resolve(root, dir));
@@ -75,6 +77,7 @@ async function measure(lib: string, workload: string): Promise<number> {
         String(warmUp),
         values.store,
         values.redis,
+        values["in-flight"],
       ],
       { maxBuffer: 64 * 1024 * 1024 },
     );
@@ -89,7 +92,7 @@ async function measure(lib: string, workload: string): Promise<number> {
 
 const label = (lib: string) => path.relative(root, lib) || ".";
 process.stdout.write(
-  `Instructions per call on ${values.store} (callgrind, ${calls} calls after ${warmUp} warm-up, node ${process.version})\n\n`,
+  `Instructions per call on ${values.store} (callgrind, ${calls} calls after ${warmUp} warm-up, ${values["in-flight"]} in flight, node ${process.version})\n\n`,
 );
 process.stdout.write(
   `| workload | ${libs.map(label).join(" | ")} |\n|---|${libs.map(() => "---:").join("|")}|\n`,

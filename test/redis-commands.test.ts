@@ -1,5 +1,5 @@
-// How the Redis store's scripts reach Redis: pipelined when many callers start them in one tick, and
-// each under its own deadline.
+// How the Redis store's scripts reach Redis: written together when many callers start them in one tick
+// (the connection corked, or a pipeline on a client without one), and each under its own deadline.
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -12,11 +12,15 @@ import { redisTestFile } from "./fixtures/redis-test-file.js";
 
 const { client, fresh } = redisTestFile("commands");
 
-/** The real client, counting the pipelines the store opens and the scripts it sends alone by SHA1. */
-function countingPipelines(inner: Redis) {
+/**
+ * The real client, counting the pipelines the store opens and the scripts it sends alone by SHA1; with
+ * `withoutStream`, it shows no connection to cork, as a client other than ioredis's may not.
+ */
+function countingPipelines(inner: Redis, withoutStream = false) {
   const counts = { pipelines: 0, alone: 0 };
   const counted = new Proxy(inner, {
     get(target, property, receiver) {
+      if (withoutStream && property === "stream") return undefined;
       const value = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
       if (property === "pipeline") {
@@ -31,62 +35,113 @@ function countingPipelines(inner: Redis) {
           return Reflect.apply(value, target, args);
         };
       }
-      return value;
+      // Run on the client itself, which has its connection even when the proxy shows none.
+      return value.bind(target);
     },
   });
   return { client: counted, counts };
 }
 
-describe("redisStore pipelines the scripts started in one tick", () => {
-  it("sends the first alone and the rest of the tick in pipelines of 16, each command with its own answer", async () => {
+/** Counts how often the client's connection is corked and how many writes reach its socket. */
+function countingWrites(inner: Redis) {
+  const stream = inner.stream as Redis["stream"] & {
+    _write: (...args: unknown[]) => void;
+    _writev: (...args: unknown[]) => void;
+  };
+  const counts = { corks: 0, writes: 0 };
+  const own = { cork: stream.cork, _write: stream._write, _writev: stream._writev };
+  stream.cork = function (this: typeof stream) {
+    counts.corks++;
+    return own.cork.call(this);
+  };
+  stream._write = function (this: typeof stream, ...args: unknown[]) {
+    counts.writes++;
+    return own._write.apply(this, args);
+  };
+  stream._writev = function (this: typeof stream, ...args: unknown[]) {
+    counts.writes++;
+    return own._writev.apply(this, args);
+  };
+  const restore = () => {
+    stream.cork = own.cork;
+    stream._write = own._write;
+    stream._writev = own._writev;
+  };
+  return { counts, restore, stream };
+}
+
+/** 32 claims, replays and settles started in one tick each; every caller gets its own answer. */
+async function thirtyTwo(store: ReturnType<typeof redisStore>, before?: () => void) {
+  // Each script goes whole (EVAL) the first time, alone, and by its SHA1 from then on.
+  await store.claim(claimRequest({ key: "warm-up" }));
+  await store.settle({ ...claimRequest({ key: "warm-up" }), status: "completed", result: null, error: null });
+  before?.();
+  const keys = Array.from({ length: 32 }, (_, i) => `k${i}`);
+  const claims = await Promise.all(keys.map((key) => store.claim(claimRequest({ key, token: `t-${key}` }))));
+  expect(claims.every((c) => c.claimed)).toBe(true);
+  const replays = await Promise.all(keys.map((key) => store.claim(claimRequest({ key, token: "late" }))));
+  expect(replays.map((r) => [r.claimed, r.record.key, r.record.token])).toEqual(
+    keys.map((key) => [false, key, `t-${key}`]),
+  );
+  const settled = await Promise.all(
+    keys.map((key) =>
+      store.settle({
+        ...claimRequest({ key }),
+        token: `t-${key}`,
+        status: "completed",
+        result: key,
+        error: null,
+      }),
+    ),
+  );
+  expect(settled.map((r) => r?.result)).toEqual(keys);
+}
+
+describe("redisStore writes the scripts started in one tick together", () => {
+  it("sends the first at once and corks the connection for the rest of the tick, uncorking every 16", async () => {
     const prefix = await fresh();
     const spy = countingPipelines(client);
+    const writes = countingWrites(client);
+    try {
+      const store = redisStore({ client: spy.client, prefix });
+      await thirtyTwo(store, () => {
+        spy.counts.alone = 0;
+        writes.counts.corks = 0;
+        writes.counts.writes = 0;
+      });
+      // Each of the three rounds: every script its own command, the socket written 3 times (the first
+      // alone, then 16 and 15 together), never a pipeline; the connection left uncorked.
+      expect(spy.counts).toEqual({ pipelines: 0, alone: 96 });
+      expect(writes.counts.corks).toBe(6);
+      expect(writes.counts.writes).toBeLessThanOrEqual(9);
+      expect(writes.stream.writableCorked).toBe(0);
+    } finally {
+      writes.restore();
+    }
+  });
+
+  it("on a client without a connection to cork, sends the first alone and the rest in pipelines of 16", async () => {
+    const prefix = await fresh();
+    const spy = countingPipelines(client, true);
     const store = redisStore({ client: spy.client, prefix });
-    // Each script goes whole (EVAL) the first time, alone, and by its SHA1 from then on.
-    await store.claim(claimRequest({ key: "warm-up" }));
-    await store.settle({
-      ...claimRequest({ key: "warm-up" }),
-      status: "completed",
-      result: null,
-      error: null,
+    await thirtyTwo(store, () => {
+      spy.counts.alone = 0;
     });
-    spy.counts.alone = 0;
-
-    const keys = Array.from({ length: 32 }, (_, i) => `k${i}`);
-    const claims = await Promise.all(
-      keys.map((key) => store.claim(claimRequest({ key, token: `t-${key}` }))),
-    );
-    expect(claims.every((c) => c.claimed)).toBe(true);
-    expect(spy.counts).toEqual({ pipelines: 2, alone: 1 });
-
-    const replays = await Promise.all(keys.map((key) => store.claim(claimRequest({ key, token: "late" }))));
-    expect(replays.map((r) => [r.claimed, r.record.key, r.record.token])).toEqual(
-      keys.map((key) => [false, key, `t-${key}`]),
-    );
-    const settled = await Promise.all(
-      keys.map((key) =>
-        store.settle({
-          ...claimRequest({ key }),
-          token: `t-${key}`,
-          status: "completed",
-          result: key,
-          error: null,
-        }),
-      ),
-    );
-    expect(settled.map((r) => r?.result)).toEqual(keys);
     expect(spy.counts).toEqual({ pipelines: 6, alone: 3 });
   });
 
-  it("recovers every pipelined script from a flushed script cache", async () => {
+  it.each([
+    ["corked", false],
+    ["pipelined", true],
+  ])("recovers every %s script from a flushed script cache", async (_, withoutStream) => {
     const prefix = await fresh();
-    const store = redisStore({ client, prefix });
+    const store = redisStore({ client: countingPipelines(client, withoutStream).client, prefix });
     await store.claim(claimRequest({ key: "warm-up" }));
     await client.script("FLUSH");
     const claims = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => store.claim(claimRequest({ key: `k${i}`, token: `t${i}` }))),
+      Array.from({ length: 20 }, (_, i) => store.claim(claimRequest({ key: `k${i}`, token: `t${i}` }))),
     );
-    expect(claims.map((c) => c.claimed)).toEqual(Array(8).fill(true));
+    expect(claims.map((c) => c.claimed)).toEqual(Array(20).fill(true));
   });
 
   it("fails each command of a pipeline that fails or cannot be made, and each command an error answers", async () => {

@@ -3,14 +3,19 @@
 // JavaScript: under valgrind, tsx's loader would add a minute to every run and nothing to what is counted.
 //
 //   node --expose-gc bench/lib/instructions-worker.mjs <built library dir> <first|replay|contended> \
-//     <calls> <warm-up calls> [memory | redis <url>]
+//     <calls> <warm-up calls> [memory | redis <url>] [in flight]
+//
+// With more than 1 in flight, first and replay calls run that many at a time (the calls of one workload
+// split between as many callers), so a store that writes a tick's commands together is counted doing so.
 //
 // On redis, only this process's instructions are counted (the client's CPU: the core, the store, ioredis);
 // the server's share is bench/redis-cost.ts's to measure.
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [dir, workload, callsText, warmUpText, storeName = "memory", redisUrl] = process.argv.slice(2);
+const [dir, workload, callsText, warmUpText, storeName = "memory", redisUrl, inFlightText = "1"] =
+  process.argv.slice(2);
+const inFlight = Number(inFlightText);
 const calls = Number(callsText);
 const warmUp = Number(warmUpText);
 const core = await import(pathToFileURL(path.join(dir, "index.js")).href);
@@ -56,6 +61,17 @@ const tool = core.idempotent(
 
 /** Calls `from` to `to` (exclusive) of the workload; returns how many times the tool should have run. */
 async function run(from, to) {
+  if (inFlight > 1 && workload !== "contended") {
+    let next = from;
+    const caller = async () => {
+      while (next < to) {
+        const i = next++;
+        await tool(args, { key: workload === "first" ? `first-${i}` : "replayed" });
+      }
+    };
+    await Promise.all(Array.from({ length: inFlight }, caller));
+    return workload === "first" ? to - from : 0;
+  }
   if (workload === "first") {
     for (let i = from; i < to; i++) await tool(args, { key: `first-${i}` });
     return to - from;

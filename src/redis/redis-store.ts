@@ -44,8 +44,9 @@ export interface RedisScanner {
 }
 
 /**
- * The part of a Redis client the store uses; an ioredis `Redis` and an ioredis `Cluster` fit. With
- * `pipeline` (a standalone client), scripts that callers start in the same tick are written together.
+ * The part of a Redis client the store uses; an ioredis `Redis` and an ioredis `Cluster` fit. On a
+ * standalone client, scripts that callers start in the same tick are written together: its `stream` is
+ * corked until the end of the tick (each script stays a command of its own), or without one, `pipeline`.
  */
 export interface RedisLike extends RedisScanner, ScriptClient {
   /** A cluster client's master nodes: `list` and `purge` scan each of them, since SCAN walks one node. */
@@ -316,8 +317,8 @@ function resolveOptions(options: RedisStoreOptions) {
 }
 
 /**
- * Whether the store batches its own commands: only on a standalone client (a Cluster's pipeline must
- * stay on one slot) that does not already pipeline by itself (ioredis `enableAutoPipelining`).
+ * Whether the store batches its own commands: only on a standalone client (a Cluster's commands go to
+ * many nodes' connections) that does not already pipeline by itself (ioredis `enableAutoPipelining`).
  */
 function pipelines(client: RedisLike): boolean {
   const autoPipelining = (client as { options?: { enableAutoPipelining?: unknown } }).options
