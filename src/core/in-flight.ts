@@ -43,7 +43,12 @@ export function flightsOf(store: IdempotencyStore): Flights {
 function file<T extends Filed>(table: Table<T>, key: string, entry: T): void {
   const slot = table.size === 0 ? undefined : table.get(key);
   if (slot === undefined) table.set(key, entry);
-  else if (slot instanceof Map) slot.set(entry.scope, entry);
+  else fileBeside(table, key, slot, entry);
+}
+
+/** File `entry` under a key that already has an entry, in its scope or in others (rare: kept out of `file`). */
+function fileBeside<T extends Filed>(table: Table<T>, key: string, slot: T | Map<string, T>, entry: T): void {
+  if (slot instanceof Map) slot.set(entry.scope, entry);
   else if (slot.scope === entry.scope) table.set(key, entry);
   else
     table.set(
@@ -59,10 +64,14 @@ function file<T extends Filed>(table: Table<T>, key: string, entry: T): void {
 function unfile<T extends Filed>(table: Table<T>, key: string, entry: T): void {
   const slot = table.get(key);
   if (slot === entry) table.delete(key);
-  else if (slot instanceof Map && slot.get(entry.scope) === entry) {
-    slot.delete(entry.scope);
-    if (slot.size === 0) table.delete(key);
-  }
+  else if (slot instanceof Map) unfileBeside(table, key, slot, entry);
+}
+
+/** Take `entry` out of its key's entries by scope, if it is still there. */
+function unfileBeside<T extends Filed>(table: Table<T>, key: string, scopes: Map<string, T>, entry: T): void {
+  if (scopes.get(entry.scope) !== entry) return;
+  scopes.delete(entry.scope);
+  if (scopes.size === 0) table.delete(key);
 }
 
 /** The entry of (scope, key), if any. */
