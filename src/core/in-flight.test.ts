@@ -2,7 +2,17 @@ import { getEventListeners } from "node:events";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
 import { systemClock } from "./clock.js";
-import { beginFlight, endFlight, flightCount, waitForOutcome } from "./in-flight.js";
+import {
+  beginFlight,
+  claimOnItsWay,
+  endFlight,
+  flightCount,
+  flightsOf,
+  holderOf,
+  markClaim,
+  unmarkClaim,
+  waitForOutcome,
+} from "./in-flight.js";
 import { memoryStore } from "./memory-store.js";
 
 /** Whether `promise` has settled once pending callbacks ran. */
@@ -52,6 +62,56 @@ describe("flights in this process", () => {
     endFlight(current);
     expect(await settled(waiting)).toBe(true);
     expect(flightCount(store)).toBe(0);
+  });
+
+  it("files one key in tens of thousands of scopes at once, each found in its own scope and each removed", async () => {
+    // A key made from the arguments is the same in every tenant's scope: a batch over all tenants holds it
+    // in all their scopes at once. Filing must neither walk the other scopes nor nest a call per scope.
+    const store = memoryStore();
+    const flights = flightsOf(store);
+    const n = 40_000;
+    const claim = store.claim({
+      scope: "s",
+      key: "k",
+      tool: "t",
+      fingerprint: "f",
+      token: "t",
+      leaseMs: 1_000,
+      ttlMs: 10_000,
+      now: 0,
+    });
+    const marks = Array.from({ length: n }, (_, i) => markClaim(flights, `s${i}`, "k", claim));
+    const held = Array.from({ length: n }, (_, i) => beginFlight(store, `s${i}`, "k", `t${i}`));
+    expect(flightCount(store)).toBe(2 * n);
+    for (const i of [0, 1, n / 2, n - 1]) {
+      expect(claimOnItsWay(flights, `s${i}`, "k")).toBe(claim);
+      expect(holderOf(store, `s${i}`, "k")?.token).toBe(`t${i}`);
+    }
+    expect(holderOf(store, "other", "k")).toBeUndefined();
+    for (const mark of marks) unmarkClaim(flights, "k", mark);
+    for (const flight of held) endFlight(flight);
+    expect(flightCount(store)).toBe(0);
+    expect(flights.claims.size + flights.calls.size).toBe(0);
+    await claim;
+  });
+
+  it("keeps the entries of other scopes on a key when one scope's entry is displaced or removed", () => {
+    const store = memoryStore();
+    const a = beginFlight(store, "a", "k", "ta");
+    const b = beginFlight(store, "b", "k", "tb");
+    const c = beginFlight(store, "c", "k", "tc");
+    // A takeover in scope b displaces b's flight; b's end then leaves the new one alone.
+    const b2 = beginFlight(store, "b", "k", "tb2");
+    endFlight(b);
+    expect(holderOf(store, "b", "k")).toBe(b2);
+    endFlight(a);
+    expect(holderOf(store, "a", "k")).toBeUndefined();
+    expect(holderOf(store, "c", "k")).toBe(c);
+    expect(holderOf(store, "b", "k")).toBe(b2);
+    endFlight(c);
+    endFlight(b2);
+    expect(flightCount(store)).toBe(0);
+    expect(flightsOf(store).calls.size).toBe(0);
   });
 
   it("waits the whole time when no call in this process holds the key, and leaves no listener on the caller's signal", async () => {

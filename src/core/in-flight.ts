@@ -7,22 +7,25 @@ import { type ClaimResult, type IdempotencyRecord, type IdempotencyStore, Record
  * that sent it (its flight) to end and learns its outcome at that moment instead of at its next poll. Other
  * processes still poll the store, and so does a repeat whose joined claim did not land.
  *
- * Both tables file an entry by its key alone, and chain the entries of one key in other scopes (rare): a
- * call builds no record id for them, which on a replay, that only marks its claim and unmarks it on the
- * answer, costs more than the rest of the bookkeeping.
+ * Both tables file an entry by its key alone, and the entries of one key in several scopes (rare) in a map
+ * by scope: a call builds no record id for them, which on a replay, that only marks its claim and unmarks it
+ * on the answer, costs more than the rest of the bookkeeping. A key shared by many scopes at once (a key
+ * made from the arguments, the same in every tenant's scope) costs each call one more lookup, not a walk.
  */
 export interface Flights {
   /** The claims on their way. */
-  readonly claims: Map<string, ClaimMark>;
+  readonly claims: Table<ClaimMark>;
   /** The calls that hold the claim on a key, until they end. */
-  readonly calls: Map<string, Flight>;
+  readonly calls: Table<Flight>;
 }
 
-/** An entry filed by key, chained to the entry of the same key in another scope. */
-interface Filed<T> {
+/** An entry filed by key, in its scope. */
+interface Filed {
   readonly scope: string;
-  next: T | undefined;
 }
+
+/** Entries by key: the one entry of the key, or its entries by scope once it has had two scopes at once. */
+type Table<T extends Filed> = Map<string, T | Map<string, T>>;
 
 const running = new WeakMap<IdempotencyStore, Flights>();
 
@@ -37,56 +40,59 @@ export function flightsOf(store: IdempotencyStore): Flights {
 }
 
 /** File `entry` under `key`, displacing the entry of its scope there, if any. */
-function file<T extends Filed<T>>(table: Map<string, T>, key: string, entry: T): void {
-  if (table.size !== 0) entry.next = withoutScope(table.get(key), entry.scope);
-  table.set(key, entry);
+function file<T extends Filed>(table: Table<T>, key: string, entry: T): void {
+  const slot = table.size === 0 ? undefined : table.get(key);
+  if (slot === undefined) table.set(key, entry);
+  else fileBeside(table, key, slot, entry);
 }
 
-/** The chain less its entry in `scope`. */
-function withoutScope<T extends Filed<T>>(entry: T | undefined, scope: string): T | undefined {
-  if (entry === undefined) return undefined;
-  if (entry.scope === scope) return entry.next;
-  entry.next = withoutScope(entry.next, scope);
-  return entry;
+/** File `entry` under a key that already has an entry, in its scope or in others (rare: kept out of `file`). */
+function fileBeside<T extends Filed>(table: Table<T>, key: string, slot: T | Map<string, T>, entry: T): void {
+  if (slot instanceof Map) slot.set(entry.scope, entry);
+  else if (slot.scope === entry.scope) table.set(key, entry);
+  else
+    table.set(
+      key,
+      new Map([
+        [slot.scope, slot],
+        [entry.scope, entry],
+      ]),
+    );
 }
 
 /** Take `entry` out of the table, if it is still there (a later one in its scope may have displaced it). */
-function unfile<T extends Filed<T>>(table: Map<string, T>, key: string, entry: T): void {
-  const head = table.get(key);
-  if (head === entry) {
-    if (entry.next === undefined) table.delete(key);
-    else table.set(key, entry.next);
-    return;
-  }
-  for (let e = head; e !== undefined; e = e.next) {
-    if (e.next === entry) {
-      e.next = entry.next;
-      return;
-    }
-  }
+function unfile<T extends Filed>(table: Table<T>, key: string, entry: T): void {
+  const slot = table.get(key);
+  if (slot === entry) table.delete(key);
+  else if (slot instanceof Map) unfileBeside(table, key, slot, entry);
+}
+
+/** Take `entry` out of its key's entries by scope, if it is still there. */
+function unfileBeside<T extends Filed>(table: Table<T>, key: string, scopes: Map<string, T>, entry: T): void {
+  if (scopes.get(entry.scope) !== entry) return;
+  scopes.delete(entry.scope);
+  if (scopes.size === 0) table.delete(key);
 }
 
 /** The entry of (scope, key), if any. */
-function find<T extends Filed<T>>(table: Map<string, T>, scope: string, key: string): T | undefined {
+function find<T extends Filed>(table: Table<T>, scope: string, key: string): T | undefined {
   // Most often the table is empty: then the key is not even looked up.
   if (table.size === 0) return undefined;
-  for (let e = table.get(key); e !== undefined; e = e.next) {
-    if (e.scope === scope) return e;
-  }
-  return undefined;
+  const slot = table.get(key);
+  if (slot === undefined) return undefined;
+  if (slot instanceof Map) return slot.get(scope);
+  return slot.scope === scope ? slot : undefined;
 }
 
 /** How many entries the table holds. */
-function countFiled<T extends Filed<T>>(table: Map<string, T>): number {
+function countFiled<T extends Filed>(table: Table<T>): number {
   let count = 0;
-  for (const head of table.values()) {
-    for (let e: T | undefined = head; e !== undefined; e = e.next) count++;
-  }
+  for (const slot of table.values()) count += slot instanceof Map ? slot.size : 1;
   return count;
 }
 
 /** A claim on its way from this process, which a repeat on its (scope, key) may join. */
-export interface ClaimMark extends Filed<ClaimMark> {
+export interface ClaimMark extends Filed {
   readonly claim: Promise<ClaimResult>;
 }
 
@@ -101,7 +107,7 @@ export function markClaim(
   key: string,
   claim: Promise<ClaimResult>,
 ): ClaimMark {
-  const mark: ClaimMark = { scope, next: undefined, claim };
+  const mark: ClaimMark = { scope, claim };
   file(flights.claims, key, mark);
   return mark;
 }
@@ -124,8 +130,8 @@ export function claimOnItsWay(
 }
 
 /** One call that holds the claim on a key: repeats in this process wait on `landed`. */
-export interface Flight extends Filed<Flight> {
-  readonly calls: Map<string, Flight>;
+export interface Flight extends Filed {
+  readonly calls: Table<Flight>;
   readonly key: string;
   /** The owner token of the claim the call holds: a repeat that joined that claim finds the call by it. */
   readonly token: string;
@@ -149,7 +155,6 @@ export function beginFlight(store: IdempotencyStore, scope: string, key: string,
   const calls = flightsOf(store).calls;
   const flight: Flight = {
     scope,
-    next: undefined,
     calls,
     key,
     token,
