@@ -89,9 +89,16 @@ if $with_better_sqlite3; then
       echo "$me: cannot tell which Node built $built; leaving it (it may shadow the other builds)" >&2
     fi
   fi
+  # Whether an addon loads in this Node: a build against another Node's headers does not (ABI mismatch).
+  loads() { "$node" -e 'process.dlopen({ exports: {} }, process.argv[1])' "$1" 2>/dev/null; }
+  if [[ -f $binding/better_sqlite3.node ]] && ! loads "$binding/better_sqlite3.node"; then
+    echo "$me: the better-sqlite3 build for Node $version (ABI $abi) does not load in it; replacing it" >&2
+    rm -f "$binding/better_sqlite3.node"
+  fi
   if ! [[ -f $binding/better_sqlite3.node ]]; then
     bs3_version="$("$node" -p "require('$module/package.json').version")"
     stored="$cache/better-sqlite3/$bs3_version/node-v$abi-$platform-$arch/better_sqlite3.node"
+    if [[ -f $stored ]] && ! loads "$stored"; then rm -f "$stored"; fi
     if ! [[ -f $stored ]]; then
       echo "$me: building better-sqlite3 $bs3_version for Node $version (ABI $abi): about a minute, once" >&2
       work="$(mktemp -d)"
@@ -100,8 +107,11 @@ if $with_better_sqlite3; then
       rm -rf "$work/better-sqlite3/build" "$work/better-sqlite3/lib/binding"
       gyp="$(dirname "$(command -v npm)")/../lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js"
       [[ -f $gyp ]] || gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
-      if ! (cd "$work/better-sqlite3" && PATH="$home/bin:$PATH" "$node" "$gyp" rebuild --release \
-        --nodedir="$home" --jobs="$(nproc 2>/dev/null || echo 2)" >"$work/build.log" 2>&1); then
+      # npm hands its own nodedir (often the system Node's headers) to node-gyp through the environment
+      # of every script it runs, and node-gyp prefers it: name this Node's headers there too.
+      if ! (cd "$work/better-sqlite3" && PATH="$home/bin:$PATH" npm_config_nodedir="$home" \
+        "$node" "$gyp" rebuild --release --nodedir="$home" --jobs="$(nproc 2>/dev/null || echo 2)" \
+        >"$work/build.log" 2>&1) || ! loads "$work/better-sqlite3/build/Release/better_sqlite3.node"; then
         tail -n 30 "$work/build.log" >&2
         echo "$me: could not build better-sqlite3 for Node $version (needs python3, make and a C++ compiler)" >&2
         exit 1
