@@ -102,16 +102,26 @@ describe("redisStore options and shape", () => {
 });
 
 describe("redisStore judges leases by the server's clock", () => {
-  it("reports Redis's TIME as the claim's clock, whatever the request's now says", async () => {
-    const store = redisStore({ client, prefix: await fresh() });
+  it("a claim's record takes Redis's TIME, whatever the request's now says", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
     const before = await serverNow();
-    const claim = await store.claim(claimRequest({ now: Date.now() + 3 * 3_600_000 }));
+    const request = claimRequest({ now: Date.now() + 3 * 3_600_000 });
+    const claim = await store.claim(request);
     const after = await serverNow();
-    expect(claim.claimed).toBe(true);
-    expect(claim.now).toBeGreaterThanOrEqual(before);
-    expect(claim.now).toBeLessThanOrEqual(after);
-    expect(claim.record.createdAt).toBe(claim.now);
-    expect(claim.record.leaseExpiresAt).toBe(claim.now + 60_000);
+    // One plain command: its reply says only that it claimed, so the request's time stands in.
+    expect(claim).toMatchObject({ claimed: true, now: request.now });
+    const stored = (await store.get(request, 0))!;
+    expect(stored.createdAt).toBeGreaterThanOrEqual(before);
+    expect(stored.createdAt).toBeLessThanOrEqual(after);
+    expect(stored).toMatchObject({ updatedAt: stored.createdAt, leaseExpiresAt: stored.createdAt + 60_000 });
+
+    // The script claim (a clock offset, as in tests) reports the TIME it judged by.
+    const scripted = redisStore({ client, prefix, clockOffsetMs: () => 0 });
+    const second = await scripted.claim(claimRequest({ key: "order-2", now: request.now }));
+    expect(second.now).toBeGreaterThanOrEqual(before);
+    expect(second.now).toBeLessThanOrEqual(await serverNow());
+    expect(second.record).toMatchObject({ createdAt: second.now, leaseExpiresAt: second.now + 60_000 });
   });
 
   it("a worker whose clock runs hours ahead cannot take over a live lease; the server's time decides", async () => {
@@ -202,12 +212,14 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     return client.pexpiretime(recordName(prefix, record.scope, record.key));
   }
 
-  it("sets the key's PEXPIRETIME to expiresAt on claim, renew, settle and takeover (server clock)", async () => {
+  it("expires the key the millisecond before the record on claim, renew, settle and takeover (server clock)", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    const claimed = (await store.claim(claimRequest({ leaseMs: 30_000, ttlMs: 10_000 }))).record;
+    const request = claimRequest({ leaseMs: 30_000, ttlMs: 10_000 });
+    expect((await store.claim(request)).claimed).toBe(true);
+    const claimed = (await store.get(request, 0))!;
     expect(claimed.expiresAt).toBe(claimed.leaseExpiresAt + 10_000);
-    expect(await expiryOf(prefix, claimed)).toBe(claimed.expiresAt);
+    expect(await expiryOf(prefix, claimed)).toBe(claimed.expiresAt - 1);
     const ttl = await client.pttl(recordName(prefix, "tenant-a", "order-1"));
     expect(ttl).toBeGreaterThan(35_000);
     expect(ttl).toBeLessThanOrEqual(40_000);
@@ -215,7 +227,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     expect(await store.renew({ ...claimed, leaseMs: 90_000, ttlMs: 10_000, now: 0 })).toBe(true);
     const renewed = await store.get(claimed, 0);
     expect(renewed!.expiresAt).toBe(renewed!.leaseExpiresAt + 10_000);
-    expect(await expiryOf(prefix, renewed!)).toBe(renewed!.expiresAt);
+    expect(await expiryOf(prefix, renewed!)).toBe(renewed!.expiresAt - 1);
 
     const settled = await store.settle({
       ...claimed,
@@ -225,7 +237,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
       ttlMs: DAY,
       now: 0,
     });
-    expect(await expiryOf(prefix, settled!)).toBe(settled!.expiresAt);
+    expect(await expiryOf(prefix, settled!)).toBe(settled!.expiresAt - 1);
 
     const taken = await store.takeover({
       ...claimed,
@@ -235,16 +247,17 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
       ttlMs: 1_000,
       now: 0,
     });
-    expect(await expiryOf(prefix, taken!)).toBe(settled!.expiresAt);
+    expect(await expiryOf(prefix, taken!)).toBe(settled!.expiresAt - 1);
   });
 
   it("with the request clock, Redis deletes a record no earlier than its expiresAt nor its remaining life", async () => {
+    // Redis keeps a key through its expiry's millisecond: an expiry of expiresAt - 1 is gone at expiresAt.
     const prefix = await fresh();
     const store = redisStore({ client, prefix, clock: "request" });
     const ahead = Date.now() + 7 * DAY;
     const early = (await store.claim(claimRequest({ key: "ahead", now: ahead, leaseMs: 1_000, ttlMs: DAY })))
       .record;
-    expect(await expiryOf(prefix, early)).toBe(ahead + 1_000 + DAY);
+    expect(await expiryOf(prefix, early)).toBe(ahead + 1_000 + DAY - 1);
 
     // A caller whose clock runs a day behind Redis's: its record still lives its full hour by Redis's clock.
     const behind = Date.now() - DAY;
@@ -255,7 +268,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     const expiry = await expiryOf(prefix, late);
     const now = await serverNow();
     expect(expiry).toBeGreaterThan(now + 3_500_000);
-    expect(expiry).toBeLessThanOrEqual(now + 3_601_000);
+    expect(expiry).toBeLessThan(now + 3_601_000);
   });
 
   it("leaves purge to Redis under the server clock", async () => {

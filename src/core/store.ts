@@ -98,7 +98,13 @@ export async function settleOwn(
   return current?.token === request.token && current.status === request.status ? current : null;
 }
 
-/** What a claim found. `now` is the clock the store judged by, so the core can tell a live lease from a stale one. */
+/**
+ * What a claim found. `now` is the clock the store judged by, so the core can tell a live lease from a
+ * stale one. A store that cannot read its clock when it claims, or when it finds a completed or failed
+ * record (whose lease nobody judges), may answer another time instead: the request's `now` for a claim
+ * that landed, and for a settled record any time no earlier than its clock's (at most the record's last
+ * live millisecond), so that whoever caches the record judges it expired no later than the store would.
+ */
 export type ClaimResult =
   | { readonly claimed: true; readonly record: IdempotencyRecord; readonly now: number }
   | { readonly claimed: false; readonly record: IdempotencyRecord; readonly now: number };

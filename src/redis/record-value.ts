@@ -10,10 +10,37 @@
  * expiry comes first, so a script can judge a record live from the value's first digits.
  */
 import { Buffer } from "node:buffer";
-import type { IdempotencyRecord, RecordStatus } from "../core/store.js";
+import type { ClaimRequest, IdempotencyRecord, RecordStatus } from "../core/store.js";
 
 const header =
   /^(-?\d+) (in_progress|completed|failed|unknown) (-?\d+) (-?\d+) (-?\d+) (\d+) (\d+) (\d+) (\d+) (-|\d+) (-|\d+)\n/;
+
+/**
+ * What a claim made by a plain command writes (`SET key stub NX GET PX <leaseMs + ttlMs - 1>`): the
+ * record it stands for without its times, which a plain command cannot read off the server's clock.
+ *
+ *   ~ <leaseMs> <ttlMs> 1 <#token> <#tool> <#fingerprint> - -\n<token><tool><fingerprint>
+ *
+ * The key's expiry, set by the server when the claim landed, holds them instead, and the scripts read a
+ * stub as the record it stands for. Nothing else starts with "~": a record starts with its expiry's digits.
+ */
+export function claimStub(request: ClaimRequest): string {
+  return `~ ${request.leaseMs} ${request.ttlMs}${claimTail(request)}`;
+}
+
+/** The key's life in ms for a stub: its expiry is the millisecond before the record's (see scripts.ts). */
+export function claimStubLifeMs(request: ClaimRequest): number {
+  return request.leaseMs + request.ttlMs - 1;
+}
+
+/**
+ * A claim's record after its times: ` <attempts> <#token> <#tool> <#fingerprint> - -\n<token><tool><fingerprint>`
+ * (above), attempt 1 with no result or error yet.
+ */
+export function claimTail(request: ClaimRequest): string {
+  const { token, tool, fingerprint } = request;
+  return ` 1 ${Buffer.byteLength(token)} ${Buffer.byteLength(tool)} ${Buffer.byteLength(fingerprint)} - -\n${token}${tool}${fingerprint}`;
+}
 
 /** What a settle sent: the record it returns ends at the fingerprint, and these complete it. */
 export interface Outcome {

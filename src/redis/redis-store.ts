@@ -9,14 +9,16 @@ import {
 } from "../core/list-paging.js";
 import { durationOption, invalidOption } from "../core/option-checks.js";
 import {
+  type ClaimRequest,
   claimedRecord,
   type IdempotencyRecord,
   type IdempotencyStore,
   type ListPage,
   type RecordId,
+  RecordStatus,
 } from "../core/store.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
-import { readRecord, toRecord } from "./record-value.js";
+import { claimStub, claimStubLifeMs, readRecord, toRecord } from "./record-value.js";
 import { type ScriptClient, scriptRunner } from "./script-runner.js";
 import {
   claimScript,
@@ -49,6 +51,12 @@ export interface RedisScanner {
  * corked until the end of the tick (each script stays a command of its own), or without one, `pipeline`.
  */
 export interface RedisLike extends RedisScanner, ScriptClient {
+  /**
+   * Plain `SET key value PX ms NX GET` (Redis 7 or later): a claim in one plain command, without a
+   * script, when the store judges by the server's clock. Without it, or on an older Redis, every claim
+   * is a script.
+   */
+  set?(key: string, value: string, px: "PX", ms: number, nx: "NX", get: "GET"): Promise<string | null>;
   /** A cluster client's master nodes: `list` and `purge` scan each of them, since SCAN walks one node. */
   nodes?(role: "master"): readonly RedisScanner[];
 }
@@ -110,8 +118,13 @@ const scanCount = 1000;
  * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-alice" });
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
-  const { client, prefix, commandTimeoutMs, clock, offsetMs } = resolveOptions(options);
-  const { run, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
+  const { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero } = resolveOptions(options);
+  const { run, runPlain, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
+  // A claim is one plain command, SET NX GET, when a key being there means its record is live by the
+  // clock the store judges by: the server's own, with no offset (the scripts expire a key the millisecond
+  // before its record). It writes a stub that the scripts read as its record. Off for good once Redis
+  // answers that it does not know the command's form (before 7.0).
+  let plainClaims = clock === "server" && offsetIsZero && typeof client.set === "function";
 
   // ARGV[1] and ARGV[2] of a clocked script: the request's time, or "" and the offset for the server's.
   const clockNow = (now: number): string => {
@@ -145,6 +158,28 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     prefix,
 
     async claim(request) {
+      if (plainClaims && stubFits(request)) {
+        const name = nameOf(request);
+        try {
+          const reply = await runPlain("claim", () =>
+            client.set!(name, claimStub(request), "PX", claimStubLifeMs(request), "NX", "GET"),
+          );
+          // Claimed: the request's time stands in for the server's, which the reply does not carry.
+          if (reply === null)
+            return { claimed: true, record: claimedRecord(request, request.now), now: request.now };
+          const record = readRecord(request.scope, request.key, reply);
+          // A settled record that is there is live (its key goes the millisecond before it expires), and
+          // replaying it needs no clock: the server's time then was before its key's expiry.
+          if (record?.status === RecordStatus.completed || record?.status === RecordStatus.failed) {
+            return { claimed: false, record, now: record.expiresAt - 1 };
+          }
+          // A record in progress or unknown is judged by the server's time, which the script reads; a stub
+          // is read as its record there, and anything else is refused there.
+        } catch (error) {
+          if (!isUnknownSyntax(error)) throw error;
+          plainClaims = false;
+        }
+      }
       const reply = await run(
         claimScript,
         nameOf(request),
@@ -313,7 +348,27 @@ function resolveOptions(options: RedisStoreOptions) {
     }
     return Math.round(value);
   };
-  return { client, prefix, commandTimeoutMs, clock, offsetMs };
+  return { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero: offset === 0 };
+}
+
+/**
+ * Whether a request's stub is well formed: whole, non-negative ms, and a key life of at least 1 ms
+ * (anything else the script claim handles, or refuses).
+ */
+function stubFits(request: ClaimRequest): boolean {
+  const { leaseMs, ttlMs } = request;
+  return (
+    Number.isSafeInteger(leaseMs) &&
+    Number.isSafeInteger(ttlMs) &&
+    leaseMs >= 0 &&
+    ttlMs >= 0 &&
+    claimStubLifeMs(request) >= 1
+  );
+}
+
+/** Redis before 7.0 answers SET with both NX and GET (6.2), or with GET at all (older), this way; unapplied. */
+function isUnknownSyntax(error: unknown): boolean {
+  return error instanceof Error && /^ERR syntax error/i.test(error.message);
 }
 
 /**

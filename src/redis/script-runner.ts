@@ -123,31 +123,34 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
     corked = undefined;
     stream.uncork();
   };
+  /** Sends with `write`, holding it back with the tick's others; false (nothing sent) without a stream to cork. */
+  const writeCorked = (write: () => void): boolean => {
+    const stream = client.stream;
+    if (typeof stream?.cork !== "function") return false;
+    if (corked === undefined) {
+      // The first goes out at once; the stream is corked after it until the end of this tick.
+      write();
+      corked = stream;
+      corkedCount = 0;
+      stream.cork();
+      process.nextTick(uncork);
+      return true;
+    }
+    write();
+    // A full batch goes at once: Redis starts on it while the callers still in this tick queue more.
+    if (++corkedCount >= maxBatch) {
+      corked.uncork();
+      corked.cork();
+      corkedCount = 0;
+    }
+    return true;
+  };
   const send = (command: Queued): void => {
     if (!pipelining || !loaded.has(command.script)) {
       sendAlone(command);
       return;
     }
-    const stream = client.stream;
-    if (typeof stream?.cork === "function") {
-      if (corked === undefined) {
-        // The first goes out at once; the stream is corked after it until the end of this tick.
-        sendAlone(command);
-        corked = stream;
-        corkedCount = 0;
-        stream.cork();
-        process.nextTick(uncork);
-        return;
-      }
-      sendAlone(command);
-      // A full batch goes at once: Redis starts on it while the callers still in this tick queue more.
-      if (++corkedCount >= maxBatch) {
-        corked.uncork();
-        corked.cork();
-        corkedCount = 0;
-      }
-      return;
-    }
+    if (writeCorked(() => sendAlone(command))) return;
     if (batch === undefined) {
       batch = [];
       process.nextTick(flushing);
@@ -162,6 +165,17 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
   return {
     run: (script: RedisScript, name: string, args: readonly string[] = []) =>
       settled<unknown>(script.name, ({ resolve, reject }) => send({ script, name, args, resolve, reject })),
+    /**
+     * A plain command, `command()` on the client, under the same deadline, and held back with the
+     * tick's scripts on a corked connection (a plain command never goes in a pipeline: alone otherwise).
+     */
+    runPlain: (operation: string, command: () => Promise<unknown>) =>
+      settled<unknown>(operation, ({ resolve, reject }) => {
+        const write = () => {
+          command().then(resolve, reject);
+        };
+        if (!pipelining || !writeCorked(write)) write();
+      }),
     within,
   };
 }

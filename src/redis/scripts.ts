@@ -4,7 +4,9 @@
  *
  * A record is one string (see record-value.ts): a one-line header of decimal fields, then its strings
  * back to back, each exactly as many bytes long as the header says, so a script reads it with one GET,
- * writes it with one SET and hands it back as one bulk string.
+ * writes it with one SET and hands it back as one bulk string. A claim made by a plain command instead
+ * writes a stub (see `claimStub`), whose times are the key's expiry: every script that reads a record
+ * reads a stub as the record it stands for.
  *
  * Every script but release, peek and delete starts with the same two arguments, the clock it judges by:
  * ARGV[1] is the caller's time in epoch ms, or "" for the server's `TIME`; ARGV[2] is an offset in ms
@@ -15,6 +17,7 @@
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import type { ClaimRequest, RenewRequest, SettleRequest, TakeoverRequest } from "../core/store.js";
+import { claimTail } from "./record-value.js";
 
 export interface RedisScript {
   readonly name: string;
@@ -55,6 +58,23 @@ const layout = `
 local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) (%d+) ([%d-]+) ([%d-]+)\\n()'
 `;
 
+// A stub (\`claimStub\`) read as the record it stands for, in \`v\`: the claim's times come from the key's
+// expiry, which the server set by its own clock when the claim landed (PEXPIRETIME + 1 is when the record
+// expires; ttlMs before that its lease passes; leaseMs before that it was claimed). A stub whose key has
+// no expiry is left as it is, and is no record. Stubs exist only on Redis 7 and later, as PEXPIRETIME.
+const fromStub = `
+if string.byte(v, 1) == 126 then
+  local stubLease, stubTtl, stubTail = string.match(v, '^~ (%d+) (%d+)()')
+  local pe = stubLease and redis.call('PEXPIRETIME', KEYS[1]) or -1
+  if pe >= 0 then
+    local stubLeaseEnd = pe + 1 - tonumber(stubTtl)
+    local claimedAt = string.format('%d', stubLeaseEnd - tonumber(stubLease))
+    v = string.format('%d', pe + 1) .. ' in_progress ' .. string.format('%d', stubLeaseEnd) .. ' ' ..
+      claimedAt .. ' ' .. claimedAt .. string.sub(v, stubTail)
+  end
+end
+`;
+
 // Whether a value is a whole record, its sizes adding up (needs `layout`): checked before an expired
 // record is replaced or deleted, so nothing else at a record's key is ever taken for one.
 const recordCheck = `
@@ -82,20 +102,20 @@ end
 
 // Redis deletes the key by its own clock: never before the record's expiresAt, nor before the same
 // remaining life has passed on the server's clock (a caller whose clock runs behind never has its
-// records vanish early). With the server clock and no offset the two are the same instant.
+// records vanish early). With the server clock and no offset the two are the same instant. Redis keeps
+// a key through the millisecond of its expiry and a record is live only before its expiresAt, so the
+// key's expiry is the millisecond before: on the server's clock a key that is there holds a live record,
+// and a plain command may take its presence for liveness.
 const write = `
 local function store(v, at)
   redis.call('SET', KEYS[1], v)
-  redis.call('PEXPIREAT', KEYS[1], ms(math.max(at, server_now + (at - now))))
+  redis.call('PEXPIREAT', KEYS[1], ms(math.max(at, server_now + (at - now)) - 1))
 end
 `;
 
-// The same expiry as store's, for a script that wrote KEYS[1] itself, with \`expires\` (a number) and \`e\`
-// (its text) in scope: on the server's own clock, the common case, no second number is formatted.
+// The same expiry as store's, for a script that wrote KEYS[1] itself, with \`expires\` (a number) in scope.
 const expireAt = `
-local when = math.max(expires, server_now + (expires - now))
-if when ~= expires then e = string.format('%d', when) end
-redis.call('PEXPIREAT', KEYS[1], e)`;
+redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.max(expires, server_now + (expires - now)) - 1))`;
 
 /** A string's size in UTF-8 bytes, as Lua's # counts it. */
 function byteLength(text: string): number {
@@ -155,6 +175,7 @@ export const claimScript = script<ClaimRequest>(
   `
 local v = redis.call('GET', KEYS[1])
 if v then
+  ${fromStub}
   local expires = tonumber(string.match(v, '^%-?%d+'))
   if not expires or expires > now then return {now, v} end
   ${layout}${recordCheck}
@@ -171,15 +192,6 @@ return now
 `,
 );
 
-/**
- * A claim's record after its times: ` <attempts> <#token> <#tool> <#fingerprint> - -\n<token><tool><fingerprint>`
- * (record-value.ts), attempt 1 with no result or error yet.
- */
-function claimTail(request: ClaimRequest): string {
-  const { token, tool, fingerprint } = request;
-  return ` 1 ${byteLength(token)} ${byteLength(tool)} ${byteLength(fingerprint)} - -\n${token}${tool}${fingerprint}`;
-}
-
 /** Returns the new record's value, or nil. */
 export const takeoverScript = script<TakeoverRequest>(
   "takeover",
@@ -193,7 +205,7 @@ export const takeoverScript = script<TakeoverRequest>(
   `${codec}${write}
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
-local e, s, l, c, a, nt, ntool, nf, _, ne, at = string.match(v, layout)
+${fromStub}local e, s, l, c, a, nt, ntool, nf, _, ne, at = string.match(v, layout)
 if not e or tonumber(e) <= now or string.sub(v, at, at + nt - 1) ~= fromToken then return false end
 if not (s == 'unknown' or (s == 'in_progress' and tonumber(l) <= now)) then return false end
 local lease = now + tonumber(leaseMs)
@@ -228,7 +240,7 @@ export const settleScript = script<SettleRequest>(
   `${layout}
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
-local found, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
+${fromStub}local found, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
 -- Past the window too, while the record is still here: nobody claimed the key since.
 if not found or not (s == 'in_progress' or s == 'unknown') then return false end
 if string.sub(v, at, at + nt - 1) ~= token then return false end
@@ -251,7 +263,7 @@ export const renewScript = script<RenewRequest>(
   `${codec}${write}
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local e, s, _, c, a, nt, ntool, nf, nr, ne, at = string.match(v, layout)
+${fromStub}local e, s, _, c, a, nt, ntool, nf, nr, ne, at = string.match(v, layout)
 if not e or s ~= 'in_progress' or string.sub(v, at, at + nt - 1) ~= token then return 0 end
 local lease = now + tonumber(leaseMs)
 local expires = math.max(tonumber(e), lease + tonumber(ttlMs))
@@ -269,7 +281,7 @@ export const releaseScript = script<{ readonly token: string }>(
   `${codec}
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local e, s, _, _, _, nt, _, _, _, _, at = string.match(v, layout)
+${fromStub}local e, s, _, _, _, nt, _, _, _, _, at = string.match(v, layout)
 if not e or not (s == 'in_progress' or s == 'unknown') or string.sub(v, at, at + nt - 1) ~= token then return 0 end
 return redis.call('DEL', KEYS[1])
 `,
@@ -283,6 +295,7 @@ export const getScript = script(
   `
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
+${fromStub}
 local expires = tonumber(string.match(v, '^%-?%d+'))
 if not expires or expires > now then return v end
 ${layout}${recordCheck}
@@ -291,8 +304,18 @@ return v
 `,
 );
 
-/** For list: the record's value whatever its expiry (nil when absent). Takes no clock. */
-export const peekScript = script("peek", false, {}, "return redis.call('GET', KEYS[1])");
+/** For list: the record's value whatever its expiry, a stub read as its record (nil when absent). Takes no clock. */
+export const peekScript = script(
+  "peek",
+  false,
+  {},
+  `
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+${fromStub}
+return v
+`,
+);
 
 /** Returns 1 when it deleted the record, else 0. Takes no clock. */
 export const deleteScript = script("delete", false, {}, "return redis.call('DEL', KEYS[1])");
@@ -305,6 +328,7 @@ export const purgeScript = script(
   `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
+${fromStub}
 local expires = tonumber(string.match(v, '^%-?%d+'))
 if not expires or expires > now then return 0 end
 ${layout}${recordCheck}
