@@ -169,8 +169,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
             return { claimed: true, record: claimedRecord(request, request.now), now: request.now };
           const record = readRecord(request.scope, request.key, reply);
           // A settled record that is there is live (its key goes the millisecond before it expires), and
-          // replaying it needs no clock: the server's time then was before its key's expiry.
-          if (record?.status === RecordStatus.completed || record?.status === RecordStatus.failed) {
+          // replaying it needs no clock: the server's time then was before its key's expiry. Unless the key
+          // outlives its record (its expiry lifted or moved by another program, or set by a store on another
+          // clock): one the caller's clock already sees expired goes to the script, which judges it by the
+          // server's.
+          if (
+            (record?.status === RecordStatus.completed || record?.status === RecordStatus.failed) &&
+            record.expiresAt > request.now
+          ) {
             return { claimed: false, record, now: record.expiresAt - 1 };
           }
           // A record in progress or unknown is judged by the server's time, which the script reads; a stub

@@ -1,0 +1,60 @@
+// A plain claim replays a settled record because its key is there: that holds only while the key's expiry
+// is the millisecond before the record's. A key that outlives its record (its expiry lifted or moved by
+// someone else, or set by a store judging by another clock) must not make an expired record replay.
+import { describe, expect, it } from "vitest";
+import { redisStore } from "../src/redis/index.js";
+import { recordName } from "../src/redis/record-key.js";
+import { claimRequest } from "./fixtures/claim-request.js";
+import { redisTestFile } from "./fixtures/redis-test-file.js";
+
+const { client, fresh } = redisTestFile("plain-review");
+
+/** Redis's own clock, in epoch ms. */
+async function serverNow(): Promise<number> {
+  const [seconds, micros] = await client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+const completed = (key: string, token: string, ttlMs: number, now: number) => ({
+  scope: "tenant-a",
+  key,
+  token,
+  status: "completed" as const,
+  result: `"${key}"`,
+  error: null,
+  ttlMs,
+  now,
+});
+
+describe("redisStore plain claims never replay a record past its expiresAt", () => {
+  it("claims over a completed record whose key lost its expiry once the record has expired", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
+    await store.claim(claimRequest());
+    await store.settle(completed("order-1", "token-a", 60_000, Date.now()));
+    const name = recordName(prefix, "tenant-a", "order-1");
+    // The record as it stands once its window has passed, its key kept by a PERSIST (another program's,
+    // an operator's, a copy that dropped TTLs): expiresAt is a second ago by the server's clock.
+    const value = (await client.get(name))!;
+    const expiresAt = (await serverNow()) - 1_000;
+    await client.set(name, value.replace(/^\d+/, String(expiresAt)));
+    expect(await client.pexpiretime(name)).toBe(-1);
+
+    const again = await store.claim(claimRequest({ token: "token-b" }));
+    expect(again.claimed).toBe(true);
+  });
+
+  it("claims over a completed record a store on a clock behind the server's left with a longer-lived key", async () => {
+    const prefix = await fresh();
+    // A store judging by a clock 10 s behind Redis's (clock "request", or clockOffsetMs -10 000) on the
+    // same prefix: it keeps the key for the record's remaining life on Redis's clock, past its expiresAt.
+    const behind = redisStore({ client, prefix, clockOffsetMs: -10_000 });
+    const onServer = redisStore({ client, prefix });
+    await behind.claim(claimRequest({ leaseMs: 1_000, ttlMs: 5_000 }));
+    const settled = (await behind.settle(completed("order-1", "token-a", 5_000, Date.now())))!;
+    expect(settled.expiresAt).toBeLessThan(await serverNow());
+
+    const again = await onServer.claim(claimRequest({ token: "token-b" }));
+    expect(again.claimed).toBe(true);
+  });
+});
