@@ -133,15 +133,41 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     expect(await later.takeover(takeover)).toMatchObject({ token: "token-b", attempts: 2 });
   });
 
-  it("refuses a stub whose key lost its expiry, as anything else that is not a record", async () => {
+  it("gives a stub whose key lost its expiry a claim's life again, rather than leave the key stuck for good", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    await store.claim(claimRequest());
-    await client.persist(recordName(prefix, "tenant-a", "order-1"));
-    await expect(store.claim(claimRequest({ token: "token-b" }))).rejects.toThrow(/not an idempotool record/);
-    await expect(store.get(claimRequest(), 0)).rejects.toThrow(/not an idempotool record/);
-    expect(await store.release(claimRequest())).toBe(false);
-    expect(await store.settle(settle("order-1", "token-a"))).toBeNull();
+    await store.claim(claimRequest({ leaseMs: 5_000, ttlMs: 60_000 }));
+    const name = recordName(prefix, "tenant-a", "order-1");
+    await client.persist(name);
+    const before = await serverNow();
+    // Another caller finds the claim in progress, its lease restarted (its owner may still be running).
+    const holder = await store.claim(claimRequest({ token: "token-b" }));
+    expect(holder).toMatchObject({ claimed: false, record: { status: "in_progress", token: "token-a" } });
+    expect(holder.record.createdAt).toBeGreaterThanOrEqual(before);
+    expect(holder.record.leaseExpiresAt).toBe(holder.record.createdAt + 5_000);
+    expect(await client.pexpiretime(name)).toBe(holder.record.expiresAt - 1);
+    // Its owner still settles it, and the key keeps its window.
+    expect(await store.settle(settle("order-1", "token-a"))).toMatchObject({ status: "completed" });
+    expect(await client.pexpiretime(name)).toBeGreaterThan(0);
+  });
+
+  it("restores the expiry of a lost-expiry stub from whichever script reads it first", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
+    for (const key of ["get", "release", "renew", "settle", "list"]) {
+      await store.claim(claimRequest({ key }));
+      await client.persist(recordName(prefix, "tenant-a", key));
+    }
+    expect(await store.get(claimRequest({ key: "get" }), 0)).toMatchObject({ status: "in_progress" });
+    expect(await store.release(claimRequest({ key: "release" }))).toBe(true);
+    expect(await store.renew({ ...claimRequest({ key: "renew" }), leaseMs: 60_000, ttlMs: 60_000 })).toBe(
+      true,
+    );
+    expect(await store.settle(settle("settle", "token-a"))).toMatchObject({ status: "completed" });
+    expect((await store.list({ keyPrefix: "list" })).records).toMatchObject([{ status: "in_progress" }]);
+    for (const key of ["get", "renew", "settle", "list"]) {
+      expect(await client.pexpiretime(recordName(prefix, "tenant-a", key)), key).toBeGreaterThan(0);
+    }
   });
 
   it("a settled record is replayed by its key's presence: the key goes the millisecond before the record", async () => {

@@ -60,12 +60,21 @@ local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) 
 
 // A stub (\`claimStub\`) read as the record it stands for, in \`v\`: the claim's times come from the key's
 // expiry, which the server set by its own clock when the claim landed (PEXPIRETIME + 1 is when the record
-// expires; ttlMs before that its lease passes; leaseMs before that it was claimed). A stub whose key has
-// no expiry is left as it is, and is no record. Stubs exist only on Redis 7 and later, as PEXPIRETIME.
+// expires; ttlMs before that its lease passes; leaseMs before that it was claimed). A stub whose key lost
+// its expiry (another program's PERSIST, a copy that dropped TTLs) has lost its times: it gets a claim's
+// life again from now, as if it landed now, rather than stay no record for good (its lease restarts, so
+// nobody takes over an owner that may still run). Stubs exist only on Redis 7 and later, as PEXPIRETIME.
 const fromStub = `
 if string.byte(v, 1) == 126 then
   local stubLease, stubTtl, stubTail = string.match(v, '^~ (%d+) (%d+)()')
   local pe = stubLease and redis.call('PEXPIRETIME', KEYS[1]) or -1
+  if pe == -1 and stubLease then
+    local life = tonumber(stubLease) + tonumber(stubTtl) - 1
+    if life >= 1 then
+      redis.call('PEXPIRE', KEYS[1], string.format('%d', life))
+      pe = redis.call('PEXPIRETIME', KEYS[1])
+    end
+  end
   if pe >= 0 then
     local stubLeaseEnd = pe + 1 - tonumber(stubTtl)
     local claimedAt = string.format('%d', stubLeaseEnd - tonumber(stubLease))
