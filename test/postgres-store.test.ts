@@ -316,6 +316,29 @@ describe("postgresStore schema", () => {
     expect(counting.count).toBe(2);
   });
 
+  it("claims as one plain statement for a role that may not execute the claim function", async () => {
+    const name = table();
+    const role = `${name}_app`;
+    await postgresStore({ client: pool, table: name }).migrate();
+    // A DBA who revokes EXECUTE from PUBLIC by default, and grants the application only the table.
+    await pool.query(`REVOKE EXECUTE ON FUNCTION "${name}_claim_v1" FROM PUBLIC`);
+    await pool.query(`CREATE ROLE "${role}" NOLOGIN`);
+    const client = await pool.connect();
+    try {
+      await client.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${name}" TO "${role}"`);
+      await client.query(`SET ROLE "${role}"`);
+      const store = postgresStore({ client, table: name, clock: "request" });
+      expect((await store.claim(claimRequest())).claimed).toBe(true);
+      const replay = await store.claim(claimRequest({ token: "token-b" }));
+      expect(replay).toMatchObject({ claimed: false, record: { token: "token-a", status: "in_progress" } });
+    } finally {
+      await client.query("RESET ROLE");
+      client.release();
+      await pool.query(`DROP OWNED BY "${role}"`);
+      await pool.query(`DROP ROLE "${role}"`);
+    }
+  });
+
   it("uses a table someone else created without touching the catalog (a role without CREATE rights)", async () => {
     const name = table();
     const role = `${name}_app`;

@@ -72,8 +72,12 @@ export interface TableName {
   readonly table: string;
 }
 
-/** The SQLSTATE PostgreSQL answers a call to a function that does not exist. */
-export const undefinedFunctionSqlState = "42883";
+/**
+ * What PostgreSQL answers a call of the claim function the role cannot make: the function does not exist
+ * (undefined_function), or the role may not execute it (insufficient_privilege, where a DBA revoked
+ * EXECUTE from PUBLIC by default).
+ */
+export const claimFunctionUnusableSqlStates: ReadonlySet<string> = new Set(["42883", "42501"]);
 
 /** The SQLSTATE and message prefix of the migration's refusal of an UNLOGGED or temporary table. */
 export const notLoggedSqlState = "55000";

@@ -11,6 +11,7 @@ import {
 } from "./postgres-options.js";
 import {
   type ClaimRow,
+  claimFunctionUnusableSqlStates,
   type NamedStatement,
   notLoggedPrefix,
   notLoggedSqlState,
@@ -18,7 +19,6 @@ import {
   type RecordRow,
   type SettleRow,
   toRecord,
-  undefinedFunctionSqlState,
 } from "./postgres-statements.js";
 
 /** An idempotency store on a PostgreSQL table. */
@@ -152,8 +152,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         try {
           rows = await run("claim", statement.text, values, giveBack);
         } catch (error) {
-          // A table made without the function, for a role that may not create one: see claimStatement.
-          if (!viaFunction || sqlState(error) !== undefinedFunctionSqlState) throw error;
+          // A table made without the function, for a role that may not create one, or a function the role
+          // may not execute: see claimStatement. Where the role may not use the table either, the statement
+          // fails the same way.
+          if (!viaFunction || !claimFunctionUnusableSqlStates.has(sqlState(error) ?? "")) throw error;
           claimFunction = false;
           attempt--;
           continue;
