@@ -27,7 +27,9 @@ export interface PostgresStore extends IdempotencyStore {
   /** The table as given (or the default), unquoted. */
   readonly table: string;
   /**
-   * Create the table and its index if missing, and check that the table is an ordinary logged one.
+   * Create the table and its index if missing, check that the table is an ordinary logged one, and add
+   * the claim function (`<table>_claim_v1`, which makes claims cheaper) if missing and the role may
+   * create it; without it claims still work, as one plain statement.
    * Runs once per store on first use anyway; call it at deploy time if you manage schemas.
    */
   migrate(): Promise<void>;
