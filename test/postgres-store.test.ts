@@ -65,6 +65,47 @@ describe("postgresStore conformance (request clock)", () => {
   }
 });
 
+describe("postgresStore conformance (request clock, a role that may not create the claim function)", () => {
+  // A table an earlier version made, used by a role without CREATE rights in its schema: the migration
+  // cannot add the claim function, and every claim runs as one plain statement.
+  const role = `${freshTable()}_app`;
+  const rolePool = testPool({ max: 4 });
+  rolePool.on("connect", (client) => {
+    client.query(`SET ROLE "${role}"`).catch(() => {});
+  });
+  beforeAll(async () => {
+    await pool.query(`CREATE ROLE "${role}" NOLOGIN`);
+  });
+  afterAll(async () => {
+    await rolePool.end();
+    await pool.query(`DROP OWNED BY "${role}"`);
+    await pool.query(`DROP ROLE "${role}"`);
+  });
+  for (const c of storeConformanceCases({
+    name: "postgres",
+    create: async () => {
+      const name = freshTable();
+      await postgresStore({ client: pool, table: name }).migrate();
+      await pool.query(`DROP FUNCTION "${name}_claim_v1"`);
+      await pool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${name}" TO "${role}"`);
+      return {
+        store: postgresStore({ client: rolePool, table: name, clock: "request" }),
+        clock: fakeClock(),
+        cleanup: async () => {
+          await expect(
+            pool.query("SELECT to_regprocedure($1) AS fn", [
+              `"${name}_claim_v1"(text, text, text, text, text, bigint, bigint, bigint)`,
+            ]),
+          ).resolves.toMatchObject({ rows: [{ fn: null }] });
+          await dropTable(pool, name);
+        },
+      };
+    },
+  })) {
+    it(c.name, c.run);
+  }
+});
+
 describe("postgresStore options", () => {
   it("accepts pg.Pool and pg.Client as its client shape", () => {
     expectTypeOf<pg.Pool>().toExtend<PgQueryable>();
@@ -256,6 +297,46 @@ describe("postgresStore schema", () => {
     expect((error as Error).message).toMatch(/UNLOGGED/);
     const tool = idempotent(async () => "ran", { name: "t", store });
     expect(isIdempotencyError(await rejection(tool({}, { key: "k" })), "invalid_options")).toBe(true);
+  });
+
+  it("adds the claim function to a table an earlier version made, and claims through it in one statement", async () => {
+    const name = table();
+    await postgresStore({ client: pool, table: name }).migrate();
+    await pool.query(`DROP FUNCTION "${name}_claim_v1"`);
+    const counting = countingClient(pool);
+    const store = postgresStore({ client: counting, table: name, clock: "request" });
+    await store.migrate();
+    const { rows } = await pool.query<{ fn: string | null }>("SELECT to_regprocedure($1)::text AS fn", [
+      `"${name}_claim_v1"(text, text, text, text, text, bigint, bigint, bigint)`,
+    ]);
+    expect(rows[0]?.fn).not.toBeNull();
+    counting.reset();
+    expect((await store.claim(claimRequest())).claimed).toBe(true);
+    expect((await store.claim(claimRequest({ token: "token-b" }))).record.token).toBe("token-a");
+    expect(counting.count).toBe(2);
+  });
+
+  it("claims as one plain statement for a role that may not execute the claim function", async () => {
+    const name = table();
+    const role = `${name}_app`;
+    await postgresStore({ client: pool, table: name }).migrate();
+    // A DBA who revokes EXECUTE from PUBLIC by default, and grants the application only the table.
+    await pool.query(`REVOKE EXECUTE ON FUNCTION "${name}_claim_v1" FROM PUBLIC`);
+    await pool.query(`CREATE ROLE "${role}" NOLOGIN`);
+    const client = await pool.connect();
+    try {
+      await client.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${name}" TO "${role}"`);
+      await client.query(`SET ROLE "${role}"`);
+      const store = postgresStore({ client, table: name, clock: "request" });
+      expect((await store.claim(claimRequest())).claimed).toBe(true);
+      const replay = await store.claim(claimRequest({ token: "token-b" }));
+      expect(replay).toMatchObject({ claimed: false, record: { token: "token-a", status: "in_progress" } });
+    } finally {
+      await client.query("RESET ROLE");
+      client.release();
+      await pool.query(`DROP OWNED BY "${role}"`);
+      await pool.query(`DROP ROLE "${role}"`);
+    }
   });
 
   it("uses a table someone else created without touching the catalog (a role without CREATE rights)", async () => {
@@ -594,124 +675,141 @@ describe("postgresStore round trips", () => {
   });
 });
 
-describe("postgresStore under READ COMMITTED, with a second connection racing it", () => {
-  const insertSql = (name: string) =>
-    `INSERT INTO "${name}" (scope, key, tool, fingerprint, status, token, created_at, updated_at,
+// A claim runs through the table's claim function, or, where the schema has none (a role that may not create
+// one), as one plain statement: each must hold up against the same races.
+const claimPaths = [
+  { path: "the claim function", statementsAfterLostRace: 1 },
+  { path: "the plain claim statement", statementsAfterLostRace: 2 },
+] as const;
+
+describe.each(claimPaths)(
+  "postgresStore under READ COMMITTED, with a second connection racing $path",
+  ({ path, statementsAfterLostRace }) => {
+    const insertSql = (name: string) =>
+      `INSERT INTO "${name}" (scope, key, tool, fingerprint, status, token, created_at, updated_at,
        lease_expires_at, expires_at, attempts)
      VALUES ('tenant-a', 'order-1', 'send_email', $1, 'in_progress', $2, $3::bigint, $3::bigint,
        $3::bigint + 60000, $3::bigint + 86400000, 1)`;
 
-  /** Runs `claim` while `blocker` holds an uncommitted write on the key, then ends the blocker's transaction. */
-  async function race(
-    name: string,
-    write: (blocker: pg.Client) => Promise<unknown>,
-    end: "COMMIT" | "ROLLBACK",
-    request = claimRequest({ now: t0 + 1_000 }),
-  ) {
-    const counting = countingClient(pool);
-    const store = postgresStore({ client: counting, table: name, clock: "request" });
-    await store.migrate();
-    const blocker = new pg.Client({ connectionString: pgUrl });
-    await blocker.connect();
-    try {
-      await blocker.query("BEGIN");
-      await write(blocker);
-      counting.reset();
-      const claiming = store.claim(request);
-      // The claim's statement has started (its snapshot is taken) and waits for the blocker's row.
-      await eventually(async () => {
-        const { rows } = await pool.query(
-          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-          [`%"${name}"%`],
-        );
-        return rows.length > 0;
-      }, "the claim waits on the blocker's lock");
-      await blocker.query(end);
-      const outcome = await claiming;
-      return { outcome, statements: counting.count };
-    } finally {
-      await blocker.end();
-    }
-  }
-
-  it("returns the holder whose insert committed after the claim's snapshot, by looking again", async () => {
-    const name = table();
-    const { outcome, statements } = await race(
-      name,
-      (blocker) => blocker.query(insertSql(name), ["b".repeat(64), "token-blocker", t0]),
-      "COMMIT",
-    );
-    expect(outcome.claimed).toBe(false);
-    expect(outcome.record).toMatchObject({
-      token: "token-blocker",
-      fingerprint: "b".repeat(64),
-      attempts: 1,
-    });
-    // The first statement could not see the row it waited for; the second one did.
-    expect(statements).toBe(2);
-  });
-
-  it("claims the key when the racing insert rolls back, in one statement", async () => {
-    const name = table();
-    const { outcome, statements } = await race(
-      name,
-      (blocker) => blocker.query(insertSql(name), ["b".repeat(64), "token-blocker", t0]),
-      "ROLLBACK",
-    );
-    expect(outcome.claimed).toBe(true);
-    expect(outcome.record.token).toBe("token-a");
-    expect(statements).toBe(1);
-  });
-
-  it("returns the new holder when another claimant replaced an expired record first, never the expired one", async () => {
-    const name = table();
-    const seed = postgresStore({ client: pool, table: name, clock: "request" });
-    await seed.claim(claimRequest({ token: "token-old", leaseMs: 1_000, ttlMs: 1_000 }));
-    const later = t0 + 5_000;
-    const { outcome, statements } = await race(
-      name,
-      (blocker) =>
-        blocker.query(
-          `UPDATE "${name}" SET token = 'token-blocker', created_at = $1::bigint,
-             expires_at = $1::bigint + 86400000, lease_expires_at = $1::bigint + 60000 WHERE scope = 'tenant-a' AND key = 'order-1'`,
-          [later],
-        ),
-      "COMMIT",
-      claimRequest({ now: later + 1 }),
-    );
-    expect(outcome.claimed).toBe(false);
-    expect(outcome.record).toMatchObject({ token: "token-blocker", createdAt: later });
-    expect(statements).toBe(2);
-  });
-
-  it("lets exactly one of many connections claim a key, each on its own connection", async () => {
-    const name = table();
-    await postgresStore({ client: pool, table: name }).migrate();
-    const clients = await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        const client = new pg.Client({ connectionString: pgUrl });
-        await client.connect();
-        return client;
-      }),
-    );
-    try {
-      for (let round = 0; round < 10; round++) {
-        const outcomes = await Promise.all(
-          clients.map((client, i) =>
-            postgresStore({ client, table: name }).claim(
-              claimRequest({ key: `key-${round}`, token: `token-${i}` }),
-            ),
-          ),
-        );
-        const winners = outcomes.filter((o) => o.claimed);
-        expect(winners).toHaveLength(1);
-        for (const o of outcomes) expect(o.record.token).toBe(winners[0]!.record.token);
+    /** Runs `claim` while `blocker` holds an uncommitted write on the key, then ends the blocker's transaction. */
+    async function race(
+      name: string,
+      write: (blocker: pg.Client) => Promise<unknown>,
+      end: "COMMIT" | "ROLLBACK",
+      request = claimRequest({ now: t0 + 1_000 }),
+    ) {
+      const counting = countingClient(pool);
+      const store = postgresStore({ client: counting, table: name, clock: "request" });
+      await store.migrate();
+      if (path === "the plain claim statement") {
+        // A schema without the function: the store finds it missing on its first claim and keeps to the statement.
+        await pool.query(`DROP FUNCTION "${name}_claim_v1"`);
+        expect((await store.claim(claimRequest({ key: "another-order" }))).claimed).toBe(true);
       }
-    } finally {
-      await Promise.all(clients.map((client) => client.end()));
+      const blocker = new pg.Client({ connectionString: pgUrl });
+      await blocker.connect();
+      try {
+        await blocker.query("BEGIN");
+        await write(blocker);
+        counting.reset();
+        const claiming = store.claim(request);
+        // The claim's statement has started (its snapshot is taken) and waits for the blocker's row.
+        await eventually(async () => {
+          const { rows } = await pool.query(
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+            [`%"${name}%`],
+          );
+          return rows.length > 0;
+        }, "the claim waits on the blocker's lock");
+        await blocker.query(end);
+        const outcome = await claiming;
+        return { outcome, statements: counting.count };
+      } finally {
+        await blocker.end();
+      }
     }
-  });
-});
+
+    it("returns the holder whose insert committed after the claim's snapshot, by looking again", async () => {
+      const name = table();
+      const { outcome, statements } = await race(
+        name,
+        (blocker) => blocker.query(insertSql(name), ["b".repeat(64), "token-blocker", t0]),
+        "COMMIT",
+      );
+      expect(outcome.claimed).toBe(false);
+      expect(outcome.record).toMatchObject({
+        token: "token-blocker",
+        fingerprint: "b".repeat(64),
+        attempts: 1,
+      });
+      // The first read could not see the row the insert waited for; the next read, with a newer snapshot, did:
+      // inside the function, or in a second statement.
+      expect(statements).toBe(statementsAfterLostRace);
+    });
+
+    it("claims the key when the racing insert rolls back, in one statement", async () => {
+      const name = table();
+      const { outcome, statements } = await race(
+        name,
+        (blocker) => blocker.query(insertSql(name), ["b".repeat(64), "token-blocker", t0]),
+        "ROLLBACK",
+      );
+      expect(outcome.claimed).toBe(true);
+      expect(outcome.record.token).toBe("token-a");
+      expect(statements).toBe(1);
+    });
+
+    it("returns the new holder when another claimant replaced an expired record first, never the expired one", async () => {
+      const name = table();
+      const seed = postgresStore({ client: pool, table: name, clock: "request" });
+      await seed.claim(claimRequest({ token: "token-old", leaseMs: 1_000, ttlMs: 1_000 }));
+      const later = t0 + 5_000;
+      const { outcome, statements } = await race(
+        name,
+        (blocker) =>
+          blocker.query(
+            `UPDATE "${name}" SET token = 'token-blocker', created_at = $1::bigint,
+             expires_at = $1::bigint + 86400000, lease_expires_at = $1::bigint + 60000 WHERE scope = 'tenant-a' AND key = 'order-1'`,
+            [later],
+          ),
+        "COMMIT",
+        claimRequest({ now: later + 1 }),
+      );
+      expect(outcome.claimed).toBe(false);
+      expect(outcome.record).toMatchObject({ token: "token-blocker", createdAt: later });
+      expect(statements).toBe(statementsAfterLostRace);
+    });
+
+    it("lets exactly one of many connections claim a key, each on its own connection", async () => {
+      const name = table();
+      await postgresStore({ client: pool, table: name }).migrate();
+      if (path === "the plain claim statement") await pool.query(`DROP FUNCTION "${name}_claim_v1"`);
+      const clients = await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const client = new pg.Client({ connectionString: pgUrl });
+          await client.connect();
+          return client;
+        }),
+      );
+      try {
+        for (let round = 0; round < 10; round++) {
+          const outcomes = await Promise.all(
+            clients.map((client, i) =>
+              postgresStore({ client, table: name }).claim(
+                claimRequest({ key: `key-${round}`, token: `token-${i}` }),
+              ),
+            ),
+          );
+          const winners = outcomes.filter((o) => o.claimed);
+          expect(winners).toHaveLength(1);
+          for (const o of outcomes) expect(o.record.token).toBe(winners[0]!.record.token);
+        }
+      } finally {
+        await Promise.all(clients.map((client) => client.end()));
+      }
+    });
+  },
+);
 
 describe("postgresStore timeouts", () => {
   let blocker: pg.Client;
@@ -772,7 +870,7 @@ describe("postgresStore timeouts", () => {
       busy.release();
       // Now the queued claim runs and lands, and the store releases it.
       await eventually(async () => answers.length === 2, "the late claim lands and is released");
-      expect(answers[0]).toMatchObject({ claimed: true });
+      expect(JSON.parse((answers[0] as { claim: string }).claim)).toMatchObject({ claimed: true });
       expect(answers[1]).toEqual({ released: 1 });
       expect((await pool.query(`SELECT token FROM "${name}"`)).rows).toEqual([]);
       const fresh = postgresStore({ client: pool, table: name, clock: "request" });

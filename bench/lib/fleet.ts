@@ -161,7 +161,10 @@ export async function runFleet(o: FleetOptions): Promise<FleetCell[]> {
     }
   } finally {
     if (pool) {
-      for (const table of tables) await pool.query(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
+      for (const table of tables) {
+        await pool.query(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
+        await pool.query(`DROP FUNCTION IF EXISTS "${table}_claim_v1"`).catch(() => {});
+      }
       await pool.end();
     }
     if (redis) {

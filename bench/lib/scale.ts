@@ -294,6 +294,7 @@ async function postgresDriver(lib: Library, url: string): Promise<ScaleDriver> {
     async close() {
       if (tables.length > 0)
         await pool.query(`DROP TABLE IF EXISTS ${tables.map((t) => `"${t}"`).join(", ")}`);
+      await pool.query(`DROP FUNCTION IF EXISTS ${tables.map((t) => `"${t}_claim_v1"`).join(", ")}`);
       await pool.end();
     },
   };

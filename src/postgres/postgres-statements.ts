@@ -36,10 +36,22 @@ export interface NamedStatement<P> {
  * offset (ms, normally 0) under the server clock.
  */
 export interface PostgresStatements {
-  /** Creates the table and its index if missing, then refuses a table that is not an ordinary logged one. */
+  /**
+   * Creates the table and its index if missing, refuses a table that is not an ordinary logged one, and
+   * creates the claim function if missing and the role may (claimFunctionSql).
+   */
   readonly migrate: string;
-  /** Answers one `ClaimRow`, or no row when it lost a race to a newer commit than its snapshot (claimSql). */
+  /**
+   * Calls the table's claim function (claimFunctionSql): answers one `{ claim }`, the `ClaimRow` as JSON, or
+   * null when it lost three races in a row to newer commits.
+   */
   readonly claim: NamedStatement<ClaimRequest>;
+  /**
+   * The same claim as one plain statement, for a table whose schema has no claim function (made by hand,
+   * or by an earlier version, for a role that may not create functions): answers one `ClaimRow`, or no row
+   * when it lost a race to a newer commit than its snapshot (claimSql).
+   */
+  readonly claimStatement: NamedStatement<ClaimRequest>;
   /** Answers a `RecordRow`, or no row. */
   readonly takeover: NamedStatement<TakeoverRequest>;
   /** Answers a `SettleRow`, or no row. */
@@ -59,6 +71,13 @@ export interface TableName {
   readonly schema: string | undefined;
   readonly table: string;
 }
+
+/**
+ * What PostgreSQL answers a call of the claim function the role cannot make: the function does not exist
+ * (undefined_function), or the role may not execute it (insufficient_privilege, where a DBA revoked
+ * EXECUTE from PUBLIC by default).
+ */
+export const claimFunctionUnusableSqlStates: ReadonlySet<string> = new Set(["42883", "42501"]);
 
 /** The SQLSTATE and message prefix of the migration's refusal of an UNLOGGED or temporary table. */
 export const notLoggedSqlState = "55000";
@@ -172,8 +191,15 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
   return {
     migrate: migrateSql(t, name),
 
+    // One round trip, and one statement to plan, whatever the races; see claimFunctionSql.
+    claim: named(
+      ["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"],
+      (p) => `SELECT ${claimFunction(name)}(${p.scope}, ${p.key}, ${p.tool}, ${p.fingerprint}, ${p.token},
+          ${at(p.now)}, ${p.leaseMs}::bigint, ${p.ttlMs}::bigint) AS claim`,
+    ),
+
     // One round trip in the common cases; see the comment above claimSql.
-    claim: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
+    claimStatement: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
       claimSql(t, p, at(p.now)),
     ),
 
@@ -324,15 +350,92 @@ function claimSql(
     FROM claimed`;
 }
 
+/** The claim function's name, quoted, in the table's schema: `<table>_claim_v1`. */
+function claimFunction(name: TableName): string {
+  // The version changes with the function's parameters or answer, so workers of two releases can share a
+  // table during a rolling deploy, each calling its own. A table name has at most 52 bytes (options).
+  const fn = `"${name.table}_claim_v1"`;
+  return name.schema === undefined ? fn : `"${name.schema}".${fn}`;
+}
+
+/** The claim function's parameter types, for its signature. */
+const claimFunctionParameters = "text, text, text, text, text, bigint, bigint, bigint";
+
+// The JSON a claim function answers for a live holder, named as a `HolderRow`'s fields.
+const holderJsonColumns = {
+  tool: "tool",
+  fingerprint: "fingerprint",
+  status: "status",
+  token: "token",
+  createdAt: "created_at",
+  updatedAt: "updated_at",
+  leaseExpiresAt: "lease_expires_at",
+  expiresAt: "expires_at",
+  attempts: "attempts",
+  result: "result",
+  error: "error",
+} as const satisfies Record<keyof HolderRow, string>;
+
+/**
+ * The claim as a PL/pgSQL function, created with the table: it reads the key by its primary key and
+ * inserts only when it found no live holder, so a replay plans and runs one indexed read, not an `INSERT`
+ * (its own statements keep their plans for the session). It answers `ClaimRow` as JSON in one text column:
+ * one value to describe and parse, bigints as exact JSON numbers.
+ *
+ * The same two parts as claimSql, each its own statement: the read takes a snapshot; the insert replaces
+ * an expired row only through `ON CONFLICT DO UPDATE … WHERE expires_at <= now`, which locks the row and
+ * re-checks the newest version, so two claimants never both replace it. When the insert finds a live row
+ * its read could not see (committed after that snapshot), the function reads again: a volatile function's
+ * next statement takes a new snapshot, which sees that commit, so a lost race costs no round trip. Three
+ * losses in a row answer null and the caller calls again. A replay writes nothing and takes no
+ * transaction id. The instant is a parameter: the caller computes it once, from the statement's clock.
+ */
+function claimFunctionSql(t: string, name: TableName): string {
+  const holder = Object.entries(holderJsonColumns)
+    .map(([field, column]) => `'${field}', live.${column}`)
+    .join(", ");
+  return `CREATE FUNCTION ${claimFunction(name)}(
+        p_scope text, p_key text, p_tool text, p_fingerprint text, p_token text,
+        p_now bigint, p_lease_ms bigint, p_ttl_ms bigint)
+      RETURNS text LANGUAGE plpgsql VOLATILE AS $claim$
+      DECLARE
+        found_holder text;
+      BEGIN
+        FOR attempt IN 1..3 LOOP
+          SELECT json_build_object('claimed', false, 'now', p_now, ${holder})::text INTO found_holder
+          FROM ${t} AS live WHERE live.scope = p_scope AND live.key = p_key AND live.expires_at > p_now;
+          IF FOUND THEN
+            RETURN found_holder;
+          END IF;
+          INSERT INTO ${t} AS held (scope, key, tool, fingerprint, status, token, created_at, updated_at,
+            lease_expires_at, expires_at, attempts)
+          VALUES (p_scope, p_key, p_tool, p_fingerprint, 'in_progress', p_token, p_now, p_now,
+            p_now + p_lease_ms, p_now + p_lease_ms + p_ttl_ms, 1)
+          ON CONFLICT (scope, key) DO UPDATE SET tool = excluded.tool, fingerprint = excluded.fingerprint,
+            status = excluded.status, token = excluded.token, created_at = excluded.created_at,
+            updated_at = excluded.updated_at, lease_expires_at = excluded.lease_expires_at,
+            expires_at = excluded.expires_at, attempts = excluded.attempts, result = NULL, error = NULL
+          WHERE held.expires_at <= excluded.created_at;
+          IF FOUND THEN
+            RETURN json_build_object('claimed', true, 'now', p_now)::text;
+          END IF;
+        END LOOP;
+        RETURN NULL;
+      END
+      $claim$`;
+}
+
 /**
  * One DO block: one statement, one round trip, no parameters. It touches the catalog only when the
- * table is missing, so an application role without CREATE rights runs fine against a table a DBA made.
- * The advisory lock makes concurrent first uses take turns instead of racing on the catalog (the race
- * that otherwise fails one of them with a unique violation on pg_type).
+ * table or its claim function is missing, so an application role without CREATE rights runs fine against
+ * a table a DBA made (with or without the function: see claimStatement). The advisory lock makes
+ * concurrent first uses take turns instead of racing on the catalog (the race that otherwise fails one of
+ * them with a unique violation on pg_type).
  */
 function migrateSql(t: string, name: TableName): string {
   const literal = t.replaceAll("'", "''");
   const index = `"${name.table}_expires_at"`;
+  const signature = `${claimFunction(name)}(${claimFunctionParameters})`.replaceAll("'", "''");
   return `DO $idempotool$
     BEGIN
       IF to_regclass('${literal}') IS NULL THEN
@@ -358,6 +461,20 @@ function migrateSql(t: string, name: TableName): string {
       IF (SELECT relpersistence FROM pg_class WHERE oid = '${literal}'::regclass) <> 'p' THEN
         RAISE EXCEPTION '${notLoggedPrefix}table ${literal} is UNLOGGED or temporary: a server crash or a new session would lose its records and let repeats run again. Use an ordinary table (ALTER TABLE … SET LOGGED).'
           USING ERRCODE = '${notLoggedSqlState}';
+      END IF;
+      IF to_regprocedure('${signature}') IS NULL THEN
+        PERFORM pg_advisory_xact_lock(hashtext('idempotool migrate ${literal}'));
+        IF to_regprocedure('${signature}') IS NULL THEN
+          BEGIN
+            ${claimFunctionSql(t, name)};
+          EXCEPTION
+            -- A worker outside our lock, or one whose commit this session's catalog cache has not seen yet,
+            -- made it first.
+            WHEN duplicate_function THEN NULL;
+            -- A role that may use the table but not create in its schema: claims run as one plain statement.
+            WHEN insufficient_privilege THEN NULL;
+          END;
+        END IF;
       END IF;
     END
     $idempotool$`;

@@ -11,6 +11,7 @@ import {
 } from "./postgres-options.js";
 import {
   type ClaimRow,
+  claimFunctionUnusableSqlStates,
   type NamedStatement,
   notLoggedPrefix,
   notLoggedSqlState,
@@ -26,7 +27,9 @@ export interface PostgresStore extends IdempotencyStore {
   /** The table as given (or the default), unquoted. */
   readonly table: string;
   /**
-   * Create the table and its index if missing, and check that the table is an ordinary logged one.
+   * Create the table and its index if missing, check that the table is an ordinary logged one, and add
+   * the claim function (`<table>_claim_v1`, which makes claims cheaper) if missing and the role may
+   * create it; without it claims still work, as one plain statement.
    * Runs once per store on first use anyway; call it at deploy time if you manage schemas.
    */
   migrate(): Promise<void>;
@@ -61,7 +64,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   // Named after a hash of their text, so stores on different tables never share a name on one connection.
   const names = new Map<string, string>();
   if (o.preparedStatements) {
-    for (const { text } of [s.claim, s.takeover, s.settle, s.renew, s.release, s.get, s.delete, s.purge]) {
+    for (const { text } of [
+      s.claim,
+      s.claimStatement,
+      s.takeover,
+      s.settle,
+      s.renew,
+      s.release,
+      s.get,
+      s.delete,
+      s.purge,
+    ]) {
       names.set(text, `idempotool_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`);
     }
   }
@@ -99,6 +112,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     if (!ready) await migrate();
     return send(operation, text, values, onLateRows);
   };
+  // Cleared for good when the table's schema has no claim function (the migration could not create it):
+  // claims then run as one plain statement.
+  let claimFunction = true;
+
   /** The "now" parameter: the core's time, or the offset added to the server's. */
   const now = (requestNow: number) => (o.clock === "server" ? o.offsetMs() : requestNow);
   /** Runs a statement with its parameters taken by name from `params` (most often the request itself). */
@@ -118,20 +135,41 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       const { scope, key } = request;
       rejectNul(scope, key, request.tool);
       for (let attempt = 1; ; attempt++) {
-        const values = s.claim.values(request, now(request.now));
+        const viaFunction = claimFunction;
+        const statement = viaFunction ? s.claim : s.claimStatement;
+        const values = statement.values(request, now(request.now));
+        /** The claim's answer: the function's, parsed from its JSON, or the plain statement's row. */
+        const answer = (rows: readonly unknown[]): ClaimRow | undefined => {
+          if (!viaFunction) return rows[0] as ClaimRow | undefined;
+          const json = (rows[0] as { claim: string | null } | undefined)?.claim;
+          return json == null ? undefined : (JSON.parse(json) as ClaimRow);
+        };
         // A claim that timed out may still land. Its caller was told the store is unavailable and never
         // runs the tool, so the store gives the key back as soon as the late answer shows the claim.
         const giveBack = (rows: readonly unknown[]) => {
-          if ((rows[0] as ClaimRow | undefined)?.claimed !== true) return;
+          if (answer(rows)?.claimed !== true) return;
           send("release", s.release.text, s.release.values(request)).catch(() => {});
         };
-        const row = (await run("claim", s.claim.text, values, giveBack))[0] as ClaimRow | undefined;
+        let rows: unknown[];
+        try {
+          rows = await run("claim", statement.text, values, giveBack);
+        } catch (error) {
+          // A table made without the function, for a role that may not create one, or a function the role
+          // may not execute: see claimStatement. Where the role may not use the table either, the statement
+          // fails the same way.
+          if (!viaFunction || !claimFunctionUnusableSqlStates.has(sqlState(error) ?? "")) throw error;
+          claimFunction = false;
+          attempt--;
+          continue;
+        }
+        const row = answer(rows);
         if (row?.claimed === true) {
           // The statement computed the same from the same request and instant, in exact integer arithmetic.
           return { claimed: true, record: claimedRecord(request, row.now), now: row.now };
         }
         if (row) return { claimed: false, record: toRecord(row, request), now: row.now };
-        // No row: the holder committed after this statement's snapshot (see claimSql). Look again.
+        // No row: the holder committed after the statement's snapshot (see claimSql), or the function lost
+        // three such races in a row. Look again.
         if (attempt === claimAttempts) {
           throw new Error(
             `postgresStore: claim of (${scope}, ${key}) lost ${claimAttempts} races in a row to concurrent writers`,

@@ -141,6 +141,8 @@ export async function postgresBackends(
     info: { postgres: settings.version ?? "?", synchronousCommit: settings.sync ?? "?" },
     async close() {
       await pool.query(`DROP TABLE IF EXISTS ${storeTable}, ${floorTable}, ${candidateTable}`);
+      // The claim functions the stores' migrations made beside their tables.
+      await pool.query(`DROP FUNCTION IF EXISTS ${storeTable}_claim_v1, ${candidateTable}_claim_v1`);
       await pool.end();
     },
   };
