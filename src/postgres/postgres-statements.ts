@@ -473,6 +473,9 @@ function migrateSql(t: string, name: TableName): string {
             WHEN duplicate_function THEN NULL;
             -- A role that may use the table but not create in its schema: claims run as one plain statement.
             WHEN insufficient_privilege THEN NULL;
+            -- A hot standby, or a role whose transactions are read-only (default_transaction_read_only):
+            -- it reads an existing table as before, and a claim there fails on the write anyway.
+            WHEN read_only_sql_transaction THEN NULL;
           END;
         END IF;
       END IF;

@@ -1,0 +1,129 @@
+/**
+ * Review of the PostgreSQL claim function (`<table>_claim_v1`, made by migrate()): the cases where it
+ * changes what a user sees compared with the plain claim statement it replaced. Real server, fresh tables.
+ */
+import pg from "pg";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { ClaimRequest } from "../src/index.js";
+import { postgresStore } from "../src/postgres/index.js";
+import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
+import { dropTable, freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
+
+const t0 = Date.parse("2026-01-01T00:00:00.000Z");
+const pool = testPool({ max: 4 });
+const tables: string[] = [];
+const cleanups: (() => Promise<unknown>)[] = [];
+
+function table(): string {
+  const name = freshTable();
+  tables.push(name);
+  return name;
+}
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  for (const name of tables.splice(0)) await dropTable(pool, name);
+});
+afterAll(async () => {
+  await pool.end();
+});
+
+const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
+
+/** A table an earlier version made: the table and its index, no claim function. */
+async function tableOfAnEarlierVersion(name: string): Promise<void> {
+  await postgresStore({ client: pool, table: name }).migrate();
+  await pool.query(`DROP FUNCTION "${name}_claim_v1"`);
+}
+
+describe("postgresStore claim function: upgrades", () => {
+  it("still reads over a read-only connection (a hot standby, default_transaction_read_only) a table an earlier version made", async () => {
+    const name = table();
+    await postgresStore({ client: pool, table: name, clock: "request" }).claim(claimRequest());
+    await pool.query(`DROP FUNCTION "${name}_claim_v1"`);
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    cleanups.push(() => client.end());
+    // What a replica, or a reporting role, gives: every transaction is read-only.
+    await client.query("SET default_transaction_read_only = on");
+    const store = postgresStore({ client, table: name, clock: "request" });
+    // `idempotool inspect` and `list` run migrate() first; before the claim function they worked here.
+    await expect(store.get({ scope: "tenant-a", key: "order-1" }, t0)).resolves.toMatchObject({
+      token: "token-a",
+    });
+    await expect(store.list({})).resolves.toMatchObject({ records: [{ key: "order-1" }] });
+  });
+
+  it("claims inside the caller's own transaction on a pg.Client, for a role that may not create the function", async () => {
+    // Before the claim function, a claim was one statement that worked in the caller's transaction. Now
+    // the first claim calls the missing function, which aborts the transaction, and the fallback to the
+    // plain statement then fails with "current transaction is aborted" (25P02).
+    const name = table();
+    const role = `${name}_app`;
+    await tableOfAnEarlierVersion(name);
+    await pool.query(`CREATE ROLE "${role}" NOLOGIN`);
+    cleanups.push(async () => {
+      await pool.query(`DROP OWNED BY "${role}"`);
+      await pool.query(`DROP ROLE "${role}"`);
+    });
+    await pool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON "${name}" TO "${role}"`);
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await client.query(`SET ROLE "${role}"`);
+    const store = postgresStore({ client, table: name, clock: "request" });
+    await store.migrate();
+    await client.query("BEGIN");
+    try {
+      expect((await store.claim(claimRequest())).claimed).toBe(true);
+      await client.query("COMMIT");
+    } finally {
+      await client.query("ROLLBACK").catch(() => {});
+    }
+    const { rows } = await pool.query(`SELECT token FROM "${name}"`);
+    expect(rows).toEqual([{ token: "token-a" }]);
+  });
+});
+
+describe("postgresStore claim function: security", () => {
+  it("never calls a claim function another role planted in the table's schema before the upgrade", async () => {
+    // A role that may create in the table's schema (every role in `public` before PostgreSQL 15) makes
+    // `<table>_claim_v1` first. The migration finds a function of that signature and keeps it; every
+    // claim then runs that role's code with the application's privileges, and answers what it likes.
+    const schema = `${freshTable()}_s`;
+    const name = `${schema}.records`;
+    const mallory = `${schema}_mallory`;
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE ROLE "${mallory}" NOLOGIN`);
+    cleanups.push(async () => {
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+      await pool.query(`DROP OWNED BY "${mallory}"`);
+      await pool.query(`DROP ROLE "${mallory}"`);
+    });
+    await postgresStore({ client: pool, table: name }).migrate();
+    await pool.query(`DROP FUNCTION "${schema}"."records_claim_v1"`);
+    await pool.query(`GRANT USAGE, CREATE ON SCHEMA "${schema}" TO "${mallory}"`);
+    const client = await pool.connect();
+    try {
+      await client.query(`SET ROLE "${mallory}"`);
+      await client.query(`CREATE FUNCTION "${schema}"."records_claim_v1"(
+          text, text, text, text, text, bigint, bigint, bigint)
+        RETURNS text LANGUAGE sql AS $$ SELECT '{"claimed": true, "now": ' || $6 || '}' $$`);
+      await client.query("RESET ROLE");
+    } finally {
+      client.release();
+    }
+    const store = postgresStore({ client: pool, table: name, clock: "request" });
+    let first: unknown;
+    let second: unknown;
+    try {
+      first = await store.claim(claimRequest());
+      second = await store.claim(claimRequest({ token: "token-b" }));
+    } catch {
+      // Refusing the planted function is as good as not calling it.
+      return;
+    }
+    expect(first).toMatchObject({ claimed: true });
+    expect(second).toMatchObject({ claimed: false, record: { token: "token-a" } });
+  });
+});
