@@ -54,7 +54,7 @@ describe("postgresStore claim function: upgrades", () => {
     await expect(store.list({})).resolves.toMatchObject({ records: [{ key: "order-1" }] });
   });
 
-  it("claims inside the caller's own transaction on a pg.Client, for a role that may not create the function", async () => {
+  it("OPEN FINDING (fails): claims inside the caller's own transaction on a pg.Client, for a role that may not create the function", async () => {
     // Before the claim function, a claim was one statement that worked in the caller's transaction. Now
     // the first claim calls the missing function, which aborts the transaction, and the fallback to the
     // plain statement then fails with "current transaction is aborted" (25P02).
@@ -86,7 +86,7 @@ describe("postgresStore claim function: upgrades", () => {
 });
 
 describe("postgresStore claim function: security", () => {
-  it("never calls a claim function another role planted in the table's schema before the upgrade", async () => {
+  it("OPEN FINDING (fails): never calls a claim function another role planted in the table's schema before the upgrade", async () => {
     // A role that may create in the table's schema (every role in `public` before PostgreSQL 15) makes
     // `<table>_claim_v1` first. The migration finds a function of that signature and keeps it; every
     // claim then runs that role's code with the application's privileges, and answers what it likes.
@@ -125,5 +125,35 @@ describe("postgresStore claim function: security", () => {
     }
     expect(first).toMatchObject({ claimed: true });
     expect(second).toMatchObject({ claimed: false, record: { token: "token-a" } });
+  });
+});
+
+describe("postgresStore claim function: name resolution", () => {
+  it("OPEN FINDING (fails): claims in its own table, not in another schema's table whose claim function shares the name", async () => {
+    // Schema-per-tenant: each tenant's `records` (an earlier version made them), and a shared schema later
+    // in search_path whose `records` a store named schema-qualified already migrated. The tenant's
+    // migration looks the function up by its unqualified name, finds the shared one, and keeps it: the
+    // tenant's claims then land in the shared table while its get, settle and release use its own.
+    const base = freshTable();
+    const tenant = `${base}_tenant`;
+    const shared = `${base}_shared`;
+    await pool.query(`CREATE SCHEMA "${tenant}"`);
+    await pool.query(`CREATE SCHEMA "${shared}"`);
+    cleanups.push(() => pool.query(`DROP SCHEMA "${tenant}", "${shared}" CASCADE`));
+    await postgresStore({ client: pool, table: `${tenant}.records` }).migrate();
+    await pool.query(`DROP FUNCTION "${tenant}"."records_claim_v1"`);
+    const sharedStore = postgresStore({ client: pool, table: `${shared}.records`, clock: "request" });
+    await sharedStore.claim(claimRequest({ token: "token-shared" }));
+
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await client.query(`SET search_path = "${tenant}", "${shared}"`);
+    const store = postgresStore({ client, table: "records", clock: "request" });
+    // The tenant never claimed this key: its claim must win, not replay the shared schema's record.
+    const outcome = await store.claim(claimRequest());
+    expect(outcome).toMatchObject({ claimed: true });
+    const { rows } = await pool.query(`SELECT token FROM "${tenant}"."records"`);
+    expect(rows).toEqual([{ token: "token-a" }]);
   });
 });
