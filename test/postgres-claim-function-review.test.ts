@@ -129,11 +129,11 @@ describe("postgresStore claim function: security", () => {
 });
 
 describe("postgresStore claim function: name resolution", () => {
-  it("OPEN FINDING (fails): claims in its own table, not in another schema's table whose claim function shares the name", async () => {
+  it("claims in its own table, not in another schema's table whose claim function shares the name", async () => {
     // Schema-per-tenant: each tenant's `records` (an earlier version made them), and a shared schema later
-    // in search_path whose `records` a store named schema-qualified already migrated. The tenant's
-    // migration looks the function up by its unqualified name, finds the shared one, and keeps it: the
-    // tenant's claims then land in the shared table while its get, settle and release use its own.
+    // in search_path whose `records` a store named schema-qualified already migrated. A migration that
+    // looks the function up by its unqualified name finds the shared one and keeps it: the tenant's
+    // claims would land in the shared table while its get, settle and release use its own.
     const base = freshTable();
     const tenant = `${base}_tenant`;
     const shared = `${base}_shared`;
@@ -155,5 +155,37 @@ describe("postgresStore claim function: name resolution", () => {
     expect(outcome).toMatchObject({ claimed: true });
     const { rows } = await pool.query(`SELECT token FROM "${tenant}"."records"`);
     expect(rows).toEqual([{ token: "token-a" }]);
+  });
+});
+
+describe("postgresStore claim function: the table it claims in", () => {
+  it("a schema-qualified store claims in its own table through a function an unqualified store made", async () => {
+    // A worker names the table unqualified (search_path = home) and migrates first; another names it
+    // schema-qualified, from a connection whose search_path finds a different `records` first.
+    const base = freshTable();
+    const home = `${base}_home`;
+    const other = `${base}_other`;
+    await pool.query(`CREATE SCHEMA "${home}"`);
+    await pool.query(`CREATE SCHEMA "${other}"`);
+    cleanups.push(() => pool.query(`DROP SCHEMA "${home}", "${other}" CASCADE`));
+    await postgresStore({ client: pool, table: `${other}.records` }).migrate();
+
+    const unqualified = new pg.Client({ connectionString: pgUrl });
+    await unqualified.connect();
+    cleanups.push(() => unqualified.end());
+    await unqualified.query(`SET search_path = "${home}"`);
+    await postgresStore({ client: unqualified, table: "records" }).migrate();
+
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await client.query(`SET search_path = "${other}"`);
+    const store = postgresStore({ client, table: `${home}.records`, clock: "request" });
+    expect((await store.claim(claimRequest())).claimed).toBe(true);
+    const { rows } = await pool.query(`SELECT token FROM "${home}"."records"`);
+    expect(rows).toEqual([{ token: "token-a" }]);
+    await expect(store.get({ scope: "tenant-a", key: "order-1" }, t0)).resolves.toMatchObject({
+      token: "token-a",
+    });
   });
 });

@@ -352,11 +352,19 @@ function claimSql(
 
 /** The claim function's name, quoted, in the table's schema: `<table>_claim_v1`. */
 function claimFunction(name: TableName): string {
-  // The version changes with the function's parameters or answer, so workers of two releases can share a
-  // table during a rolling deploy, each calling its own. A table name has at most 52 bytes (options).
-  const fn = `"${name.table}_claim_v1"`;
+  const fn = claimFunctionName(name);
   return name.schema === undefined ? fn : `"${name.schema}".${fn}`;
 }
+
+/** The claim function's own name, quoted, without a schema. */
+function claimFunctionName(name: TableName): string {
+  // The version changes with the function's parameters or answer, so workers of two releases can share a
+  // table during a rolling deploy, each calling its own. A table name has at most 52 bytes (options).
+  return `"${name.table}_claim_v1"`;
+}
+
+/** Stands for the table's schema, quoted, in claimFunctionSql's text; the migration puts it in. */
+const homeSchema = "@idempotool_schema@";
 
 /** The claim function's parameter types, for its signature. */
 const claimFunctionParameters = "text, text, text, text, text, bigint, bigint, bigint";
@@ -389,12 +397,19 @@ const holderJsonColumns = {
  * next statement takes a new snapshot, which sees that commit, so a lost race costs no round trip. Three
  * losses in a row answer null and the caller calls again. A replay writes nothing and takes no
  * transaction id. The instant is a parameter: the caller computes it once, from the statement's clock.
+ *
+ * The function lives in the table's schema and names the table by that schema (homeSchema, filled in by
+ * the migration), whether the store was given the table schema-qualified or not: a function
+ * `s.<table>_claim_v1` always claims in `s.<table>`. A store on an unqualified table finds both by
+ * search_path, so it calls the function beside the table it uses; and a store on a schema-qualified table
+ * claims in that table whatever the caller's search_path, whichever store made the function.
  */
-function claimFunctionSql(t: string, name: TableName): string {
+function claimFunctionSql(name: TableName): string {
+  const t = `${homeSchema}."${name.table}"`;
   const holder = Object.entries(holderJsonColumns)
     .map(([field, column]) => `'${field}', live.${column}`)
     .join(", ");
-  return `CREATE FUNCTION ${claimFunction(name)}(
+  return `CREATE FUNCTION ${homeSchema}.${claimFunctionName(name)}(
         p_scope text, p_key text, p_tool text, p_fingerprint text, p_token text,
         p_now bigint, p_lease_ms bigint, p_ttl_ms bigint)
       RETURNS text LANGUAGE plpgsql VOLATILE AS $claim$
@@ -435,8 +450,10 @@ function claimFunctionSql(t: string, name: TableName): string {
 function migrateSql(t: string, name: TableName): string {
   const literal = t.replaceAll("'", "''");
   const index = `"${name.table}_expires_at"`;
-  const signature = `${claimFunction(name)}(${claimFunctionParameters})`.replaceAll("'", "''");
+  const signature = `${claimFunctionName(name)}(${claimFunctionParameters})`;
   return `DO $idempotool$
+    DECLARE
+      home text;
     BEGIN
       IF to_regclass('${literal}') IS NULL THEN
         PERFORM pg_advisory_xact_lock(hashtext('idempotool migrate ${literal}'));
@@ -462,11 +479,14 @@ function migrateSql(t: string, name: TableName): string {
         RAISE EXCEPTION '${notLoggedPrefix}table ${literal} is UNLOGGED or temporary: a server crash or a new session would lose its records and let repeats run again. Use an ordinary table (ALTER TABLE … SET LOGGED).'
           USING ERRCODE = '${notLoggedSqlState}';
       END IF;
-      IF to_regprocedure('${signature}') IS NULL THEN
+      -- The function goes beside the table (see claimFunctionSql), whichever schema search_path found it in.
+      SELECT quote_ident(n.nspname) INTO home
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = '${literal}'::regclass;
+      IF to_regprocedure(home || '.${signature}') IS NULL THEN
         PERFORM pg_advisory_xact_lock(hashtext('idempotool migrate ${literal}'));
-        IF to_regprocedure('${signature}') IS NULL THEN
+        IF to_regprocedure(home || '.${signature}') IS NULL THEN
           BEGIN
-            ${claimFunctionSql(t, name)};
+            EXECUTE replace($create$${claimFunctionSql(name)}$create$, '${homeSchema}', home);
           EXCEPTION
             -- A worker outside our lock, or one whose commit this session's catalog cache has not seen yet,
             -- made it first.
