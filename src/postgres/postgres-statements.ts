@@ -52,6 +52,11 @@ export interface PostgresStatements {
    * when it lost a race to a newer commit than its snapshot (claimSql).
    */
   readonly claimStatement: NamedStatement<ClaimRequest>;
+  /**
+   * claimStatement, whose row also says whether the store may call the claim function instead
+   * (`useFunction`, see claimFunctionCheck): what a store's first claim runs.
+   */
+  readonly claimChecked: NamedStatement<ClaimRequest>;
   /** Answers a `RecordRow`, or no row. */
   readonly takeover: NamedStatement<TakeoverRequest>;
   /** Answers a `SettleRow`, or no row. */
@@ -118,6 +123,8 @@ export type RecordRow = IdempotencyRecord;
 export interface ClaimRow extends HolderRow {
   readonly claimed: boolean;
   readonly now: number;
+  /** claimChecked only: whether the claim function may be called (claimFunctionCheck). */
+  readonly useFunction?: boolean;
 }
 
 /** What a settle stored beside the columns it returns. */
@@ -201,6 +208,10 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
     // One round trip in the common cases; see the comment above claimSql.
     claimStatement: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
       claimSql(t, p, at(p.now)),
+    ),
+
+    claimChecked: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
+      claimSql(t, p, at(p.now), `${claimFunctionCheck(t, name)} AS "useFunction"`),
     ),
 
     takeover: named(["scope", "key", "fromToken", "token", "now", "leaseMs", "ttlMs"], (p) => {
@@ -327,7 +338,9 @@ function claimSql(
   t: string,
   p: { readonly [K in "scope" | "key" | "tool" | "fingerprint" | "token" | "leaseMs" | "ttlMs"]: string },
   now: string,
+  extra?: string,
 ): string {
+  const more = extra === undefined ? "" : `, ${extra}`;
   // The holder's columns take their names and types from the first branch; the claim's are nulls.
   return `WITH live AS MATERIALIZED (
       SELECT * FROM ${t} WHERE scope = ${p.scope} AND key = ${p.key} AND expires_at > ${now}),
@@ -343,10 +356,10 @@ function claimSql(
         expires_at = excluded.expires_at, attempts = excluded.attempts, result = NULL, error = NULL
       WHERE held.expires_at <= excluded.created_at
       RETURNING 1)
-    SELECT false AS claimed, ${now}::float8 AS now, ${holderColumns.join(", ")}
+    SELECT false AS claimed, ${now}::float8 AS now, ${holderColumns.join(", ")}${more}
     FROM live
     UNION ALL
-    SELECT true, ${now}::float8, ${holderColumns.map(() => "NULL").join(", ")}
+    SELECT true, ${now}::float8, ${holderColumns.map(() => "NULL").join(", ")}${more}
     FROM claimed`;
 }
 
@@ -365,6 +378,24 @@ function claimFunctionName(name: TableName): string {
 
 /** Stands for the table's schema, quoted, in claimFunctionSql's text; the migration puts it in. */
 const homeSchema = "@idempotool_schema@";
+
+/**
+ * Whether the store may call the claim function, as one boolean expression: the function a call resolves
+ * to exists beside the table (the migration made it, or it could not: a role without CREATE rights, a
+ * read-only connection), the role may execute it, and it belongs to the table's owner, to the role itself
+ * or to a superuser. Any other owner could have made it before the migration did (a role with CREATE on
+ * the schema, every role in `public` before PostgreSQL 15), and a call would run that role's code with
+ * the caller's rights and trust its answer. Checked within a store's first claim, so a function that
+ * cannot be called is never called: a failed call would abort the caller's transaction on a pg.Client.
+ */
+function claimFunctionCheck(t: string, name: TableName): string {
+  const callee = `${claimFunction(name)}(${claimFunctionParameters})`;
+  return `coalesce((SELECT has_function_privilege(fn.oid, 'EXECUTE')
+        AND (fn.proowner = tbl.relowner OR pg_get_userbyid(fn.proowner) = current_user
+          OR (SELECT rolsuper FROM pg_roles WHERE oid = fn.proowner))
+      FROM pg_proc AS fn JOIN pg_class AS tbl ON tbl.relnamespace = fn.pronamespace
+      WHERE fn.oid = to_regprocedure('${callee}') AND tbl.oid = to_regclass('${t.replaceAll("'", "''")}')), false)`;
+}
 
 /** The claim function's parameter types, for its signature. */
 const claimFunctionParameters = "text, text, text, text, text, bigint, bigint, bigint";
