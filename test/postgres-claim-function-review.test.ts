@@ -88,7 +88,7 @@ describe("postgresStore claim function: upgrades", () => {
 describe("postgresStore claim function: security", () => {
   it("never calls a claim function another role planted in the table's schema before the upgrade", async () => {
     // A role that may create in the table's schema (every role in `public` before PostgreSQL 15) makes
-    // `<table>_claim_v1` first. The migration finds a function of that signature and keeps it; calling it
+    // the claim function first. The migration finds a function of that signature and keeps it; calling it
     // would run that role's code with the application's privileges, and trust whatever it answers.
     const schema = `${freshTable()}_s`;
     const name = `${schema}.records`;
@@ -101,12 +101,12 @@ describe("postgresStore claim function: security", () => {
       await pool.query(`DROP ROLE "${mallory}"`);
     });
     await postgresStore({ client: pool, table: name }).migrate();
-    await pool.query(`DROP FUNCTION "${schema}"."records_claim_v1"`);
+    await pool.query(`DROP FUNCTION "${schema}"."records_claim_v1q"`);
     await pool.query(`GRANT USAGE, CREATE ON SCHEMA "${schema}" TO "${mallory}"`);
     const client = await pool.connect();
     try {
       await client.query(`SET ROLE "${mallory}"`);
-      await client.query(`CREATE FUNCTION "${schema}"."records_claim_v1"(
+      await client.query(`CREATE FUNCTION "${schema}"."records_claim_v1q"(
           text, text, text, text, text, bigint, bigint, bigint)
         RETURNS text LANGUAGE sql AS $$ SELECT '{"claimed": true, "now": ' || $6 || '}' $$`);
       await client.query("RESET ROLE");
@@ -138,7 +138,7 @@ describe("postgresStore claim function: name resolution", () => {
     await pool.query(`CREATE SCHEMA "${shared}"`);
     cleanups.push(() => pool.query(`DROP SCHEMA "${tenant}", "${shared}" CASCADE`));
     await postgresStore({ client: pool, table: `${tenant}.records` }).migrate();
-    await pool.query(`DROP FUNCTION "${tenant}"."records_claim_v1"`);
+    await pool.query(`DROP FUNCTION "${tenant}"."records_claim_v1q"`);
     const sharedStore = postgresStore({ client: pool, table: `${shared}.records`, clock: "request" });
     await sharedStore.claim(claimRequest({ token: "token-shared" }));
 
@@ -181,6 +181,40 @@ describe("postgresStore claim function: the table it claims in", () => {
     expect((await store.claim(claimRequest())).claimed).toBe(true);
     const { rows } = await pool.query(`SELECT token FROM "${home}"."records"`);
     expect(rows).toEqual([{ token: "token-a" }]);
+    await expect(store.get({ scope: "tenant-a", key: "order-1" }, t0)).resolves.toMatchObject({
+      token: "token-a",
+    });
+  });
+});
+
+describe("postgresStore claim function: a search_path that changes under the store", () => {
+  it("claims in the table the connection's search_path finds, as its get and settle do", async () => {
+    // Schema-per-tenant on one pool: each request sets search_path to its tenant, then a shared schema.
+    // Tenant b's table is one a DBA made (no function beside it); the shared schema has its own
+    // `records`, migrated by a store on the unqualified name. The store's claims must use the table its
+    // other statements use: tenant b's.
+    const base = freshTable();
+    const [a, b, shared] = [`${base}_a`, `${base}_b`, `${base}_shared`];
+    for (const schema of [a, b, shared]) await pool.query(`CREATE SCHEMA "${schema}"`);
+    cleanups.push(() => pool.query(`DROP SCHEMA "${a}", "${b}", "${shared}" CASCADE`));
+    await postgresStore({ client: pool, table: `${b}.records` }).migrate();
+    await pool.query(`DROP FUNCTION IF EXISTS "${b}"."records_claim_v1", "${b}"."records_claim_v1q"`);
+
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await client.query(`SET search_path = "${shared}"`);
+    await postgresStore({ client, table: "records", clock: "request" }).claim(
+      claimRequest({ token: "token-shared" }),
+    );
+
+    await client.query(`SET search_path = "${a}", "${shared}"`);
+    await pool.query(`CREATE TABLE "${a}"."records" (LIKE "${b}"."records" INCLUDING ALL)`);
+    const store = postgresStore({ client, table: "records", clock: "request" });
+    expect(await store.claim(claimRequest({ key: "warm-up" }))).toMatchObject({ claimed: true });
+
+    await client.query(`SET search_path = "${b}", "${shared}"`);
+    expect(await store.claim(claimRequest())).toMatchObject({ claimed: true });
     await expect(store.get({ scope: "tenant-a", key: "order-1" }, t0)).resolves.toMatchObject({
       token: "token-a",
     });

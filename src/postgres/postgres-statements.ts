@@ -363,17 +363,20 @@ function claimSql(
     FROM claimed`;
 }
 
-/** The claim function's name, quoted, in the table's schema: `<table>_claim_v1`. */
+/**
+ * The claim function's name, quoted, as a store calls it: `<table>_claim_v1` for a table named without a
+ * schema, found by search_path like the table; `<schema>.<table>_claim_v1q` for a schema-qualified one.
+ */
 function claimFunction(name: TableName): string {
   const fn = claimFunctionName(name);
   return name.schema === undefined ? fn : `"${name.schema}".${fn}`;
 }
 
-/** The claim function's own name, quoted, without a schema. */
+/** The claim function's own name, quoted, without a schema (see claimFunctionSql). */
 function claimFunctionName(name: TableName): string {
   // The version changes with the function's parameters or answer, so workers of two releases can share a
   // table during a rolling deploy, each calling its own. A table name has at most 52 bytes (options).
-  return `"${name.table}_claim_v1"`;
+  return `"${name.table}_claim_v1${name.schema === undefined ? "" : "q"}"`;
 }
 
 /** Stands for the table's schema, quoted, in claimFunctionSql's text; the migration puts it in. */
@@ -429,14 +432,14 @@ const holderJsonColumns = {
  * losses in a row answer null and the caller calls again. A replay writes nothing and takes no
  * transaction id. The instant is a parameter: the caller computes it once, from the statement's clock.
  *
- * The function lives in the table's schema and names the table by that schema (homeSchema, filled in by
- * the migration), whether the store was given the table schema-qualified or not: a function
- * `s.<table>_claim_v1` always claims in `s.<table>`. A store on an unqualified table finds both by
- * search_path, so it calls the function beside the table it uses; and a store on a schema-qualified table
- * claims in that table whatever the caller's search_path, whichever store made the function.
+ * The function lives beside the table (in homeSchema, filled in by the migration) and names the table as
+ * the store does, so its claims land where the store's other statements read and write: unqualified,
+ * found by the caller's search_path at each call, or schema-qualified. The two kinds have different names
+ * (claimFunctionName): a store on an unqualified name that found a qualified store's function would claim
+ * in that store's table whatever its own search_path says, and a qualified store that found an
+ * unqualified one would claim wherever the caller's search_path leads.
  */
-function claimFunctionSql(name: TableName): string {
-  const t = `${homeSchema}."${name.table}"`;
+function claimFunctionSql(t: string, name: TableName): string {
   const holder = Object.entries(holderJsonColumns)
     .map(([field, column]) => `'${field}', live.${column}`)
     .join(", ");
@@ -517,7 +520,7 @@ function migrateSql(t: string, name: TableName): string {
         PERFORM pg_advisory_xact_lock(hashtext('idempotool migrate ${literal}'));
         IF to_regprocedure(home || '.${signature}') IS NULL THEN
           BEGIN
-            EXECUTE replace($create$${claimFunctionSql(name)}$create$, '${homeSchema}', home);
+            EXECUTE replace($create$${claimFunctionSql(t, name)}$create$, '${homeSchema}', home);
           EXCEPTION
             -- A worker outside our lock, or one whose commit this session's catalog cache has not seen yet,
             -- made it first.
