@@ -52,6 +52,11 @@ export interface PostgresStatements {
    * when it lost a race to a newer commit than its snapshot (claimSql).
    */
   readonly claimStatement: NamedStatement<ClaimRequest>;
+  /**
+   * claimStatement, whose row also says whether the store may call the claim function instead
+   * (`useFunction`, see claimFunctionCheck): what a store's first claim runs.
+   */
+  readonly claimChecked: NamedStatement<ClaimRequest>;
   /** Answers a `RecordRow`, or no row. */
   readonly takeover: NamedStatement<TakeoverRequest>;
   /** Answers a `SettleRow`, or no row. */
@@ -118,6 +123,8 @@ export type RecordRow = IdempotencyRecord;
 export interface ClaimRow extends HolderRow {
   readonly claimed: boolean;
   readonly now: number;
+  /** claimChecked only: whether the claim function may be called (claimFunctionCheck). */
+  readonly useFunction?: boolean;
 }
 
 /** What a settle stored beside the columns it returns. */
@@ -201,6 +208,10 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
     // One round trip in the common cases; see the comment above claimSql.
     claimStatement: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
       claimSql(t, p, at(p.now)),
+    ),
+
+    claimChecked: named(["scope", "key", "tool", "fingerprint", "token", "now", "leaseMs", "ttlMs"], (p) =>
+      claimSql(t, p, at(p.now), `${claimFunctionCheck(t, name)} AS "useFunction"`),
     ),
 
     takeover: named(["scope", "key", "fromToken", "token", "now", "leaseMs", "ttlMs"], (p) => {
@@ -327,7 +338,9 @@ function claimSql(
   t: string,
   p: { readonly [K in "scope" | "key" | "tool" | "fingerprint" | "token" | "leaseMs" | "ttlMs"]: string },
   now: string,
+  extra?: string,
 ): string {
+  const more = extra === undefined ? "" : `, ${extra}`;
   // The holder's columns take their names and types from the first branch; the claim's are nulls.
   return `WITH live AS MATERIALIZED (
       SELECT * FROM ${t} WHERE scope = ${p.scope} AND key = ${p.key} AND expires_at > ${now}),
@@ -343,19 +356,48 @@ function claimSql(
         expires_at = excluded.expires_at, attempts = excluded.attempts, result = NULL, error = NULL
       WHERE held.expires_at <= excluded.created_at
       RETURNING 1)
-    SELECT false AS claimed, ${now}::float8 AS now, ${holderColumns.join(", ")}
+    SELECT false AS claimed, ${now}::float8 AS now, ${holderColumns.join(", ")}${more}
     FROM live
     UNION ALL
-    SELECT true, ${now}::float8, ${holderColumns.map(() => "NULL").join(", ")}
+    SELECT true, ${now}::float8, ${holderColumns.map(() => "NULL").join(", ")}${more}
     FROM claimed`;
 }
 
-/** The claim function's name, quoted, in the table's schema: `<table>_claim_v1`. */
+/**
+ * The claim function's name, quoted, as a store calls it: `<table>_claim_v1` for a table named without a
+ * schema, found by search_path like the table; `<schema>.<table>_claim_v1q` for a schema-qualified one.
+ */
 function claimFunction(name: TableName): string {
+  const fn = claimFunctionName(name);
+  return name.schema === undefined ? fn : `"${name.schema}".${fn}`;
+}
+
+/** The claim function's own name, quoted, without a schema (see claimFunctionSql). */
+function claimFunctionName(name: TableName): string {
   // The version changes with the function's parameters or answer, so workers of two releases can share a
   // table during a rolling deploy, each calling its own. A table name has at most 52 bytes (options).
-  const fn = `"${name.table}_claim_v1"`;
-  return name.schema === undefined ? fn : `"${name.schema}".${fn}`;
+  return `"${name.table}_claim_v1${name.schema === undefined ? "" : "q"}"`;
+}
+
+/** Stands for the table's schema, quoted, in claimFunctionSql's text; the migration puts it in. */
+const homeSchema = "@idempotool_schema@";
+
+/**
+ * Whether the store may call the claim function, as one boolean expression: the function a call resolves
+ * to exists beside the table (the migration made it, or it could not: a role without CREATE rights, a
+ * read-only connection), the role may execute it, and it belongs to the table's owner, to the role itself
+ * or to a superuser. Any other owner could have made it before the migration did (a role with CREATE on
+ * the schema, every role in `public` before PostgreSQL 15), and a call would run that role's code with
+ * the caller's rights and trust its answer. Checked within a store's first claim, so a function that
+ * cannot be called is never called: a failed call would abort the caller's transaction on a pg.Client.
+ */
+function claimFunctionCheck(t: string, name: TableName): string {
+  const callee = `${claimFunction(name)}(${claimFunctionParameters})`;
+  return `coalesce((SELECT has_function_privilege(fn.oid, 'EXECUTE')
+        AND (fn.proowner = tbl.relowner OR pg_get_userbyid(fn.proowner) = current_user
+          OR (SELECT rolsuper FROM pg_roles WHERE oid = fn.proowner))
+      FROM pg_proc AS fn JOIN pg_class AS tbl ON tbl.relnamespace = fn.pronamespace
+      WHERE fn.oid = to_regprocedure('${callee}') AND tbl.oid = to_regclass('${t.replaceAll("'", "''")}')), false)`;
 }
 
 /** The claim function's parameter types, for its signature. */
@@ -389,12 +431,19 @@ const holderJsonColumns = {
  * next statement takes a new snapshot, which sees that commit, so a lost race costs no round trip. Three
  * losses in a row answer null and the caller calls again. A replay writes nothing and takes no
  * transaction id. The instant is a parameter: the caller computes it once, from the statement's clock.
+ *
+ * The function lives beside the table (in homeSchema, filled in by the migration) and names the table as
+ * the store does, so its claims land where the store's other statements read and write: unqualified,
+ * found by the caller's search_path at each call, or schema-qualified. The two kinds have different names
+ * (claimFunctionName): a store on an unqualified name that found a qualified store's function would claim
+ * in that store's table whatever its own search_path says, and a qualified store that found an
+ * unqualified one would claim wherever the caller's search_path leads.
  */
 function claimFunctionSql(t: string, name: TableName): string {
   const holder = Object.entries(holderJsonColumns)
     .map(([field, column]) => `'${field}', live.${column}`)
     .join(", ");
-  return `CREATE FUNCTION ${claimFunction(name)}(
+  return `CREATE FUNCTION ${homeSchema}.${claimFunctionName(name)}(
         p_scope text, p_key text, p_tool text, p_fingerprint text, p_token text,
         p_now bigint, p_lease_ms bigint, p_ttl_ms bigint)
       RETURNS text LANGUAGE plpgsql VOLATILE AS $claim$
@@ -435,8 +484,10 @@ function claimFunctionSql(t: string, name: TableName): string {
 function migrateSql(t: string, name: TableName): string {
   const literal = t.replaceAll("'", "''");
   const index = `"${name.table}_expires_at"`;
-  const signature = `${claimFunction(name)}(${claimFunctionParameters})`.replaceAll("'", "''");
+  const signature = `${claimFunctionName(name)}(${claimFunctionParameters})`;
   return `DO $idempotool$
+    DECLARE
+      home text;
     BEGIN
       IF to_regclass('${literal}') IS NULL THEN
         PERFORM pg_advisory_xact_lock(hashtext('idempotool migrate ${literal}'));
@@ -462,17 +513,23 @@ function migrateSql(t: string, name: TableName): string {
         RAISE EXCEPTION '${notLoggedPrefix}table ${literal} is UNLOGGED or temporary: a server crash or a new session would lose its records and let repeats run again. Use an ordinary table (ALTER TABLE … SET LOGGED).'
           USING ERRCODE = '${notLoggedSqlState}';
       END IF;
-      IF to_regprocedure('${signature}') IS NULL THEN
+      -- The function goes beside the table (see claimFunctionSql), whichever schema search_path found it in.
+      SELECT quote_ident(n.nspname) INTO home
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = '${literal}'::regclass;
+      IF to_regprocedure(home || '.${signature}') IS NULL THEN
         PERFORM pg_advisory_xact_lock(hashtext('idempotool migrate ${literal}'));
-        IF to_regprocedure('${signature}') IS NULL THEN
+        IF to_regprocedure(home || '.${signature}') IS NULL THEN
           BEGIN
-            ${claimFunctionSql(t, name)};
+            EXECUTE replace($create$${claimFunctionSql(t, name)}$create$, '${homeSchema}', home);
           EXCEPTION
             -- A worker outside our lock, or one whose commit this session's catalog cache has not seen yet,
             -- made it first.
             WHEN duplicate_function THEN NULL;
             -- A role that may use the table but not create in its schema: claims run as one plain statement.
             WHEN insufficient_privilege THEN NULL;
+            -- A hot standby, or a role whose transactions are read-only (default_transaction_read_only):
+            -- it reads an existing table as before, and a claim there fails on the write anyway.
+            WHEN read_only_sql_transaction THEN NULL;
           END;
         END IF;
       END IF;

@@ -67,6 +67,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     for (const { text } of [
       s.claim,
       s.claimStatement,
+      s.claimChecked,
       s.takeover,
       s.settle,
       s.renew,
@@ -112,9 +113,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     if (!ready) await migrate();
     return send(operation, text, values, onLateRows);
   };
-  // Cleared for good when the table's schema has no claim function (the migration could not create it):
-  // claims then run as one plain statement.
-  let claimFunction = true;
+  // How claims run: the store's first claim runs the plain statement and learns from it whether the claim
+  // function may be called (claimChecked); "statement" for good when it may not, or when a call fails
+  // because the function is gone or no longer executable.
+  let claimPath: "check" | "function" | "statement" = "check";
 
   /** The "now" parameter: the core's time, or the offset added to the server's. */
   const now = (requestNow: number) => (o.clock === "server" ? o.offsetMs() : requestNow);
@@ -135,8 +137,9 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       const { scope, key } = request;
       rejectNul(scope, key, request.tool);
       for (let attempt = 1; ; attempt++) {
-        const viaFunction = claimFunction;
-        const statement = viaFunction ? s.claim : s.claimStatement;
+        const path = claimPath;
+        const viaFunction = path === "function";
+        const statement = viaFunction ? s.claim : path === "check" ? s.claimChecked : s.claimStatement;
         const values = statement.values(request, now(request.now));
         /** The claim's answer: the function's, parsed from its JSON, or the plain statement's row. */
         const answer = (rows: readonly unknown[]): ClaimRow | undefined => {
@@ -154,15 +157,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         try {
           rows = await run("claim", statement.text, values, giveBack);
         } catch (error) {
-          // A table made without the function, for a role that may not create one, or a function the role
-          // may not execute: see claimStatement. Where the role may not use the table either, the statement
-          // fails the same way.
+          // The function was dropped, or the role's EXECUTE revoked, since the first claim checked: see
+          // claimStatement. Where the role may not use the table either, the statement fails the same way.
           if (!viaFunction || !claimFunctionUnusableSqlStates.has(sqlState(error) ?? "")) throw error;
-          claimFunction = false;
+          claimPath = "statement";
           attempt--;
           continue;
         }
         const row = answer(rows);
+        if (path === "check" && row && claimPath === "check") {
+          claimPath = row.useFunction === true ? "function" : "statement";
+        }
         if (row?.claimed === true) {
           // The statement computed the same from the same request and instant, in exact integer arithmetic.
           return { claimed: true, record: claimedRecord(request, row.now), now: row.now };
