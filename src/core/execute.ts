@@ -31,14 +31,17 @@ import { type IdempotencyRecord, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
 
 /**
- * Run the tool under a claim this call owns, and record what happened. `flight` is the one the call's claim
- * began; a takeover begins its own. Either way it ends here, once the outcome is recorded.
+ * Run the tool under a claim this call owns, and record what happened. The call's flight begins here, before
+ * anything else (a repeat that joined its claim resumes after it and looks the flight up), and ends here once
+ * the outcome is recorded; a throw before the tool is called frees the key.
  */
-export async function execute<A, R>(
-  c: Call<A, R>,
-  record: IdempotencyRecord,
-  flight: Flight = beginFlight(c.o.store, c.scope, c.key, record.token),
-): Promise<Envelope<Awaited<R>>> {
+export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): Promise<Envelope<Awaited<R>>> {
+  let flight: Flight;
+  try {
+    flight = beginFlight(c.o.store, c.scope, c.key, record.token);
+  } catch (error) {
+    return await releaseUnstarted(c, record, error);
+  }
   emit(c, "run", record.attempts);
   c.flight = flight;
   try {
@@ -47,11 +50,7 @@ export async function execute<A, R>(
     try {
       lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
     } catch (error) {
-      // The tool was never called: free the key, as a tool that declared it did not run would.
-      const action = decide({ event: "tool", outcome: "declared_not_executed", effect: c.o.effect });
-      if (action !== Action.release) throw unexpected(action, "a failure before the tool was called");
-      await releaseFenced(c, record);
-      throw error;
+      return await releaseUnstarted(c, record, error);
     }
     let result: Awaited<R>;
     try {
@@ -79,6 +78,18 @@ export async function execute<A, R>(
     c.flight = undefined;
     endFlight(flight);
   }
+}
+
+/** The tool was never called: free the key, as a tool that declared it did not run would. Always throws. */
+async function releaseUnstarted<A, R>(
+  c: Call<A, R>,
+  record: IdempotencyRecord,
+  error: unknown,
+): Promise<never> {
+  const action = decide({ event: "tool", outcome: "declared_not_executed", effect: c.o.effect });
+  if (action !== Action.release) throw unexpected(action, "a failure before the tool was called");
+  await releaseFenced(c, record);
+  throw error;
 }
 
 /** The tool threw: what it declared and the effect class decide. Always throws. */
