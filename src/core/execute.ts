@@ -64,10 +64,13 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
         },
       });
     } catch (error) {
-      await lease.stop();
+      const renewing = lease.stop();
+      if (renewing !== undefined) await renewing;
       return await afterThrow(c, record, error);
     }
-    await lease.stop();
+    // Only a renewal in flight is waited for: awaiting the nothing most calls get back costs a microtask turn.
+    const renewing = lease.stop();
+    if (renewing !== undefined) await renewing;
     const action = decide({ event: "tool", outcome: "returned", effect: c.o.effect });
     if (action !== Action.settleCompleted) throw unexpected(action, "the tool returned");
     const envelope = await settleCompleted(c, record, result, "run");
