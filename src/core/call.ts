@@ -10,7 +10,7 @@ import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
 import { ownerToken } from "./owner-token.js";
 import type { RecentSimilarCall } from "./similar.js";
-import { type IdempotencyRecord, settleOwn } from "./store.js";
+import { type IdempotencyRecord, readBackOwnSettle, type SettleRequest } from "./store.js";
 import { iso } from "./time.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
@@ -80,8 +80,7 @@ export async function settleFenced<A, R>(
   if (c.flight) c.flight.settling = true;
   for (let attempt = 0; attempt < settleAttempts; attempt++) {
     try {
-      // A refusal can be our own earlier settle (an attempt whose reply was lost): settleOwn reads back.
-      const settled = await settleOwn(c.o.store, {
+      const request: SettleRequest = {
         scope: c.scope,
         key: c.key,
         token: record.token,
@@ -90,7 +89,9 @@ export async function settleFenced<A, R>(
         error,
         ttlMs: c.o.ttlMs,
         now: c.o.clock.now(),
-      });
+      };
+      // A refusal can be our own earlier settle (an attempt whose reply was lost): read back (as settleOwn).
+      const settled = (await c.o.store.settle(request)) || (await readBackOwnSettle(c.o.store, request));
       if (settled && c.flight) c.flight.settled = settled;
       return settled ?? "lost";
     } catch (failure) {

@@ -582,3 +582,21 @@ describe("a store error is reported as such", () => {
     expect(runs()).toBe(0);
   });
 });
+
+describe("the context a tool receives", () => {
+  it("hands the tool its context as plain own properties, signal included, so a spread keeps them all", async () => {
+    let spread: Partial<ToolContext> = {};
+    const tool = idempotent(
+      async (_args: { n: number }, context: ToolContext) => {
+        spread = { ...context };
+        return "ok";
+      },
+      { name: "ctx", store: memoryStore(), clock: fakeClock() },
+    );
+    await tool({ n: 1 }, { key: "k", scope: "s" });
+    expect(Object.keys(spread)).toEqual(["key", "scope", "tool", "attempt", "signal"]);
+    expect(spread).toMatchObject({ key: "k", scope: "s", tool: "ctx", attempt: 1 });
+    expect(spread.signal).toBeInstanceOf(AbortSignal);
+    expect(spread.signal?.aborted).toBe(false);
+  });
+});

@@ -23,7 +23,6 @@ import {
 } from "./errors.js";
 import { execute, unexpected, verifyEarlierAttempt } from "./execute.js";
 import {
-  beginFlight,
   type ClaimMark,
   claimOnItsWay,
   type Flight,
@@ -154,8 +153,9 @@ async function callOnce<A, R>(
       // Marked while on its way, so a repeat in this process can join it; a claim that finds a record (a
       // replay) leaves nothing else behind.
       let mark: ClaimMark | undefined;
+      let sent: Promise<ClaimResult> | undefined;
       try {
-        const sent = o.store.claim({
+        sent = o.store.claim({
           scope,
           key,
           tool: o.name,
@@ -169,6 +169,9 @@ async function callOnce<A, R>(
         claim = await sent;
       } catch (error) {
         if (mark !== undefined) unmarkClaim(flights, key, mark);
+        // A throw while the claim was on its way (marking it) must not release before the claim is answered:
+        // a release that comes first frees nothing, and the claim would land with nobody behind it.
+        if (sent !== undefined) await sent.then(ignore, ignore);
         const failure = storeFailure(c, "claim", error);
         const action = decide({ event: "claim_failed" });
         if (action !== Action.releaseUnrun) throw unexpected(action, "a claim with no answer");
@@ -179,9 +182,9 @@ async function callOnce<A, R>(
       if (claim.claimed) {
         const action = decide({ event: "claimed" });
         if (action !== Action.run) throw unexpected(action, "a claim that landed");
-        // Registered before any repeat that joined this claim resumes (they await the same answer, after
-        // this call did); execute ends the flight when the call has settled, waking them.
-        return await execute(c, claim.record, beginFlight(o.store, scope, key, token));
+        // execute registers the call's flight before any repeat that joined this claim resumes (they await
+        // the same answer, after this call did), and ends it when the call has settled, waking them.
+        return await execute(c, claim.record);
       }
     }
     const record = claim.record;
@@ -341,6 +344,8 @@ function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelo
     record.expiresAt,
   );
 }
+
+function ignore(): void {}
 
 /** Spread pollers apart so a crowd of waiters does not hit the store in lockstep. */
 function jitter(ms: number): number {

@@ -92,8 +92,18 @@ export async function settleOwn(
   store: IdempotencyStore,
   request: SettleRequest,
 ): Promise<IdempotencyRecord | null> {
-  const settled = await store.settle(request);
-  if (settled) return settled;
+  return (await store.settle(request)) || readBackOwnSettle(store, request);
+}
+
+/**
+ * {@link settleOwn} after the store refused `request`: the record, if it is this owner's settle, applied
+ * already. The core calls the store's settle itself and this only on a refusal, saving a first call an async
+ * step.
+ */
+export async function readBackOwnSettle(
+  store: IdempotencyStore,
+  request: SettleRequest,
+): Promise<IdempotencyRecord | null> {
   const current = await store.get({ scope: request.scope, key: request.key }, request.now);
   return current?.token === request.token && current.status === request.status ? current : null;
 }
