@@ -2,6 +2,7 @@
 // is the millisecond before the record's. A key that outlives its record (its expiry lifted or moved by
 // someone else, or set by a store judging by another clock) must not make an expired record replay.
 import { describe, expect, it } from "vitest";
+import { tieredStore } from "../src/index.js";
 import { redisStore } from "../src/redis/index.js";
 import { recordName } from "../src/redis/record-key.js";
 import { claimRequest } from "./fixtures/claim-request.js";
@@ -56,5 +57,31 @@ describe("redisStore plain claims never replay a record past its expiresAt", () 
 
     const again = await onServer.claim(claimRequest({ token: "token-b" }));
     expect(again.claimed).toBe(true);
+  });
+});
+
+describe("tieredStore over a redisStore with plain claims", () => {
+  it("serves a replay another worker settled from its cache for longer than a millisecond (fails: 64791f8 reports now = expiresAt - 1)", async () => {
+    const prefix = await fresh();
+    const elsewhere = redisStore({ client, prefix });
+    await elsewhere.claim(claimRequest());
+    await elsewhere.settle(completed("order-1", "token-a", 60_000, Date.now()));
+
+    let claims = 0;
+    const durable = redisStore({ client, prefix });
+    const tiered = tieredStore({
+      store: {
+        ...durable,
+        claim: (request) => {
+          claims++;
+          return durable.claim(request);
+        },
+      },
+    });
+    const now = Date.now();
+    expect((await tiered.claim(claimRequest({ token: "token-b", now }))).claimed).toBe(false);
+    // 10 ms later by the caller's clock: well within maxStalenessMs (1 s) and the record's 60 s window.
+    expect((await tiered.claim(claimRequest({ token: "token-c", now: now + 10 }))).claimed).toBe(false);
+    expect(claims).toBe(1);
   });
 });
