@@ -61,7 +61,7 @@ describe("redisStore plain claims never replay a record past its expiresAt", () 
 });
 
 describe("tieredStore over a redisStore with plain claims", () => {
-  it("serves a replay another worker settled from its cache for longer than a millisecond (fails: 64791f8 reports now = expiresAt - 1)", async () => {
+  it("serves a replay another worker settled from its cache for longer than a millisecond (asks for the store's clock)", async () => {
     const prefix = await fresh();
     const elsewhere = redisStore({ client, prefix });
     await elsewhere.claim(claimRequest());

@@ -56,6 +56,11 @@ export interface ClaimRequest {
   readonly ttlMs: number;
   /** The core's clock. Stores with a clock of their own (a database server) use theirs instead. */
   readonly now: number;
+  /**
+   * Set by a caller that caches the record a claim finds (`tieredStore`): the result's `now` must then be
+   * the clock the store judged by, never a stand-in (see `ClaimResult`).
+   */
+  readonly exactNow?: boolean | undefined;
 }
 
 /**
@@ -111,9 +116,10 @@ export async function readBackOwnSettle(
 /**
  * What a claim found. `now` is the clock the store judged by, so the core can tell a live lease from a
  * stale one. A store that cannot read its clock when it claims, or when it finds a completed or failed
- * record (whose lease nobody judges), may answer another time instead: the request's `now` for a claim
- * that landed, and for a settled record any time no earlier than its clock's (at most the record's last
- * live millisecond), so that whoever caches the record judges it expired no later than the store would.
+ * record (whose lease nobody judges), may answer another time instead, unless the request asks for
+ * `exactNow`: the request's `now` for a claim that landed, and for a settled record any time no earlier
+ * than its clock's (at most the record's last live millisecond), so that whoever caches the record
+ * judges it expired no later than the store would.
  */
 export type ClaimResult =
   | { readonly claimed: true; readonly record: IdempotencyRecord; readonly now: number }

@@ -102,7 +102,8 @@ export function tieredStore(options: TieredStoreOptions): IdempotencyStore {
     async claim(request) {
       const hit = cached(request.scope, request.key, request.now);
       if (hit) return { claimed: false, record: hit.record, now: request.now + hit.offsetMs };
-      const result = await durable.claim(request);
+      // The record it finds is cached by the store's clock, so that clock it must be.
+      const result = await durable.claim({ ...request, exactNow: true });
       if (!result.claimed) remember(result.record, request.now, result.now);
       return result;
     },

@@ -172,10 +172,11 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
           // replaying it needs no clock: the server's time then was before its key's expiry. Unless the key
           // outlives its record (its expiry lifted or moved by another program, or set by a store on another
           // clock): one the caller's clock already sees expired goes to the script, which judges it by the
-          // server's.
+          // server's. So does one a caller will cache by the store's clock (exactNow), which the reply lacks.
           if (
             (record?.status === RecordStatus.completed || record?.status === RecordStatus.failed) &&
-            record.expiresAt > request.now
+            record.expiresAt > request.now &&
+            request.exactNow !== true
           ) {
             return { claimed: false, record, now: record.expiresAt - 1 };
           }
