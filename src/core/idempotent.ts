@@ -222,7 +222,8 @@ async function callOnce<A, R>(
           emit(c, "in_flight_wait", record.attempts);
         }
         try {
-          const local = joined ?? holderOf(o.store, scope, key);
+          const joinedHolder = joined;
+          const local = joinedHolder ?? holderOf(o.store, scope, key);
           // A holder in this process wakes its waiters when it ends, so they need not poll meanwhile; they
           // look again when its lease would pass, in case its renewals stopped reaching the store.
           const ms =
@@ -230,7 +231,10 @@ async function callOnce<A, R>(
               ? Math.max(0, Math.min(o.waitMs - waitedMs, record.leaseExpiresAt - claim.now))
               : Math.min(jitter(pollMs), o.waitMs - waitedMs);
           joined = undefined;
-          const beforeSettle = local !== undefined && !local.settling;
+          // Its outcome is this call's when this call began before the holder settled: always for a repeat
+          // that joined the holder's claim on its way (the holder settles only after that claim's answer, and
+          // with a quick tool it may have begun to before the repeat resumes), else only if it was not settling.
+          const beforeSettle = local !== undefined && (local === joinedHolder || !local.settling);
           await waitForOutcome(o.store, scope, key, o.clock, ms, c.signal, local);
           if (local?.ended === true) handed = outcomeFor(local, beforeSettle);
         } catch (error) {

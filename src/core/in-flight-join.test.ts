@@ -101,6 +101,32 @@ describe("repeats in one process join the claim on its way", () => {
     expect(flightCount(store)).toBe(0);
   });
 
+  it("the waiters take the outcome of a quick tool whose call began to settle before they resumed", async () => {
+    const { store, counts, holdClaimsUntil } = countingStore();
+    const hold = gate();
+    holdClaimsUntil(hold.opened);
+    let runs = 0;
+    // Returns at once: its call reaches its settle in fewer steps than the repeats take to resume from the
+    // claim they joined.
+    const tool = idempotent(
+      async () => {
+        runs++;
+        return "sent";
+      },
+      { name: "send", store },
+    );
+    const crowd = Array.from({ length: 8 }, () => tool({}, { key: "k" }));
+    await new Promise((resolve) => setImmediate(resolve));
+    holdClaimsUntil(undefined);
+    hold.open();
+    const envelopes = await Promise.all(crowd);
+    expect(runs).toBe(1);
+    expect(envelopes.filter((e) => e.was_replay)).toHaveLength(7);
+    // They joined the claim before its call could settle: its outcome is theirs, with no claim of their own.
+    expect(counts).toMatchObject({ claims: 1, settles: 1 });
+    expect(flightCount(store)).toBe(0);
+  });
+
   it("joins the claim of its own scope when the same key is on its way in another scope too", async () => {
     const { store, counts } = countingStore();
     const clock = fakeClock();
