@@ -121,6 +121,31 @@ describe("redisStore writes the scripts started in one tick together", () => {
     }
   });
 
+  it("writes the plain claims of one tick together too, each its own SET with its own answer", async () => {
+    const prefix = await fresh();
+    const writes = countingWrites(client);
+    try {
+      // The server clock: claims are plain SET NX GET commands, settles scripts.
+      const store = redisStore({ client, prefix });
+      await store.claim(claimRequest({ key: "warm-up" }));
+      writes.counts.corks = 0;
+      writes.counts.writes = 0;
+      const keys = Array.from({ length: 32 }, (_, i) => `k${i}`);
+      const claims = await Promise.all(
+        keys.map((key) => store.claim(claimRequest({ key, token: `t-${key}` }))),
+      );
+      expect(claims.every((c) => c.claimed)).toBe(true);
+      // The first alone, then 16 and 15 together, never more writes than that.
+      expect(writes.counts.corks).toBe(2);
+      expect(writes.counts.writes).toBeLessThanOrEqual(3);
+      expect(writes.stream.writableCorked).toBe(0);
+      const again = await Promise.all(keys.map((key) => store.claim(claimRequest({ key, token: "late" }))));
+      expect(again.map((c) => [c.claimed, c.record.token])).toEqual(keys.map((key) => [false, `t-${key}`]));
+    } finally {
+      writes.restore();
+    }
+  });
+
   it("on a client without a connection to cork, sends the first alone and the rest in pipelines of 16", async () => {
     const prefix = await fresh();
     const spy = countingPipelines(client, true);
