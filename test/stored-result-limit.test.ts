@@ -99,6 +99,10 @@ describe("a store's maxStoredResultBytes, in idempotent()", () => {
     const replay = await rejection(tool({}, { key: "k" }));
     expect(replay).toBeInstanceOf(ResultTooLargeError);
     expect(replay).toMatchObject({ code: "result_too_large", sizeBytes: limit + 1, maxBytes: limit });
+    // The store's limit applied, not maxResultBytes (1 MiB): the message names both.
+    expect((replay as Error).message).toMatch(
+      /over the 64-byte limit \(maxResultBytes, or the store's maxStoredResultBytes/,
+    );
     expect(runs).toBe(1);
     expect(refused, "the store was sent a result it said it cannot keep").toEqual([]);
   });

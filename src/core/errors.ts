@@ -215,7 +215,7 @@ export class ResultTooLargeError extends IdempotencyError {
   constructor(sizeBytes: number, maxBytes: number, record?: IdempotencyRecord) {
     super(
       "result_too_large",
-      `The result is ${sizeBytes} bytes, over the ${maxBytes}-byte limit (maxResultBytes), so it was not stored.` +
+      `The result is ${sizeBytes} bytes, over the ${maxBytes}-byte limit (maxResultBytes, or the store's maxStoredResultBytes where lower), so it was not stored.` +
         (record ? ` The call already completed at ${iso(record.updatedAt)}: do not run it again.` : ""),
     );
     this.record = record;
