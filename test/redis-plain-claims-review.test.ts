@@ -6,15 +6,10 @@ import { tieredStore } from "../src/index.js";
 import { redisStore } from "../src/redis/index.js";
 import { recordName } from "../src/redis/record-key.js";
 import { claimRequest } from "./fixtures/claim-request.js";
+import { serverNow } from "./fixtures/redis-helpers.js";
 import { redisTestFile } from "./fixtures/redis-test-file.js";
 
 const { client, fresh } = redisTestFile("plain-review");
-
-/** Redis's own clock, in epoch ms. */
-async function serverNow(): Promise<number> {
-  const [seconds, micros] = await client.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
 
 const completed = (key: string, token: string, ttlMs: number, now: number) => ({
   scope: "tenant-a",
@@ -37,7 +32,7 @@ describe("redisStore plain claims never replay a record past its expiresAt", () 
     // The record as it stands once its window has passed, its key kept by a PERSIST (another program's,
     // an operator's, a copy that dropped TTLs): expiresAt is a second ago by the server's clock.
     const value = (await client.get(name))!;
-    const expiresAt = (await serverNow()) - 1_000;
+    const expiresAt = (await serverNow(client)) - 1_000;
     await client.set(name, value.replace(/^\d+/, String(expiresAt)));
     expect(await client.pexpiretime(name)).toBe(-1);
 
@@ -53,7 +48,7 @@ describe("redisStore plain claims never replay a record past its expiresAt", () 
     const onServer = redisStore({ client, prefix });
     await behind.claim(claimRequest({ leaseMs: 1_000, ttlMs: 5_000 }));
     const settled = (await behind.settle(completed("order-1", "token-a", 5_000, Date.now())))!;
-    expect(settled.expiresAt).toBeLessThan(await serverNow());
+    expect(settled.expiresAt).toBeLessThan(await serverNow(client));
 
     const again = await onServer.claim(claimRequest({ token: "token-b" }));
     expect(again.claimed).toBe(true);

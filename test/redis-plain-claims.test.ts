@@ -1,36 +1,14 @@
 // On the server's clock, a claim is one plain command, SET NX GET, which writes a stub: the record without
 // its times, which the key's expiry holds. Every script reads a stub as the record it stands for.
-import type { Command, Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { idempotent } from "../src/index.js";
 import { type RedisLike, redisStore } from "../src/redis/index.js";
 import { recordName } from "../src/redis/record-key.js";
 import { claimRequest } from "./fixtures/claim-request.js";
+import { recordingCommands, serverNow } from "./fixtures/redis-helpers.js";
 import { redisTestFile } from "./fixtures/redis-test-file.js";
 
 const { client, fresh } = redisTestFile("plain");
-
-/** Redis's own clock, in epoch ms. */
-async function serverNow(): Promise<number> {
-  const [seconds, micros] = await client.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
-/** The real client, recording the name of every command it sends. */
-function recording(inner: Redis) {
-  const commands: string[] = [];
-  const spied = new Proxy(inner, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (property !== "sendCommand" || typeof value !== "function") return value;
-      return (command: Command, ...rest: unknown[]) => {
-        commands.push(command.name);
-        return Reflect.apply(value, receiver, [command, ...rest]);
-      };
-    },
-  });
-  return { client: spied, commands };
-}
 
 const settle = (key: string, token: string, result: string | null = `"${key}"`) => ({
   scope: "tenant-a",
@@ -46,7 +24,7 @@ const settle = (key: string, token: string, result: string | null = `"${key}"`) 
 describe("redisStore claims with one plain command on the server's clock", () => {
   it("claims with SET NX GET and replays a settled record with it, no script", async () => {
     const prefix = await fresh();
-    const spy = recording(client);
+    const spy = recordingCommands(client);
     const store = redisStore({ client: spy.client, prefix });
     const first = await store.claim(claimRequest());
     expect(first.claimed).toBe(true);
@@ -64,16 +42,16 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     });
     // The replay's reply carries no clock: its `now` is no earlier than the server's, and the record is live.
     expect(replay.now).toBe(replay.record.expiresAt - 1);
-    expect(replay.now).toBeGreaterThanOrEqual(await serverNow());
+    expect(replay.now).toBeGreaterThanOrEqual(await serverNow(client));
     expect(await client.get(name)).toMatch(/^\d+ completed /);
   });
 
   it("reads a stub as its record in every script: times from the key's expiry, set by the server", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    const before = await serverNow();
+    const before = await serverNow(client);
     await store.claim(claimRequest({ leaseMs: 5_000, ttlMs: 60_000 }));
-    const after = await serverNow();
+    const after = await serverNow(client);
     const name = recordName(prefix, "tenant-a", "order-1");
     expect(await client.pexpiretime(name)).toBe((await store.get(claimRequest(), 0))!.expiresAt - 1);
 
@@ -139,7 +117,7 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     await store.claim(claimRequest({ leaseMs: 5_000, ttlMs: 60_000 }));
     const name = recordName(prefix, "tenant-a", "order-1");
     await client.persist(name);
-    const before = await serverNow();
+    const before = await serverNow(client);
     // Another caller finds the claim in progress, its lease restarted (its owner may still be running).
     const holder = await store.claim(claimRequest({ token: "token-b" }));
     expect(holder).toMatchObject({ claimed: false, record: { status: "in_progress", token: "token-a" } });
@@ -179,7 +157,7 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     // Redis keeps a key through its expiry's millisecond; the record is live only before expiresAt.
     expect(await client.pexpiretime(name)).toBe(settled.expiresAt - 1);
     expect(await store.claim(claimRequest({ token: "token-b" }))).toMatchObject({ claimed: false });
-    await client.pexpireat(name, (await serverNow()) - 1);
+    await client.pexpireat(name, (await serverNow(client)) - 1);
     expect((await store.claim(claimRequest({ token: "token-b" }))).claimed).toBe(true);
   });
 
@@ -227,7 +205,7 @@ describe("redisStore claims with one plain command on the server's clock", () =>
       { clockOffsetMs: 1_000 },
       { clockOffsetMs: () => 0 },
     ]) {
-      const spy = recording(client);
+      const spy = recordingCommands(client);
       const store = redisStore({ client: spy.client, prefix: await fresh(), ...options });
       await store.claim(claimRequest());
       expect(

@@ -1,4 +1,4 @@
-import { type Cluster, type Command, Redis } from "ioredis";
+import { type Cluster, Redis } from "ioredis";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import { type IdempotencyRecord, idempotent, isIdempotencyError, LeaseLostError } from "../src/index.js";
 import { type RedisLike, redisStore } from "../src/redis/index.js";
@@ -6,16 +6,10 @@ import { recordName } from "../src/redis/record-key.js";
 import * as scripts from "../src/redis/scripts.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest } from "./fixtures/claim-request.js";
-import { dropPrefix, redisUrl } from "./fixtures/redis-helpers.js";
+import { dropPrefix, recordingCommands, redisUrl, serverNow } from "./fixtures/redis-helpers.js";
 import { redisTestFile } from "./fixtures/redis-test-file.js";
 
 const { client, fresh } = redisTestFile();
-
-/** Redis's own clock, in epoch ms. */
-async function serverNow(): Promise<number> {
-  const [seconds, micros] = await client.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
 
 const DAY = 86_400_000;
 
@@ -105,10 +99,10 @@ describe("redisStore judges leases by the server's clock", () => {
   it("a claim's record takes Redis's TIME, whatever the request's now says", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
-    const before = await serverNow();
+    const before = await serverNow(client);
     const request = claimRequest({ now: Date.now() + 3 * 3_600_000 });
     const claim = await store.claim(request);
-    const after = await serverNow();
+    const after = await serverNow(client);
     // One plain command: its reply says only that it claimed, so the request's time stands in.
     expect(claim).toMatchObject({ claimed: true, now: request.now });
     const stored = (await store.get(request, 0))!;
@@ -120,7 +114,7 @@ describe("redisStore judges leases by the server's clock", () => {
     const scripted = redisStore({ client, prefix, clockOffsetMs: () => 0 });
     const second = await scripted.claim(claimRequest({ key: "order-2", now: request.now }));
     expect(second.now).toBeGreaterThanOrEqual(before);
-    expect(second.now).toBeLessThanOrEqual(await serverNow());
+    expect(second.now).toBeLessThanOrEqual(await serverNow(client));
     expect(second.record).toMatchObject({ createdAt: second.now, leaseExpiresAt: second.now + 60_000 });
   });
 
@@ -266,7 +260,7 @@ describe("redisStore keeps Redis's expiry in step with the record", () => {
     ).record;
     expect(late.expiresAt).toBe(behind + 3_601_000);
     const expiry = await expiryOf(prefix, late);
-    const now = await serverNow();
+    const now = await serverNow(client);
     expect(expiry).toBeGreaterThan(now + 3_500_000);
     expect(expiry).toBeLessThan(now + 3_601_000);
   });
@@ -352,17 +346,7 @@ describe("redisStore key names", () => {
  */
 function recording(inner: Redis) {
   const calls: { method: string; args: unknown[] }[] = [];
-  const commands: string[] = [];
-  const counted = new Proxy(inner, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (property !== "sendCommand" || typeof value !== "function") return value;
-      return (command: Command, ...rest: unknown[]) => {
-        commands.push(command.name);
-        return Reflect.apply(value, receiver, [command, ...rest]);
-      };
-    },
-  });
+  const { client: counted, commands } = recordingCommands(inner);
   const record =
     <A extends unknown[], R>(method: string, call: (...args: A) => R) =>
     (...args: A): R => {
