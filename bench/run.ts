@@ -62,6 +62,9 @@ async function main(): Promise<number> {
         `(or run scripts/node.sh ${options.node} --with-better-sqlite3 --expose-gc --import tsx bench/run.ts)`,
     );
   }
+  if (options.gcEachRep && typeof (globalThis as { gc?: unknown }).gc !== "function") {
+    throw new Error("--gc needs node --expose-gc (npm run bench gives it)");
+  }
   // tsx turns source maps on for the bench's own TypeScript; the measured library is plain JS, and no
   // stack trace it (or an anchor) builds should pay for source-map lookups.
   process.setSourceMapsEnabled(false);
@@ -115,6 +118,7 @@ async function main(): Promise<number> {
     reps: options.reps,
     durationMs: options.durationMs,
     warmupMs: options.warmupMs,
+    gcEachRep: options.gcEachRep,
     workloads: options.workloads,
     concurrencies: options.concurrencies,
   };

@@ -12,6 +12,8 @@ export interface BenchOptions {
   readonly reps: number;
   readonly durationMs: number;
   readonly warmupMs: number;
+  /** A forced full GC before each timed repetition (off by default: see docs/benchmarks.md). */
+  readonly gcEachRep: boolean;
   /** Run the scale part (1 M records; purge) after the table. */
   readonly scale: boolean;
   /** Only the scale part. */
@@ -46,6 +48,8 @@ export const usage = `Usage: npm run bench -- [options]
   --reps N                 timed repetitions per cell (default 5; quick 3)
   --duration MS            length of one repetition (default 300; quick 60)
   --warmup MS              warm-up per cell (default 200; quick 30)
+  --gc                     a forced full GC before each timed repetition (needs node --expose-gc, as
+                           npm run bench gives it); off by default, as a serving process never runs one
   --scale                  also run the scale part: 1 M records in SQLite and PostgreSQL, purge cost
   --scale-only             only the scale part
   --fleet                  also run the fleet row: 4 processes × 32 in flight on Redis and PostgreSQL
@@ -110,6 +114,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
       reps: { type: "string" },
       duration: { type: "string" },
       warmup: { type: "string" },
+      gc: { type: "boolean", default: false },
       scale: { type: "boolean", default: false },
       "scale-only": { type: "boolean", default: false },
       fleet: { type: "boolean", default: false },
@@ -141,6 +146,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
     reps: integer(values.reps, "reps", quick ? 3 : 5),
     durationMs: integer(values.duration, "duration", quick ? 60 : 300),
     warmupMs: integer(values.warmup, "warmup", quick ? 30 : 200),
+    gcEachRep: values.gc,
     scale: values.scale || values["scale-only"],
     scaleOnly: values["scale-only"],
     fleet: values.fleet,

@@ -23,6 +23,8 @@ export interface RunSettings {
   readonly reps: number;
   readonly durationMs: number;
   readonly warmupMs: number;
+  /** Collect the heap before each timed repetition (needs --expose-gc). */
+  readonly gcEachRep: boolean;
   readonly workloads: readonly Workload[];
   readonly concurrencies: readonly number[] | undefined;
 }
@@ -238,7 +240,7 @@ export async function runBackends(
         const label = `${backend.name} ${workload} c${concurrency} ${subject.name}`;
         try {
           const unit = await prepare(subject);
-          gc();
+          if (settings.gcEachRep) gc();
           const before = subject.runs();
           const sample = await measure(unit, concurrency, durationMs);
           const ran = subject.runs() - before;
@@ -270,7 +272,11 @@ export async function runBackends(
 }
 
 const collect = (globalThis as { gc?: () => void }).gc;
-/** Start each timed repetition with a clean heap when node runs with --expose-gc. */
+/**
+ * A full GC, when node runs with --expose-gc. Not by default: after a forced one the process stays slower for
+ * a while (V8 sizes the heap's next collections from what survived it), most of all for a subject that keeps
+ * more alive between its calls, so a short repetition measured that transient rather than the steady state.
+ */
 function gc(): void {
   collect?.();
 }
