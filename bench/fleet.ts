@@ -2,7 +2,7 @@
  * The fleet row on its own: 4 OS processes × 32 in flight on Redis and PostgreSQL, idempotool beside
  * @node-idempotency (Redis) and the floor. `npm run bench -- --fleet` adds it to the main run.
  *
- *   node --import tsx bench/fleet.ts [--lib dist] [--processes 4] [--in-flight 32] [--duration 2000] [--reps 3]
+ *   node --import tsx bench/fleet.ts [--lib dist] [--processes 4] [--in-flight 32] [--warmup 1000] [--duration 2000] [--reps 3]
  *                                    [--store redis,postgres] [--workload first,contended]
  */
 import path from "node:path";
@@ -19,6 +19,7 @@ const { values } = parseArgs({
     processes: { type: "string", default: "4" },
     "in-flight": { type: "string", default: "32" },
     "callers-per-key": { type: "string", default: "8" },
+    warmup: { type: "string", default: "1000" },
     duration: { type: "string", default: "2000" },
     reps: { type: "string", default: "3" },
     store: { type: "string", default: "redis,postgres" },
@@ -31,6 +32,7 @@ const options = {
   processes: Number(values.processes),
   inFlight: Number(values["in-flight"]),
   callersPerKey: Number(values["callers-per-key"]),
+  warmupMs: Number(values.warmup),
   durationMs: Number(values.duration),
   reps: Number(values.reps),
   tag: `f${Date.now().toString(36)}`,

@@ -193,6 +193,7 @@ async function main(): Promise<number> {
       lib,
       ...fleetOptions,
       callersPerKey: 8,
+      warmupMs: 1000,
       durationMs: options.durationMs * 4,
       reps: options.reps,
       tag,

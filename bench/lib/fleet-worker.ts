@@ -1,6 +1,7 @@
 /**
- * One process of the fleet row (bench/lib/fleet.ts): builds one subject on its own clients, waits for the
- * start time its parent set, runs its callers for the duration, and prints what it measured as one JSON line.
+ * One process of the fleet row (bench/lib/fleet.ts): builds one subject on its own clients, warms up, tells
+ * its parent it is ready and waits for the common start the parent sends, runs its callers for the duration,
+ * and prints what it measured as one JSON line.
  * The parent made the tables; every process of one measurement shares them and, when contended, its keys.
  */
 import path from "node:path";
@@ -22,7 +23,8 @@ export interface FleetTask {
   readonly inFlight: number;
   /** Callers on one key in the contended workload, per process. */
   readonly callersPerKey: number;
-  readonly startAt: number;
+  /** How long each process runs the workload on keys of its own before the common start. */
+  readonly warmupMs: number;
   readonly durationMs: number;
   readonly worker: number;
   readonly names: { readonly store: string; readonly floor: string; readonly prefix: string };
@@ -42,6 +44,9 @@ export interface FleetReport {
   readonly latenciesUs: number[];
 }
 
+// tsx turns source maps on for the harness; as in the main run, no stack trace the measured code builds
+// should pay for source-map lookups.
+process.setSourceMapsEnabled(false);
 const task = JSON.parse(process.argv[2] ?? "{}") as FleetTask;
 const lib = await loadLibrary(path.resolve(task.lib));
 const closers: (() => Promise<unknown> | undefined)[] = [];
@@ -88,29 +93,40 @@ const timed = async (call: () => Promise<unknown>) => {
   latencies.add((performance.now() - started) * 1000);
   calls++;
 };
-// Warm the clients (connections, prepared statements) before the common start.
-await subject.first(`${task.names.prefix}warm-${task.worker}`, toolArgs);
+/** Runs the workload until `deadline`; keys under `prefix` (the fleet's shared keys when contended). */
+const run = (deadline: number, prefix: string) =>
+  Promise.all(
+    Array.from({ length: lanes }, async () => {
+      while (performance.now() < deadline) {
+        if (task.workload === "first") {
+          await timed(() => subject.first(`${prefix}w${task.worker}-${nextKey++}`, toolArgs));
+        } else {
+          // Every process walks the same keys: each key's callers come from the whole fleet.
+          const key = `${prefix}c-${nextKey++}`;
+          await Promise.all(
+            Array.from({ length: task.callersPerKey }, () => timed(() => subject.contended(key, toolArgs))),
+          );
+        }
+      }
+    }),
+  );
+const lanes = task.workload === "first" ? task.inFlight : Math.max(1, task.inFlight / task.callersPerKey);
+// Warm up (connections, prepared statements, the JIT) on keys of this process's own, as a serving
+// process is warm, then tell the parent and wait for the common start it sends once every process is.
+await run(performance.now() + task.warmupMs, `${task.names.prefix}warm${task.worker}-`);
+latencies.length = 0;
+calls = 0;
+rejected = 0;
+nextKey = 0;
+const startAt = await new Promise<number>((resolve) => {
+  process.once("message", (message: { startAt: number }) => resolve(message.startAt));
+  process.send!("ready");
+});
 const runsBefore = subject.runs();
-await new Promise((resolve) => setTimeout(resolve, Math.max(0, task.startAt - Date.now())));
-const deadline = performance.now() + task.durationMs;
+await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
 const cpu = process.cpuUsage();
 const started = performance.now();
-const lanes = task.workload === "first" ? task.inFlight : Math.max(1, task.inFlight / task.callersPerKey);
-await Promise.all(
-  Array.from({ length: lanes }, async () => {
-    while (performance.now() < deadline) {
-      if (task.workload === "first") {
-        await timed(() => subject.first(`${task.names.prefix}w${task.worker}-${nextKey++}`, toolArgs));
-      } else {
-        // Every process walks the same keys: each key's callers come from the whole fleet.
-        const key = `${task.names.prefix}c-${nextKey++}`;
-        await Promise.all(
-          Array.from({ length: task.callersPerKey }, () => timed(() => subject.contended(key, toolArgs))),
-        );
-      }
-    }
-  }),
-);
+await run(started + task.durationMs, task.names.prefix);
 const elapsedMs = performance.now() - started;
 const used = process.cpuUsage(cpu);
 const sorted = latencies.sorted();

@@ -22,6 +22,8 @@ export interface FleetOptions {
   readonly processes: number;
   readonly inFlight: number;
   readonly callersPerKey: number;
+  /** How long each process runs the workload on keys of its own before the measured part starts together. */
+  readonly warmupMs: number;
   readonly durationMs: number;
   readonly reps: number;
   readonly tag: string;
@@ -51,15 +53,22 @@ const subjectsOf = {
   postgres: [SubjectName.idempotool, SubjectName.floor],
 } as const;
 
-function runWorker(task: FleetTask): Promise<FleetReport> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", path.join(here, "fleet-worker.ts"), JSON.stringify(task)],
-      { stdio: ["ignore", "pipe", "inherit"] },
+/** A worker process: `ready` settles once it has warmed up, `report` with what it measured. */
+function startWorker(task: FleetTask) {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", path.join(here, "fleet-worker.ts"), JSON.stringify(task)],
+    { stdio: ["ignore", "pipe", "inherit", "ipc"] },
+  );
+  const ready = new Promise<void>((resolve, reject) => {
+    child.once("message", () => resolve());
+    child.once("exit", (code) =>
+      reject(new Error(`fleet worker ${task.worker} exited with ${code} before it was ready`)),
     );
+  });
+  const report = new Promise<FleetReport>((resolve, reject) => {
     let out = "";
-    child.stdout.on("data", (chunk: Buffer) => {
+    child.stdout!.on("data", (chunk: Buffer) => {
       out += chunk.toString();
     });
     child.on("error", reject);
@@ -68,6 +77,18 @@ function runWorker(task: FleetTask): Promise<FleetReport> {
       else resolve(JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as FleetReport);
     });
   });
+  // Handled where it is awaited; this keeps an early exit from being an unhandled rejection meanwhile.
+  report.catch(() => {});
+  return { ready, report, start: (startAt: number) => child.send({ startAt }) };
+}
+
+/** Runs `tasks` as processes that start measuring together, once every one of them has warmed up. */
+async function runWorkers(tasks: readonly FleetTask[]): Promise<FleetReport[]> {
+  const workers = tasks.map(startWorker);
+  await Promise.all(workers.map((w) => w.ready));
+  const startAt = Date.now() + 20;
+  for (const worker of workers) worker.start(startAt);
+  return Promise.all(workers.map((w) => w.report));
 }
 
 const median = (xs: readonly number[]) => {
@@ -117,25 +138,22 @@ export async function runFleet(o: FleetOptions): Promise<FleetCell[]> {
               else await o.lib.postgres?.postgresStore({ client: pool, table: names.store }).migrate();
               tables.push(names.store, names.floor);
             }
-            const startAt = Date.now() + 1500;
-            const reports = await Promise.all(
-              Array.from({ length: o.processes }, (_, worker) =>
-                runWorker({
-                  lib: o.lib.dir,
-                  backend,
-                  subject: cell.subject,
-                  workload,
-                  inFlight: o.inFlight,
-                  callersPerKey: o.callersPerKey,
-                  startAt,
-                  durationMs: o.durationMs,
-                  worker,
-                  names,
-                  fingerprint: o.fingerprint,
-                  redisUrl: o.redisUrl,
-                  pgUrl: o.pgUrl,
-                }),
-              ),
+            const reports = await runWorkers(
+              Array.from({ length: o.processes }, (_, worker) => ({
+                lib: o.lib.dir,
+                backend,
+                subject: cell.subject,
+                workload,
+                inFlight: o.inFlight,
+                callersPerKey: o.callersPerKey,
+                warmupMs: o.warmupMs,
+                durationMs: o.durationMs,
+                worker,
+                names,
+                fingerprint: o.fingerprint,
+                redisUrl: o.redisUrl,
+                pgUrl: o.pgUrl,
+              })),
             );
             const calls = reports.reduce((sum, r) => sum + r.calls, 0);
             const runs = reports.reduce((sum, r) => sum + r.runs, 0);
