@@ -111,6 +111,32 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     expect(await later.takeover(takeover)).toMatchObject({ token: "token-b", attempts: 2 });
   });
 
+  it("settles a stub only with its own token, refuses a value that only looks like a stub, and dates a lost-expiry stub's claim now", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
+    await store.claim(claimRequest());
+    const name = recordName(prefix, "tenant-a", "order-1");
+    const stub = await client.get(name);
+    expect(await store.settle(settle("order-1", "token-b"))).toBeNull();
+    expect(await store.settle(settle("order-1", "token-"))).toBeNull();
+    expect(await client.get(name)).toBe(stub);
+
+    // A "~" value whose header does not parse is nobody's claim: nothing settles it, nothing is written.
+    const forged = "~ 60000 86400000 1 7 10 x - -\ntoken-asend_email";
+    await client.set(name, forged);
+    expect(await store.settle(settle("order-1", "token-a"))).toBeNull();
+    expect(await client.get(name)).toBe(forged);
+
+    // A stub that lost its expiry was claimed, as far as anyone can tell, when the settle reads it.
+    await client.set(name, stub!);
+    const before = await serverNow(client);
+    const settled = await store.settle(settle("order-1", "token-a"));
+    const after = await serverNow(client);
+    expect(settled!.createdAt).toBeGreaterThanOrEqual(before);
+    expect(settled!.createdAt).toBeLessThanOrEqual(after);
+    expect(await client.pexpiretime(name)).toBe(settled!.expiresAt - 1);
+  });
+
   it("gives a stub whose key lost its expiry a claim's life again, rather than leave the key stuck for good", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });

@@ -249,10 +249,24 @@ export const settleScript = script<SettleRequest>(
   `${layout}
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
-${fromStub}local found, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
--- Past the window too, while the record is still here: nobody claimed the key since.
-if not found or not (s == 'in_progress' or s == 'unknown') then return false end
-if string.sub(v, at, at + nt - 1) ~= token then return false end
+local c, a, nt, ntool, nf, at
+if string.byte(v, 1) == 126 then
+  -- A stub (a claim in progress) read in place, rather than made into its record and parsed again as
+  -- fromStub does: only its claim time is wanted, from the key's expiry (now, if it lost it), and the
+  -- record is written whole below.
+  local stubLease, stubTtl
+  stubLease, stubTtl, a, nt, ntool, nf, at = string.match(v, '^~ (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) [%d-]+ [%d-]+\\n()')
+  if not stubLease or string.sub(v, at, at + nt - 1) ~= token then return false end
+  local pe = redis.call('PEXPIRETIME', KEYS[1])
+  if pe < 0 then pe = server_now + tonumber(stubLease) + tonumber(stubTtl) - 1 end
+  c = string.format('%d', pe + 1 - tonumber(stubTtl) - tonumber(stubLease))
+else
+  local found, s, _
+  found, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
+  -- Past the window too, while the record is still here: nobody claimed the key since.
+  if not found or not (s == 'in_progress' or s == 'unknown') then return false end
+  if string.sub(v, at, at + nt - 1) ~= token then return false end
+end
 local expires = now + tonumber(ttlMs)
 local e = string.format('%d', expires)
 local updated = string.format('%d', now)
