@@ -258,7 +258,12 @@ if string.byte(v, 1) == 126 then
   stubLease, stubTtl, a, nt, ntool, nf, at = string.match(v, '^~ (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) [%d-]+ [%d-]+\\n()')
   if not stubLease or string.sub(v, at, at + nt - 1) ~= token then return false end
   local pe = redis.call('PEXPIRETIME', KEYS[1])
-  if pe < 0 then pe = server_now + tonumber(stubLease) + tonumber(stubTtl) - 1 end
+  if pe < 0 then
+    -- As fromStub: a key life under 1 ms is no claim's (SET PX refuses it), so no times, no record.
+    local life = tonumber(stubLease) + tonumber(stubTtl) - 1
+    if life < 1 then return false end
+    pe = server_now + life
+  end
   c = string.format('%d', pe + 1 - tonumber(stubTtl) - tonumber(stubLease))
 else
   local found, s, _
