@@ -102,4 +102,20 @@ describe("redisStore settle reads a stub as every other script does", () => {
       expect(await client.pexpiretime(name)).toBe(-1);
     },
   );
+
+  // Past 2^53 - 1 a Lua number is no longer exact and string.format("%d") overflows to a negative
+  // number: read as a stub, such a value became a negative PEXPIRE, and a claim or a get deleted the key.
+  it("refuses a stub whose times no store writes, and leaves the key as it is", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
+    const name = recordName(prefix, "tenant-a", "order-1");
+    const forged = "~ 100000000000000000000 1 1 7 10 3 - -\ntoken-asend_emailfp1";
+    await client.set(name, forged);
+    await expect(store.get({ scope: "tenant-a", key: "order-1" }, Date.now())).rejects.toThrow(
+      /not an idempotool record/,
+    );
+    await expect(store.claim(claimRequest({ token: "token-b" }))).rejects.toThrow(/not an idempotool record/);
+    expect(await store.settle(completed("order-1", "token-a", 60_000, Date.now()))).toBeNull();
+    expect(await client.get(name)).toBe(forged);
+  });
 });

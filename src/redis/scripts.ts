@@ -58,6 +58,9 @@ const layout = `
 local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) (%d+) ([%d-]+) ([%d-]+)\\n()'
 `;
 
+/** The largest lease or TTL a stub may carry: what `stubFits` lets a claim write (a safe integer). */
+const maxSafe = String(Number.MAX_SAFE_INTEGER);
+
 // A stub (\`claimStub\`) read as the record it stands for, in \`v\`: the claim's times come from the key's
 // expiry, which the server set by its own clock when the claim landed (PEXPIRETIME + 1 is when the record
 // expires; ttlMs before that its lease passes; leaseMs before that it was claimed). A stub whose key lost
@@ -67,6 +70,9 @@ local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) 
 const fromStub = `
 if string.byte(v, 1) == 126 then
   local stubLease, stubTtl, stubTail = string.match(v, '^~ (%d+) (%d+)()')
+  -- Times no store writes (past 2^53 - 1, where Lua's numbers and %d stop being exact) are no stub's:
+  -- left as they are, the value is refused, never turned into an expiry that deletes the key.
+  if stubLease and (tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe}) then stubLease = nil end
   local pe = stubLease and redis.call('PEXPIRETIME', KEYS[1]) or -1
   if pe == -1 and stubLease then
     local life = tonumber(stubLease) + tonumber(stubTtl) - 1
@@ -256,7 +262,8 @@ if string.byte(v, 1) == 126 then
   -- record is written whole below.
   local stubLease, stubTtl
   stubLease, stubTtl, a, nt, ntool, nf, at = string.match(v, '^~ (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) [%d-]+ [%d-]+\\n()')
-  if not stubLease or string.sub(v, at, at + nt - 1) ~= token then return false end
+  if not stubLease or tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe} then return false end
+  if string.sub(v, at, at + nt - 1) ~= token then return false end
   local pe = redis.call('PEXPIRETIME', KEYS[1])
   if pe < 0 then
     -- As fromStub: a key life under 1 ms is no claim's (SET PX refuses it), so no times, no record.
