@@ -273,9 +273,9 @@ export async function runBackends(
 
 const collect = (globalThis as { gc?: () => void }).gc;
 /**
- * A full GC, when node runs with --expose-gc. Not by default: after a forced one the process stays slower for
- * a while (V8 sizes the heap's next collections from what survived it), most of all for a subject that keeps
- * more alive between its calls, so a short repetition measured that transient rather than the steady state.
+ * A full GC, when node runs with --expose-gc. Not by default: for a while after a forced one the process runs
+ * slower, most of all a subject that allocates more per call, so a 300 ms repetition started right after it
+ * measured that spell rather than the steady state (docs/benchmarks.md shows the figures).
  */
 function gc(): void {
   collect?.();
