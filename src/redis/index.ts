@@ -1,7 +1,7 @@
 /**
  * `idempotool/redis`: an idempotency store on Redis, for a fleet of agent workers that share one dedup
- * state. It takes the ioredis `Redis` or `Cluster` you already have, typed by the few methods it uses
- * (ioredis is an optional peer dependency, never imported here). Every operation is one Lua script on one
+ * state. It takes the ioredis `Redis` or `Cluster`, or the node-redis client, you already have, typed by the
+ * few methods it uses (both are optional peer dependencies, never imported here). Every operation is one Lua script on one
  * key: one round trip, atomic, and fine on Redis Cluster. Leases are judged by the server's clock.
  *
  * @example
@@ -18,6 +18,7 @@
  *
  * @module
  */
+export type { NodeRedisLike } from "./node-redis.js";
 export type { RedisLike, RedisScanner, RedisStore, RedisStoreOptions } from "./redis-store.js";
 export { redisStore } from "./redis-store.js";
 export type { RedisPipelineLike, ScriptClient } from "./script-runner.js";

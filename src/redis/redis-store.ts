@@ -17,6 +17,7 @@ import {
   type RecordId,
   RecordStatus,
 } from "../core/store.js";
+import { isNodeRedis, isNodeRedisCluster, type NodeRedisLike, nodeRedisCommands } from "./node-redis.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
 import { claimStub, claimStubLifeMs, readRecord, toRecord } from "./record-value.js";
 import { type ScriptClient, scriptRunner } from "./script-runner.js";
@@ -64,11 +65,13 @@ export interface RedisLike extends RedisScanner, ScriptClient {
 /** Options of {@link redisStore}. */
 export interface RedisStoreOptions {
   /**
-   * Your client, which stays yours: the store configures nothing on it and never closes it. For outages
-   * to fail fast rather than queue, give it `maxRetriesPerRequest: 0` (or 1), or `enableOfflineQueue: false`
-   * (then wait for its `ready` event before the first call: until then every command fails).
+   * Your client, which stays yours: the store configures nothing on it and never closes it. An ioredis
+   * `Redis` or `Cluster`, or a node-redis client (`createClient()` from `redis`, connected). For outages
+   * to fail fast rather than queue, give ioredis `maxRetriesPerRequest: 0` (or 1), or
+   * `enableOfflineQueue: false` (then wait for its `ready` event before the first call: until then every
+   * command fails); give node-redis `disableOfflineQueue: true`.
    */
-  readonly client: RedisLike;
+  readonly client: RedisLike | NodeRedisLike;
   /** Prepended to every record's key name; it ends in `:`. Default `"idempotool:"`. */
   readonly prefix?: string | undefined;
   /**
@@ -92,7 +95,8 @@ export interface RedisStoreOptions {
 
 /** An idempotency store on Redis. */
 export interface RedisStore extends IdempotencyStore {
-  readonly client: RedisLike;
+  /** The client you gave. */
+  readonly client: RedisLike | NodeRedisLike;
   /** The prefix of every record's key name. */
   readonly prefix: string;
 }
@@ -103,8 +107,9 @@ const owner = "redisStore()";
 const scanCount = 1000;
 
 /**
- * A store on Redis for a fleet of workers sharing one dedup state. Every operation is one Lua script
- * on one key (one round trip; fine on Redis Cluster), judged by the server's clock.
+ * A store on Redis for a fleet of workers sharing one dedup state, on an ioredis or a node-redis client.
+ * Every operation is one command on one key (one round trip; fine on Redis Cluster), judged by the
+ * server's clock.
  * @example
  * import { Redis } from "ioredis";
  * import { idempotent } from "idempotool";
@@ -154,7 +159,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   }
 
   return {
-    client,
+    client: options.client,
     prefix,
 
     async claim(request) {
@@ -303,13 +308,20 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
 function resolveOptions(options: RedisStoreOptions) {
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
-  const client = options.client;
+  if (isNodeRedisCluster(options.client)) {
+    invalidOption(
+      owner,
+      "client",
+      "is a node-redis cluster (createCluster()), which the store does not drive: use an ioredis Cluster",
+    );
+  }
+  const client = isNodeRedis(options.client) ? nodeRedisCommands(options.client) : options.client;
   for (const method of ["evalsha", "eval", "scan"] as const) {
     if (typeof client?.[method] !== "function") {
       invalidOption(
         owner,
         "client",
-        `must be a Redis client such as an ioredis Redis or Cluster (no ${method}() method)`,
+        `must be a Redis client such as an ioredis Redis or Cluster, or a node-redis client (no ${method}() method)`,
       );
     }
   }
