@@ -6,15 +6,16 @@
  * `redis-server --port 6391`): the server's CPU counts everybody's commands.
  *
  *   node --import tsx bench/redis-cost.ts [--redis redis://127.0.0.1:6391] [--lib dist] [--compare DIR]
- *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3]
+ *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3] [--node-redis]
  *
- * Subjects: idempotool (--lib), candidate (--compare), the floor (SET NX PX + SET XX PX; GET), and
- * @node-idempotency's Redis adapter. Prints Markdown, the median of --reps runs per cell.
+ * Subjects: idempotool (--lib), candidate (--compare), idempotool on a node-redis client (--node-redis),
+ * the floor (SET NX PX + SET XX PX; GET), and @node-idempotency's Redis adapter. Prints Markdown, the median of --reps runs per cell.
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
+import { createClient } from "redis";
 import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./lib/anchors.js";
 import { idempotoolSubject } from "./lib/backends/memory.js";
 import { redisFloor } from "./lib/backends/redis.js";
@@ -32,6 +33,7 @@ const { values } = parseArgs({
     calls: { type: "string", default: "20000" },
     reps: { type: "string", default: "3" },
     subjects: { type: "string" },
+    "node-redis": { type: "boolean", default: false },
   },
 });
 const calls = Number(values.calls);
@@ -52,6 +54,16 @@ subjects.push(idempotoolSubject(lib, () => idem, "redisStore"));
 if (candidate) {
   const store = candidate.redis!.redisStore({ client: redis, prefix: `${prefix}c:` });
   subjects.push(idempotoolSubject(candidate, () => store, "candidate", false, SubjectName.candidate));
+}
+// idempotool again on a node-redis client (createClient() from `redis`), which @node-idempotency uses too.
+const nodeRedis = values["node-redis"] ? createClient({ url: values.redis }) : undefined;
+if (nodeRedis) {
+  await nodeRedis.connect();
+  const store = lib.redis!.redisStore({ client: nodeRedis, prefix: `${prefix}n:` });
+  subjects.push({
+    ...idempotoolSubject(lib, () => store, "redisStore({ client: node-redis })"),
+    name: "idempotool (node-redis)" as SubjectName,
+  });
 }
 subjects.push(redisFloor(redis, `${prefix}f:`, fingerprint));
 subjects.push(nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, prefix: `${prefix}n` }));
@@ -147,4 +159,5 @@ do {
   if (names.length > 0) await redis.unlink(...names);
 } while (cursor !== "0");
 await nodeIdempotency.close();
+await nodeRedis?.quit();
 redis.disconnect();
