@@ -22,6 +22,26 @@ export function isNodeRedis(client: unknown): client is NodeRedisLike {
   );
 }
 
+/**
+ * The node-redis client to drive for `client`, or undefined when it is not one. A v4 client in
+ * `legacyMode` has callback-style commands (a lowercase `evalsha` among them, which sends the command and
+ * returns undefined): it is driven through its promise-based `v4` commands, never as an ioredis client.
+ */
+export function nodeRedisOf(client: unknown): NodeRedisLike | undefined {
+  if (isLegacyMode(client)) {
+    // Its `v4` getter throws unless the client is in legacy mode; here it is.
+    const v4 = (client as { v4?: unknown }).v4;
+    return isNodeRedis(v4) ? v4 : undefined;
+  }
+  return isNodeRedis(client) ? client : undefined;
+}
+
+/** Whether `client` is a node-redis v4 client created with `legacyMode: true`. */
+export function isLegacyMode(client: unknown): boolean {
+  const shape = client as { options?: { legacyMode?: unknown } } | null;
+  return typeof shape === "object" && shape !== null && shape.options?.legacyMode === true;
+}
+
 /** Whether `client` is a node-redis cluster (`createCluster()`), whose commands need their key first. */
 export function isNodeRedisCluster(client: unknown): boolean {
   return isNodeRedis(client) && typeof (client as { getMasters?: unknown }).getMasters === "function";

@@ -17,7 +17,13 @@ import {
   type RecordId,
   RecordStatus,
 } from "../core/store.js";
-import { isNodeRedis, isNodeRedisCluster, type NodeRedisLike, nodeRedisCommands } from "./node-redis.js";
+import {
+  isLegacyMode,
+  isNodeRedisCluster,
+  type NodeRedisLike,
+  nodeRedisCommands,
+  nodeRedisOf,
+} from "./node-redis.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
 import { claimStub, claimStubLifeMs, readRecord, toRecord } from "./record-value.js";
 import { type ScriptClient, scriptRunner } from "./script-runner.js";
@@ -315,7 +321,16 @@ function resolveOptions(options: RedisStoreOptions) {
       "is a node-redis cluster (createCluster()), which the store does not drive: use an ioredis Cluster",
     );
   }
-  const client = isNodeRedis(options.client) ? nodeRedisCommands(options.client) : options.client;
+  // A node-redis client in legacyMode is driven through its v4 commands; its own are callback-style.
+  const nodeRedis = nodeRedisOf(options.client);
+  if (nodeRedis === undefined && isLegacyMode(options.client)) {
+    invalidOption(
+      owner,
+      "client",
+      "is a node-redis client in legacyMode whose v4 commands cannot be reached",
+    );
+  }
+  const client = nodeRedis ? nodeRedisCommands(nodeRedis) : (options.client as RedisLike);
   for (const method of ["evalsha", "eval", "scan"] as const) {
     if (typeof client?.[method] !== "function") {
       invalidOption(
