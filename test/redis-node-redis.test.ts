@@ -3,7 +3,13 @@
 import { createClient, createCluster } from "redis";
 import { afterAll, describe, expect, expectTypeOf, it } from "vitest";
 import { idempotent, isIdempotencyError } from "../src/index.js";
-import { type NodeRedisLike, type RedisStoreOptions, redisStore } from "../src/redis/index.js";
+import {
+  type NodeRedisLike,
+  type RedisLike,
+  type RedisStore,
+  type RedisStoreOptions,
+  redisStore,
+} from "../src/redis/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest } from "./fixtures/claim-request.js";
 import { dropPrefix, redisUrl } from "./fixtures/redis-helpers.js";
@@ -100,6 +106,10 @@ describe("redisStore on a node-redis client", () => {
 
   it("takes a node-redis client as it is, and refuses a node-redis cluster, naming the option", () => {
     expectTypeOf(nodeRedis).toExtend<RedisStoreOptions["client"]>();
+    // The store's client is typed as given, so code that reads store.client keeps compiling.
+    expectTypeOf(redisStore({ client: nodeRedis }).client).toEqualTypeOf<typeof nodeRedis>();
+    expectTypeOf(redisStore({ client: ioredis }).client).toEqualTypeOf<typeof ioredis>();
+    expectTypeOf<RedisStore["client"]>().toEqualTypeOf<RedisLike>();
     const cluster = createCluster({ rootNodes: [{ url: redisUrl }] });
     // Its type is refused too; this is what a JavaScript caller gets.
     expect(() => redisStore({ client: cluster as unknown as NodeRedisLike })).toThrow(

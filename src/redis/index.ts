@@ -19,6 +19,12 @@
  * @module
  */
 export type { NodeRedisLike } from "./node-redis.js";
-export type { RedisLike, RedisScanner, RedisStore, RedisStoreOptions } from "./redis-store.js";
+export type {
+  RedisClientLike,
+  RedisLike,
+  RedisScanner,
+  RedisStore,
+  RedisStoreOptions,
+} from "./redis-store.js";
 export { redisStore } from "./redis-store.js";
 export type { RedisPipelineLike, ScriptClient } from "./script-runner.js";

@@ -68,8 +68,11 @@ export interface RedisLike extends RedisScanner, ScriptClient {
   nodes?(role: "master"): readonly RedisScanner[];
 }
 
+/** A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), or a node-redis client. */
+export type RedisClientLike = RedisLike | NodeRedisLike;
+
 /** Options of {@link redisStore}. */
-export interface RedisStoreOptions {
+export interface RedisStoreOptions<C extends RedisClientLike = RedisClientLike> {
   /**
    * Your client, which stays yours: the store configures nothing on it and never closes it. An ioredis
    * `Redis` or `Cluster`, or a node-redis client (`createClient()` from `redis`, connected). For outages
@@ -77,7 +80,7 @@ export interface RedisStoreOptions {
    * `enableOfflineQueue: false` (then wait for its `ready` event before the first call: until then every
    * command fails); give node-redis `disableOfflineQueue: true`.
    */
-  readonly client: RedisLike | NodeRedisLike;
+  readonly client: C;
   /** Prepended to every record's key name; it ends in `:`. Default `"idempotool:"`. */
   readonly prefix?: string | undefined;
   /**
@@ -100,9 +103,9 @@ export interface RedisStoreOptions {
 }
 
 /** An idempotency store on Redis. */
-export interface RedisStore extends IdempotencyStore {
-  /** The client you gave. */
-  readonly client: RedisLike | NodeRedisLike;
+export interface RedisStore<C extends RedisClientLike = RedisLike> extends IdempotencyStore {
+  /** The client you gave, typed as you gave it. */
+  readonly client: C;
   /** The prefix of every record's key name. */
   readonly prefix: string;
 }
@@ -128,7 +131,7 @@ const scanCount = 1000;
  * });
  * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-alice" });
  */
-export function redisStore(options: RedisStoreOptions): RedisStore {
+export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions<C>): RedisStore<C> {
   const { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero } = resolveOptions(options);
   const { run, runPlain, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
   // A claim is one plain command, SET NX GET, when a key being there means its record is live by the
