@@ -1,8 +1,9 @@
 /**
  * `idempotool/redis`: an idempotency store on Redis, for a fleet of agent workers that share one dedup
- * state. It takes the ioredis `Redis` or `Cluster`, or the node-redis client, you already have, typed by the
- * few methods it uses (both are optional peer dependencies, never imported here). Every operation is one Lua script on one
- * key: one round trip, atomic, and fine on Redis Cluster. Leases are judged by the server's clock.
+ * state. It takes the ioredis `Redis` or `Cluster`, or the node-redis client, you already have, typed by
+ * the few methods it uses (both are optional peer dependencies, never imported here). Every operation is
+ * one command on one key: one round trip, atomic, and fine on Redis Cluster. Leases are judged by the
+ * server's clock.
  *
  * @example
  * import { Redis } from "ioredis";

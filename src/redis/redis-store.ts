@@ -68,7 +68,10 @@ export interface RedisLike extends RedisScanner, ScriptClient {
   nodes?(role: "master"): readonly RedisScanner[];
 }
 
-/** A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), or a node-redis client. */
+/**
+ * A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), or a
+ * node-redis client.
+ */
 export type RedisClientLike = RedisLike | NodeRedisLike;
 
 /** Options of {@link redisStore}. */
