@@ -93,6 +93,7 @@ const timed = async (call: () => Promise<unknown>) => {
   latencies.add((performance.now() - started) * 1000);
   calls++;
 };
+const lanes = task.workload === "first" ? task.inFlight : Math.max(1, task.inFlight / task.callersPerKey);
 /** Runs the workload until `deadline`; keys under `prefix` (the fleet's shared keys when contended). */
 const run = (deadline: number, prefix: string) =>
   Promise.all(
@@ -110,7 +111,6 @@ const run = (deadline: number, prefix: string) =>
       }
     }),
   );
-const lanes = task.workload === "first" ? task.inFlight : Math.max(1, task.inFlight / task.callersPerKey);
 // Warm up (connections, prepared statements, the JIT) on keys of this process's own, as a serving
 // process is warm, then tell the parent and wait for the common start it sends once every process is.
 await run(performance.now() + task.warmupMs, `${task.names.prefix}warm${task.worker}-`);

@@ -12,7 +12,7 @@ export interface NodeRedisLike {
 }
 
 /** Whether `client` is a node-redis client rather than an ioredis one (which has `evalsha`). */
-export function isNodeRedis(client: unknown): client is NodeRedisLike {
+function isNodeRedis(client: unknown): client is NodeRedisLike {
   const shape = client as { evalsha?: unknown; sendCommand?: unknown } | null;
   return (
     typeof shape === "object" &&
