@@ -221,8 +221,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
     },
 
     async list(query) {
-      const slots =
-        query.scope === undefined ? allSlots(scopes) : (scopes.get(query.scope)?.values() ?? []);
+      const slots = query.scope === undefined ? allSlots(scopes) : (scopes.get(query.scope)?.values() ?? []);
       return listPage(recordsOf(slots), query);
     },
 
