@@ -1,7 +1,8 @@
 /**
- * What one first call costs the process, on the BUILT library: CPU time, and bytes allocated (V8's
- * sampling heap profiler, objects the GC already collected included, on a second run of as many calls), on
- * `memoryStore` and on a store that does nothing (what is left is the core's own cost).
+ * What one first call and one replay cost the process, on the BUILT library: CPU time, and bytes allocated
+ * (V8's sampling heap profiler, objects the GC already collected included, on a second run of as many calls),
+ * on `memoryStore` and on a store that does nothing (what is left is the core's own cost). A replay on the
+ * store that does nothing is answered with one completed record it keeps for every key.
  *
  *   node --import tsx bench/first-call-cost.ts [--lib dist] [--calls 50000] [--sites 20]
  *
@@ -34,8 +35,11 @@ if (!Number.isSafeInteger(sites) || sites < 0) throw new Error("--sites must be 
 process.setSourceMapsEnabled(false);
 const lib = await loadLibrary(path.resolve(root, values.lib));
 
-/** Claims always win and settles always land, with nothing kept: the core's cost alone. */
-function nothingStore(): IdempotencyStore {
+/**
+ * Claims always win and settles always land, with nothing kept: the core's cost alone. Given `completed`,
+ * every claim instead finds that record (under the claim's own key and fingerprint): a replay.
+ */
+function nothingStore(completed?: IdempotencyRecord): IdempotencyStore {
   const record = (r: ClaimRequest): IdempotencyRecord => ({
     scope: r.scope,
     key: r.key,
@@ -66,9 +70,12 @@ function nothingStore(): IdempotencyStore {
     result: r.result,
     error: r.error,
   });
-  const unused = () => Promise.reject(new Error("not used by a first call"));
+  const unused = () => Promise.reject(new Error("not used by a first call or a replay"));
   return {
-    claim: async (r) => ({ claimed: true, record: record(r), now: r.now }),
+    claim: async (r) =>
+      completed === undefined
+        ? { claimed: true, record: record(r), now: r.now }
+        : { claimed: false, record: { ...completed, key: r.key, fingerprint: r.fingerprint }, now: r.now },
     settle: async (r) => settled(r),
     takeover: unused,
     renew: async () => true,
@@ -83,11 +90,14 @@ function nothingStore(): IdempotencyStore {
 const session = new Session();
 session.connect();
 
-async function measure(label: string, store: IdempotencyStore): Promise<void> {
+/** `replays`: call one key again and again (it must already hold a completed record), else a new key each time. */
+async function measure(label: string, store: IdempotencyStore, replays = false): Promise<void> {
   const wrapped = lib.core.idempotent(countedTool().fn, { name: "send_email", store });
-  for (let i = 0; i < 20_000; i++) await wrapped(toolArgs, { key: `warm-${label}-${i}` });
+  const keyOf = (run: string, i: number) => (replays ? "replayed" : `${label}-${run}-${i}`);
+  if (replays) await wrapped(toolArgs, { key: "replayed" });
+  for (let i = 0; i < 20_000; i++) await wrapped(toolArgs, { key: keyOf("warm", i) });
   const cpu = process.cpuUsage();
-  for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: `${label}-${i}` });
+  for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: keyOf("timed", i) });
   const used = process.cpuUsage(cpu);
   // Allocation on a second run of the same calls: the sampler would inflate the CPU time above.
   await session.post("HeapProfiler.startSampling", {
@@ -95,7 +105,7 @@ async function measure(label: string, store: IdempotencyStore): Promise<void> {
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: true,
   });
-  for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: `${label}-sampled-${i}` });
+  for (let i = 0; i < calls; i++) await wrapped(toolArgs, { key: keyOf("sampled", i) });
   const { profile } = await session.post("HeapProfiler.stopSampling");
   let bytes = 0;
   const bySite = new Map<string, number>();
@@ -117,10 +127,16 @@ async function measure(label: string, store: IdempotencyStore): Promise<void> {
 }
 
 console.log(
-  `Library: ${path.relative(root, lib.dir) || "."} · ${calls.toLocaleString("en-US")} first calls each`,
+  `Library: ${path.relative(root, lib.dir) || "."} · ${calls.toLocaleString("en-US")} calls of each kind`,
 );
-console.log("\n| store | allocated per first call | CPU per first call |");
+console.log("\n| store | allocated per call | CPU per call |");
 console.log("|---|--:|--:|");
-await measure("memoryStore", lib.core.memoryStore({ maxRecords: 2 * calls + 40_000 }));
-await measure("a store that does nothing", nothingStore());
+await measure("first call, memoryStore", lib.core.memoryStore({ maxRecords: 2 * calls + 40_000 }));
+await measure("first call, a store that does nothing", nothingStore());
+await measure("replay, memoryStore", lib.core.memoryStore(), true);
+const memory = lib.core.memoryStore();
+await lib.core.idempotent(countedTool().fn, { name: "send_email", store: memory })(toolArgs, { key: "k" });
+const completed = await memory.get({ scope: "default", key: "k" }, Date.now());
+if (completed?.status !== "completed") throw new Error("first-call-cost: the replayed record was not kept");
+await measure("replay, a store that does nothing", nothingStore(completed), true);
 session.disconnect();

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: idempotool on every store beside the floor (the raw store operations the design needs, on
  * the same client) and beside the libraries users would pick instead, in one run. Prints a Markdown table
- * with ratios and issue 7's targets (PASS/MISS) on stdout, progress on stderr, and writes the JSON to
+ * with ratios and the speed targets (PASS/MISS) on stdout, progress on stderr, and writes the JSON to
  * bench/results/<timestamp>.json. It measures the BUILT library (dist/, or --lib), not the TypeScript source.
  *
  *   npm run bench -- --quick                      a smoke run

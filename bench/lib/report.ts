@@ -102,7 +102,7 @@ export function resultsTable(cells: readonly Cell[], skipped: readonly SkippedRo
 
 export function targetsTable(results: readonly TargetResult[]): string {
   return table(
-    ["target (issue 7)", "need", "measured (ops/s)", "status", "cross-check: by p50"],
+    ["target", "need", "measured (ops/s)", "status", "cross-check: by p50"],
     results.map((t) => [
       t.text,
       formatRatio(t.need),
