@@ -104,15 +104,16 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     );
     return migrated;
   };
-  const run = async (
+  // Not an async function once migrated: one promise and one turn fewer per statement.
+  const run = (
     operation: string,
     text: string,
     values: unknown[],
     onLateRows?: (rows: readonly unknown[]) => void,
-  ) => {
-    if (!ready) await migrate();
-    return send(operation, text, values, onLateRows);
-  };
+  ): Promise<unknown[]> =>
+    ready
+      ? send(operation, text, values, onLateRows)
+      : migrate().then(() => send(operation, text, values, onLateRows));
   // How claims run: the store's first claim runs the plain statement and learns from it whether the claim
   // function may be called (claimChecked); "statement" for good when it may not, or when a call fails
   // because the function is gone or no longer executable.
