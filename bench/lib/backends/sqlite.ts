@@ -68,7 +68,7 @@ function openNodeBenchDatabase(file: string): NodeSqliteDatabase & FloorDatabase
 }
 
 /** A connection on `driver`, or a Skip saying why this Node cannot have one. */
-function openDriverDatabase(driver: SqliteDriver, file: string): AnySqliteDatabase & FloorDatabase {
+export function openDriverDatabase(driver: SqliteDriver, file: string): AnySqliteDatabase & FloorDatabase {
   if (driver === SqliteDriver.node) return openNodeBenchDatabase(file);
   try {
     return openBenchDatabase(file);
