@@ -73,3 +73,50 @@ describe("sameLengthDeadlines", () => {
     expect(fired).toEqual([2]);
   });
 });
+
+describe("sameLengthDeadlines across timer swaps", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.unstubAllGlobals();
+  });
+
+  it("re-arms on the timers a test swapped in, so a deadline set after the swap still fires", async () => {
+    const deadline = sameLengthDeadlines(60_000, { ref: false });
+    // Armed on the real timers, then left idle: the real timer would fire in a minute.
+    deadline(() => {}).clear();
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance", "Date"] });
+    const fired: string[] = [];
+    deadline(() => fired.push("after the swap"));
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(fired).toEqual(["after the swap"]);
+  });
+
+  it("fires on fake timers that leave performance.now() standing still", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const deadline = sameLengthDeadlines(1_000, { ref: false });
+    const fired: number[] = [];
+    deadline(() => fired.push(1));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(fired).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(fired).toEqual([1]);
+    deadline(() => fired.push(2));
+    await vi.advanceTimersByTimeAsync(1_001);
+    expect(fired).toEqual([1, 2]);
+  });
+
+  it("takes back a deadline whose timer the runtime refused, so it never fires later", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance", "Date"] });
+    const deadline = sameLengthDeadlines(100);
+    const fake = setTimeout;
+    vi.stubGlobal("setTimeout", () => {
+      throw new Error("no timers here");
+    });
+    const fired: string[] = [];
+    expect(() => deadline(() => fired.push("refused"))).toThrow("no timers here");
+    vi.stubGlobal("setTimeout", fake);
+    deadline(() => fired.push("kept"));
+    await vi.advanceTimersByTimeAsync(100);
+    expect(fired).toEqual(["kept"]);
+  });
+});
