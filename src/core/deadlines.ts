@@ -4,8 +4,7 @@
  * Every deadline one instance sets lasts the same `ms`, so they fall due in the order they were set: they
  * wait on one list, and one timer, armed for the oldest, serves them all. An operation costs a list entry
  * rather than a timer of its own to set and clear, which cost more than a fast store operation itself. The
- * timer keeps the process alive only while a deadline is pending, as a timer per operation would; with
- * `{ ref: false }` it never does (background work such as a lease's renewals).
+ * timer keeps the process alive only while a deadline is pending, as a timer per operation would.
  */
 
 import { keepsProcessAlive } from "./clock.js";
@@ -43,17 +42,10 @@ class DeadlineList {
   #oldest: Entry | undefined;
   #newest: Entry | undefined;
   #timer: NodeJS.Timeout | undefined;
-  /** The `setTimeout` that armed it: a test's fake timers swapped in or out leave it never firing. */
-  #armedWith: typeof setTimeout | undefined;
-  /** When the armed timer is due, by performance.now() at arming: it has waited at least that long. */
-  #armedUntil = 0;
   /** Whether the timer keeps the process alive: only while a deadline is pending. */
   #holding = false;
 
-  constructor(
-    readonly ms: number,
-    readonly ref: boolean,
-  ) {}
+  constructor(readonly ms: number) {}
 
   add(onExpire: () => void): Entry {
     const entry = new Entry(this, performance.now() + this.ms, onExpire);
@@ -61,13 +53,7 @@ class DeadlineList {
     if (this.#newest) this.#newest.next = entry;
     else this.#oldest = entry;
     this.#newest = entry;
-    try {
-      this.#arm();
-    } catch (error) {
-      // No timer (a runtime that refuses one): nothing would ever expire the entry.
-      this.unlink(entry);
-      throw error;
-    }
+    this.#arm();
     return entry;
   }
 
@@ -87,30 +73,21 @@ class DeadlineList {
   #arm(): void {
     const oldest = this.#oldest;
     if (oldest === undefined) return;
-    if (this.#timer === undefined || this.#armedWith !== setTimeout) {
-      const delay = Math.max(1, Math.ceil(oldest.at - performance.now()));
-      // Only the timer armed last expires anything: one left from before a swap may still fire.
-      const timer: NodeJS.Timeout = setTimeout(() => {
-        if (this.#timer === timer) this.#expire();
-      }, delay);
-      this.#timer = timer;
-      this.#armedWith = setTimeout;
-      this.#armedUntil = performance.now() + delay;
-      this.#holding = this.ref;
-      if (!this.ref) keepsProcessAlive(timer, false);
-    } else if (this.ref && !this.#holding) {
+    if (this.#timer === undefined) {
+      // At least 1 ms: a timer may fire a fraction early, and then it looks again.
+      this.#timer = setTimeout(this.#expire, Math.max(1, Math.ceil(oldest.at - performance.now())));
+      this.#holding = true;
+    } else if (!this.#holding) {
       // A timer armed for an earlier deadline fires no later than this one's, then re-arms.
       keepsProcessAlive(this.#timer, true);
       this.#holding = true;
     }
   }
 
-  #expire(): void {
+  readonly #expire = () => {
     this.#timer = undefined;
     this.#holding = false;
-    // A timer has waited as long as it was set for, even when it fires a fraction early by performance.now(),
-    // or when fake timers drive it while performance.now() stands still.
-    const now = Math.max(performance.now(), this.#armedUntil);
+    const now = performance.now();
     while (this.#oldest !== undefined && this.#oldest.at <= now) {
       const entry = this.#oldest;
       entry.state = "expired";
@@ -118,13 +95,7 @@ class DeadlineList {
       entry.onExpire();
     }
     this.#arm();
-  }
-}
-
-/** How a {@link sameLengthDeadlines} timer behaves. */
-export interface DeadlineOptions {
-  /** Whether a pending deadline keeps the process alive (default true). */
-  readonly ref?: boolean;
+  };
 }
 
 /**
@@ -135,7 +106,7 @@ export interface DeadlineOptions {
  * // … when the answer comes:
  * if (pending.clear()) resolve(answer);
  */
-export function sameLengthDeadlines(ms: number, options: DeadlineOptions = {}): SetDeadline {
-  const list = new DeadlineList(ms, options.ref ?? true);
+export function sameLengthDeadlines(ms: number): SetDeadline {
+  const list = new DeadlineList(ms);
   return (onExpire) => list.add(onExpire);
 }

@@ -34,7 +34,7 @@ describe("startLease on the system clock", () => {
     vi.useRealTimers();
   });
 
-  it("stops at once, with nothing to wait for, when no renewal ever ran", async () => {
+  it("stops at once, with nothing to wait for, when no renewal ever ran", () => {
     const { store, seen } = renewals();
     const lease = startLease(
       { store, clock: systemClock, leaseMs: 3_000, ttlMs: 60_000 },
@@ -43,26 +43,8 @@ describe("startLease on the system clock", () => {
       noStoreErrors,
     );
     expect(lease.stop()).toBeUndefined();
-    await vi.advanceTimersByTimeAsync(10_000);
+    expect(vi.getTimerCount()).toBe(0);
     expect(seen).toHaveLength(0);
-  });
-
-  it("renews every lease of one period from one timer", async () => {
-    const { store, seen } = renewals();
-    const leases = Array.from({ length: 100 }, (_, i) =>
-      startLease(
-        { store, clock: systemClock, leaseMs: 3_300, ttlMs: 60_000 },
-        { ...record, key: `k${i}` },
-        undefined,
-        noStoreErrors,
-      ),
-    );
-    expect(vi.getTimerCount()).toBe(1);
-    await vi.advanceTimersByTimeAsync(1_100);
-    expect(new Set(seen.map((renewal) => renewal.key)).size).toBe(100);
-    for (const lease of leases) await lease.stop();
-    await vi.advanceTimersByTimeAsync(10_000);
-    expect(seen).toHaveLength(100);
   });
 
   it("renews every third of the lease until stopped, and never after", async () => {

@@ -1,5 +1,4 @@
-import { type Clock, type SleepOptions, systemClock } from "./clock.js";
-import { type Deadline, type SetDeadline, sameLengthDeadlines } from "./deadlines.js";
+import { type Clock, keepsProcessAlive, type SleepOptions, systemClock } from "./clock.js";
 import { Action, decide } from "./decide.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -38,24 +37,6 @@ const cancelled = new Error("lease stopped");
 // A renewal of a claim nobody settles (a checkpoint left undisposed) must not keep a finished process alive.
 const background: SleepOptions = { ref: false };
 
-/**
- * The renewals of every lease of one period on the system clock, on one timer: a lease costs a list entry
- * rather than a timer of its own to set and clear (a timer each was 18% of a first call's instructions on
- * the memory store). By period, as a tool's leases share theirs; past a few dozen periods (leases of many
- * lengths at once) a lease gets a list of its own, which is a timer each as before.
- */
-const renewals = new Map<number, SetDeadline>();
-const sharedPeriods = 64;
-
-function renewalTimer(everyMs: number): SetDeadline {
-  let timer = renewals.get(everyMs);
-  if (timer === undefined) {
-    timer = sameLengthDeadlines(everyMs, { ref: false });
-    if (renewals.size < sharedPeriods) renewals.set(everyMs, timer);
-  }
-  return timer;
-}
-
 /** Renews every third of the lease until stopped; its signal aborts with the caller's or on a lost claim. */
 class HeldLease implements Lease {
   readonly #o: LeaseOptions;
@@ -66,11 +47,8 @@ class HeldLease implements Lease {
   readonly #aborter = new AbortController();
   #stopped = false;
   #renewal: Promise<void> | undefined;
-  /**
-   * The pending renewal: an entry on its period's timer on the system clock, a stopper of the clock's sleep
-   * on any other.
-   */
-  #timer: Deadline | AbortController | undefined;
+  /** The pending renewal: a timer on the system clock, a stopper of the clock's sleep on any other. */
+  #timer: NodeJS.Timeout | AbortController | undefined;
   #onCallerAbort: (() => void) | undefined;
 
   constructor(
@@ -100,7 +78,7 @@ class HeldLease implements Lease {
     this.#stopped = true;
     const timer = this.#timer;
     if (timer instanceof AbortController) timer.abort(cancelled);
-    else timer?.clear();
+    else clearTimeout(timer);
     if (this.#onCallerAbort) this.#callerSignal?.removeEventListener("abort", this.#onCallerAbort);
     return this.#renewal;
   }
@@ -108,9 +86,10 @@ class HeldLease implements Lease {
   #schedule(): void {
     const clock = this.#o.clock;
     if (clock === systemClock) {
-      // An entry on the period's shared timer (unref'd, as a background sleep): clock.sleep with an
-      // AbortController to stop it makes a first call cost 85% more instructions on the memory store.
-      this.#timer = renewalTimer(this.#everyMs)(() => HeldLease.#renew(this));
+      // A bare timer with the lease as its argument: clock.sleep with an AbortController to stop it makes a
+      // first call cost 85% more instructions on the memory store. Unref'd, as a background sleep.
+      this.#timer = setTimeout(HeldLease.#renew, this.#everyMs, this);
+      keepsProcessAlive(this.#timer, false);
       return;
     }
     const stopper = new AbortController();
