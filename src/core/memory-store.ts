@@ -56,8 +56,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
   // the claim alive.
   let expiries: Due[] = [];
 
-  const find = (scope: string, key: string) => scopes.get(scope)?.get(key)?.record;
-
   /** Store `record` as its key's new record; `slot` is the key's, if it has one, and `dueAt` when to look first. */
   const put = (slot: Slot | undefined, record: IdempotencyRecord, dueAt: number) => {
     if (slot === undefined) {
@@ -80,6 +78,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
 
   /** The slot of (scope, key), if the store holds a record there. */
   const slotOf = (scope: string, key: string) => scopes.get(scope)?.get(key);
+  const find = (scope: string, key: string) => slotOf(scope, key)?.record;
 
   const remove = (scope: string, key: string): boolean => {
     const keys = scopes.get(scope);
@@ -364,10 +363,11 @@ function siftDown(heap: Due[], start: number, record: Due): void {
 
 /** A heap of one entry per slot, due when its record expires. */
 function heapFrom(slots: Iterable<Slot>): Due[] {
-  const heap = Array.from(slots, (slot) => {
+  const heap: Due[] = [];
+  for (const slot of slots) {
     slot.dueAt = slot.record.expiresAt;
-    return due(slot.record);
-  });
+    heap.push(due(slot.record));
+  }
   for (let index = (heap.length >> 1) - 1; index >= 0; index--) siftDown(heap, index, heap[index]!);
   return heap;
 }
