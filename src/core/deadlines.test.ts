@@ -31,6 +31,23 @@ describe("sameLengthDeadlines", () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it("a deadline whose onExpire throws leaves the ones behind it on a timer", async () => {
+    const deadline = sameLengthDeadlines(100);
+    const fired: string[] = [];
+    deadline(() => {
+      throw new Error("onExpire failed");
+    });
+    deadline(() => fired.push("same time"));
+    await vi.advanceTimersByTimeAsync(10);
+    deadline(() => fired.push("later"));
+    await expect(vi.advanceTimersByTimeAsync(90)).rejects.toThrow("onExpire failed");
+    await vi.advanceTimersByTimeAsync(1);
+    expect(fired).toEqual(["same time"]);
+    await vi.advanceTimersByTimeAsync(9);
+    expect(fired).toEqual(["same time", "later"]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it("a cleared deadline never fires; clear() tells whether the work beat it", async () => {
     const deadline = sameLengthDeadlines(100);
     const fired: string[] = [];

@@ -88,13 +88,17 @@ class DeadlineList {
     this.#timer = undefined;
     this.#holding = false;
     const now = performance.now();
-    while (this.#oldest !== undefined && this.#oldest.at <= now) {
-      const entry = this.#oldest;
-      entry.state = "expired";
-      this.unlink(entry);
-      entry.onExpire();
+    try {
+      while (this.#oldest !== undefined && this.#oldest.at <= now) {
+        const entry = this.#oldest;
+        entry.state = "expired";
+        this.unlink(entry);
+        entry.onExpire();
+      }
+    } finally {
+      // An onExpire that throws must not strand the deadlines behind it, as it would not with a timer each.
+      this.#arm();
     }
-    this.#arm();
   };
 }
 
