@@ -49,13 +49,16 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
     const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
     let lease: Lease;
     try {
-      lease = startLease(c.o, record, c.signal, (error) => emit(c, "store_error", undefined, error));
+      const onStoreError = (error: StoreUnavailableError) => emit(c, "store_error", undefined, error);
+      lease = startLease(c.o, record, c.signal, onStoreError, "once-pending");
     } catch (error) {
       return await releaseUnstarted(c, record, error);
     }
     let result: Awaited<R>;
     try {
-      result = await c.fn(c.args, toolContext(c, record, lease));
+      const returned = c.fn(c.args, toolContext(c, record, lease));
+      lease.follow(returned);
+      result = await returned;
     } catch (error) {
       const renewing = lease.stop();
       if (renewing !== undefined) await renewing;

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   type IdempotencyError,
@@ -243,6 +243,39 @@ describe("idempotent: calls in flight", () => {
     hold.open();
     await first;
     expect(runs).toBe(1);
+  });
+});
+
+describe("idempotent: the lease on the system clock", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("renews a long call's lease from its start, after quick calls that set no renewal timer", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const store = memoryStore();
+    const hold = gate();
+    let runs = 0;
+    const tool = idempotent(
+      async (input: { slow: boolean }) => {
+        runs++;
+        if (input.slow) await hold.opened;
+        return "ok";
+      },
+      { name: "long", store, leaseMs: 3_000, effect: "native-key", waitMs: 0 },
+    );
+    await tool({ slow: false }, { key: "quick-1" });
+    await tool({ slow: false }, { key: "quick-2" });
+    expect(vi.getTimerCount()).toBe(0);
+    const first = tool({ slow: true }, { key: "k" });
+    await vi.advanceTimersByTimeAsync(10_000);
+    // Ten seconds in, past three leases: renewed every second, the claim is live for most of one more.
+    const record = await store.get({ scope: "default", key: "k" }, Date.now());
+    expect(record?.status).toBe("in_progress");
+    expect(record!.leaseExpiresAt).toBeGreaterThanOrEqual(Date.now() + 2_000);
+    hold.open();
+    await expect(first).resolves.toMatchObject({ result: "ok", was_replay: false });
+    expect(runs).toBe(3);
   });
 });
 

@@ -196,6 +196,150 @@ describe("startLease on the system clock", () => {
   });
 });
 
+// A first call's lease waits to arm its timer until its tool is found still running after a microtask turn.
+describe("startLease with renewals once the tool is pending", () => {
+  const options = (store: IdempotencyStore) => ({ store, clock: systemClock, leaseMs: 3_000, ttlMs: 60_000 });
+  /** A lease that waits, under the timers in place now (proven first by a lease that arms at once). */
+  function waitingLease(store: IdempotencyStore) {
+    void startLease(options(store), record, undefined, noStoreErrors).stop();
+    return startLease(options(store), record, undefined, noStoreErrors, "once-pending");
+  }
+  /** Every microtask queued so far, and those they queue, have run. */
+  const drained = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.unstubAllGlobals();
+  });
+
+  it("sets no timer for a tool that has already answered: a value, or a promise settled at once", async () => {
+    const { store, seen } = renewals();
+    const answers = [() => "sent", () => Promise.resolve("sent"), () => Promise.reject(new Error("failed"))];
+    for (const answer of answers) {
+      const lease = waitingLease(store);
+      lease.follow(answer());
+      await drained();
+      expect(vi.getTimerCount()).toBe(0);
+      expect(lease.stop()).toBeUndefined();
+    }
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(seen).toHaveLength(0);
+  });
+
+  it("renews a tool still running after a microtask turn every third of the lease, due from its start", async () => {
+    const { store, seen } = renewals();
+    const lease = waitingLease(store);
+    expect(vi.getTimerCount()).toBe(0);
+    let finish!: () => void;
+    lease.follow(
+      new Promise<void>((resolve) => {
+        finish = resolve;
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(999);
+    expect(seen).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(seen).toHaveLength(2);
+    finish();
+    await lease.stop();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(seen).toHaveLength(2);
+  });
+
+  it("a long synchronous stretch before the tool's first wait does not put off its first renewal", async () => {
+    const { store, seen } = renewals();
+    const lease = waitingLease(store);
+    // The tool blocks for 2.5 s, past two renewal periods, and only then returns its pending promise.
+    vi.advanceTimersByTime(2_500);
+    lease.follow(new Promise(() => {}));
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen).toHaveLength(1);
+    await lease.stop();
+  });
+
+  it("a clock set back while the tool ran makes the first renewal due one period later, no more", async () => {
+    const { store, seen } = renewals();
+    const lease = waitingLease(store);
+    vi.setSystemTime(Date.now() - 60_000);
+    lease.follow(new Promise(() => {}));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(seen).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(seen).toHaveLength(1);
+    await lease.stop();
+  });
+
+  it("never calls a thenable's then() nor a Promise subclass's constructor: their leases renew from now", async () => {
+    const { store } = renewals();
+    let thens = 0;
+    const thenable = {
+      // biome-ignore lint/suspicious/noThenProperty: the point of the test is a thenable that is no promise.
+      then() {
+        thens++;
+      },
+    };
+    let constructed = 0;
+    class CountingPromise<T> extends Promise<T> {
+      constructor(executor: (resolve: (value: T) => void, reject: (reason: unknown) => void) => void) {
+        constructed++;
+        super(executor);
+      }
+    }
+    const subclassed = new CountingPromise<void>(() => {});
+    for (const returned of [thenable, subclassed, Object.create(Promise.prototype) as object]) {
+      const lease = waitingLease(store);
+      lease.follow(returned);
+      expect(vi.getTimerCount()).toBe(1);
+      await drained();
+      expect(vi.getTimerCount()).toBe(1);
+      await lease.stop();
+    }
+    expect(thens).toBe(0);
+    expect(constructed).toBe(1);
+  });
+
+  it("arms at once under a setTimeout that never gave a lease a timer object, so a refusal stops the call before its tool", () => {
+    const { store } = renewals();
+    void startLease(options(store), record, undefined, noStoreErrors).stop();
+    const fake = globalThis.setTimeout;
+    vi.stubGlobal("setTimeout", () => {
+      throw new Error("no timers here");
+    });
+    expect(() => startLease(options(store), record, undefined, noStoreErrors, "once-pending")).toThrow(
+      "no timers here",
+    );
+    // Returning numbers, as a Worker's does: never proven, so every lease arms at once.
+    vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => Number(fake(...args)));
+    void startLease(options(store), record, undefined, noStoreErrors).stop();
+    const lease = startLease(options(store), record, undefined, noStoreErrors, "once-pending");
+    expect(vi.getTimerCount()).toBe(1);
+    void lease.stop();
+  });
+
+  it("aborts the tool's signal when a proven setTimeout refuses the timer of a tool already running", async () => {
+    const { store } = renewals();
+    const fake = globalThis.setTimeout;
+    let refuse = false;
+    const refusing = new Error("timer refused");
+    vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => {
+      if (refuse) throw refusing;
+      return fake(...args);
+    });
+    const lease = waitingLease(store);
+    refuse = true;
+    lease.follow(new Promise(() => {}));
+    await drained();
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toBe(refusing);
+    await lease.stop();
+  });
+});
+
 describe("startLease and the event loop", () => {
   const timeouts = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
 
