@@ -19,10 +19,10 @@ import {
 } from "../core/store.js";
 import {
   isLegacyMode,
-  isNodeRedisCluster,
   type NodeRedisLike,
   nodeRedisCommands,
   nodeRedisOf,
+  nodeRedisRefusal,
 } from "./node-redis.js";
 import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
 import { claimStub, claimStubLifeMs, readRecord, toRecord } from "./record-value.js";
@@ -320,13 +320,9 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
 
 function resolveOptions(options: RedisStoreOptions) {
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
-  if (isNodeRedisCluster(options.client)) {
-    invalidOption(
-      owner,
-      "client",
-      "is a node-redis cluster (createCluster()), which the store does not drive: use an ioredis Cluster",
-    );
-  }
+  // A node-redis cluster, sentinel or v5 legacy() client would misread the store's commands: refused.
+  const refusal = nodeRedisRefusal(options.client);
+  if (refusal !== undefined) invalidOption(owner, "client", refusal);
   // A node-redis client in legacyMode is driven through its v4 commands; its own are callback-style.
   const nodeRedis = nodeRedisOf(options.client);
   if (nodeRedis === undefined && isLegacyMode(options.client)) {
