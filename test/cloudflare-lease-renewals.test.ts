@@ -26,4 +26,18 @@ describe("renewals in a Cloudflare Worker", () => {
       await mf.dispose();
     }
   }, 120_000);
+
+  it("a first call's lease, which arms its timer only once found still held, renews in its own request", async () => {
+    const mf = await startWorker(join(import.meta.dirname, "fixtures/cloudflare/lease-worker.ts"), {});
+    try {
+      // The short request's lease arms at once, and so proves the Worker's timers to the next.
+      await (await mf.dispatchFetch("http://worker/short")).text();
+      const waiting = (await (
+        await mf.dispatchFetch("http://worker/long?ms=1000&start=unless-stopped-at-once")
+      ).json()) as { renewals: number };
+      expect(waiting.renewals).toBeGreaterThanOrEqual(5);
+    } finally {
+      await mf.dispose();
+    }
+  }, 120_000);
 });

@@ -50,15 +50,15 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
     let lease: Lease;
     try {
       const onStoreError = (error: StoreUnavailableError) => emit(c, "store_error", undefined, error);
-      lease = startLease(c.o, record, c.signal, onStoreError, "once-pending");
+      lease = startLease(c.o, record, c.signal, onStoreError, "unless-stopped-at-once");
     } catch (error) {
       return await releaseUnstarted(c, record, error);
     }
     let result: Awaited<R>;
     try {
-      const returned = c.fn(c.args, toolContext(c, record, lease));
-      lease.follow(returned);
-      result = await returned;
+      // The lease is started, the tool called and awaited, and the lease stopped as soon as this resumes,
+      // each with nothing awaited in between: what lets a tool that answers at once cost no renewal timer.
+      result = await c.fn(c.args, toolContext(c, record, lease));
     } catch (error) {
       const renewing = lease.stop();
       if (renewing !== undefined) await renewing;

@@ -248,11 +248,19 @@ describe("idempotent: calls in flight", () => {
 
 describe("idempotent: the lease on the system clock", () => {
   afterEach(() => {
+    // In this order: undoing a stub made under fake timers puts back their setTimeout.
+    vi.unstubAllGlobals();
     vi.useRealTimers();
   });
 
   it("renews a long call's lease from its start, after quick calls that set no renewal timer", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const fake = globalThis.setTimeout;
+    let timers = 0;
+    vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => {
+      timers++;
+      return fake(...args);
+    });
     const store = memoryStore();
     const hold = gate();
     let runs = 0;
@@ -266,7 +274,9 @@ describe("idempotent: the lease on the system clock", () => {
     );
     await tool({ slow: false }, { key: "quick-1" });
     await tool({ slow: false }, { key: "quick-2" });
-    expect(vi.getTimerCount()).toBe(0);
+    await tool({ slow: false }, { key: "quick-3" });
+    // Only the first call's lease set a timer: it proved these timers; the next two waited and needed none.
+    expect(timers).toBe(1);
     const first = tool({ slow: true }, { key: "k" });
     await vi.advanceTimersByTimeAsync(10_000);
     // Ten seconds in, past three leases: renewed every second, the claim is live for most of one more.
@@ -275,7 +285,84 @@ describe("idempotent: the lease on the system clock", () => {
     expect(record!.leaseExpiresAt).toBeGreaterThanOrEqual(Date.now() + 2_000);
     hold.open();
     await expect(first).resolves.toMatchObject({ result: "ok", was_replay: false });
+    expect(runs).toBe(4);
+  });
+});
+
+describe("idempotent: what a tool returns, and its lease on the system clock", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /**
+   * A promise of the realm's own Promise, already fulfilled, with a `then` and a `constructor` of its own:
+   * `await` cannot take it as it is and calls its `then`, which answers 10 s later.
+   */
+  function fulfilledWithSlowThen(onThen: () => void): Promise<string> {
+    const promise = Promise.resolve("early");
+    void Object.defineProperty(promise, "constructor", { value: undefined });
+    // biome-ignore lint/suspicious/noThenProperty: the point is a promise whose then is its own.
+    void Object.defineProperty(promise, "then", {
+      value(resolve: (value: string) => void) {
+        onThen();
+        setTimeout(() => resolve("late"), 10_000);
+      },
+    });
+    return promise;
+  }
+
+  it("renews the lease until the caller has what the tool returned, and calls its then() once", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const store = memoryStore();
+    let runs = 0;
+    let thens = 0;
+    const tool = idempotent(
+      (input: { slow: boolean }) => {
+        runs++;
+        return input.slow ? fulfilledWithSlowThen(() => thens++) : Promise.resolve("quick");
+      },
+      { name: "own_then", store, leaseMs: 3_000, effect: "native-key", waitMs: 0 },
+    );
+    // Quick calls first: the first proves the timers, and the next leases wait to see their tool pending.
+    await tool({ slow: false }, { key: "quick-1" });
+    await tool({ slow: false }, { key: "quick-2" });
+    const first = tool({ slow: true }, { key: "k" });
+    await vi.advanceTimersByTimeAsync(5_000);
+    // Past a lease: a repeat must not take the key over and run the tool again.
+    const repeat = tool({ slow: true }, { key: "k" }).catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(10_000);
+    await expect(first).resolves.toMatchObject({ result: "late", was_replay: false });
+    expect(isIdempotencyError(await repeat, "idempotency_key_in_use")).toBe(true);
     expect(runs).toBe(3);
+    expect(thens).toBe(1);
+  });
+
+  it("calls a thenable's then() once, and renews its lease while it runs", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const store = memoryStore();
+    let thens = 0;
+    const thenable = {
+      // biome-ignore lint/suspicious/noThenProperty: the point is a thenable that is no promise.
+      then(resolve: (value: string) => void) {
+        thens++;
+        setTimeout(() => resolve("done"), 10_000);
+      },
+    };
+    const tool = idempotent((input: { n: number }) => (input.n === 0 ? "quick" : (thenable as never)), {
+      name: "thenable",
+      store,
+      leaseMs: 3_000,
+      effect: "native-key",
+      waitMs: 0,
+    });
+    await tool({ n: 0 }, { key: "quick-1" });
+    const call = tool({ n: 1 }, { key: "k" });
+    await vi.advanceTimersByTimeAsync(9_000);
+    const record = await store.get({ scope: "default", key: "k" }, Date.now());
+    expect(record!.leaseExpiresAt).toBeGreaterThanOrEqual(Date.now() + 2_000);
+    await vi.advanceTimersByTimeAsync(1_000);
+    await expect(call).resolves.toMatchObject({ result: "done" });
+    expect(thens).toBe(1);
   });
 });
 

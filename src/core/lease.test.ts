@@ -1,9 +1,10 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { getEventListeners } from "node:events";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
 import { type Clock, type SleepOptions, systemClock } from "./clock.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
-import { startLease } from "./lease.js";
+import { type Lease, startLease } from "./lease.js";
 import { memoryStore } from "./memory-store.js";
 import type { IdempotencyRecord, IdempotencyStore, RenewRequest } from "./store.js";
 
@@ -196,147 +197,171 @@ describe("startLease on the system clock", () => {
   });
 });
 
-// A first call's lease waits to arm its timer until its tool is found still running after a microtask turn.
-describe("startLease with renewals once the tool is pending", () => {
-  const options = (store: IdempotencyStore) => ({ store, clock: systemClock, leaseMs: 3_000, ttlMs: 60_000 });
+// A first call's lease arms its timer only if the caller has not stopped it two microtask turns in.
+describe("startLease with renewals unless stopped at once", () => {
+  const options = (store: IdempotencyStore, leaseMs = 3_000) => ({
+    store,
+    clock: systemClock,
+    leaseMs,
+    ttlMs: 60_000,
+  });
   /** A lease that waits, under the timers in place now (proven first by a lease that arms at once). */
-  function waitingLease(store: IdempotencyStore) {
-    void startLease(options(store), record, undefined, noStoreErrors).stop();
-    return startLease(options(store), record, undefined, noStoreErrors, "once-pending");
+  function waitingLease(store: IdempotencyStore, leaseMs?: number) {
+    void startLease(options(store, leaseMs), record, undefined, noStoreErrors).stop();
+    return startLease(options(store, leaseMs), record, undefined, noStoreErrors, "unless-stopped-at-once");
   }
   /** Every microtask queued so far, and those they queue, have run. */
   const drained = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-  beforeEach(() => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-    vi.unstubAllGlobals();
-  });
+  describe("on fake timers", () => {
+    beforeEach(() => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    });
+    afterEach(() => {
+      // In this order: a stub made under fake timers puts back the fake setTimeout when it is undone.
+      vi.unstubAllGlobals();
+      vi.useRealTimers();
+    });
 
-  it("sets no timer for a tool that has already answered: a value, or a promise settled at once", async () => {
-    const { store, seen } = renewals();
-    const answers = [() => "sent", () => Promise.resolve("sent"), () => Promise.reject(new Error("failed"))];
-    for (const answer of answers) {
+    it("sets no timer when the caller, resuming from a tool that answered at once, stops it", async () => {
+      const { store, seen } = renewals();
+      const fake = globalThis.setTimeout;
+      let timers = 0;
+      vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => {
+        timers++;
+        return fake(...args);
+      });
+      const answers = [
+        () => "sent",
+        () => Promise.resolve("sent"),
+        () => Promise.reject(new Error("failed")),
+      ];
+      for (const answer of answers) {
+        // As the core does: start the lease, call the tool and await it, stop the lease as this resumes.
+        const lease = waitingLease(store);
+        try {
+          await answer();
+        } catch {}
+        expect(lease.stop()).toBeUndefined();
+        await drained();
+      }
+      // One timer each, set by the leases that prove the timers (they arm at once); none by those that wait.
+      expect(timers).toBe(answers.length);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(seen).toHaveLength(0);
+    });
+
+    it("renews a lease still held two microtask turns in every third of the lease, due from its start", async () => {
+      const { store, seen } = renewals();
       const lease = waitingLease(store);
-      lease.follow(answer());
-      await drained();
       expect(vi.getTimerCount()).toBe(0);
-      expect(lease.stop()).toBeUndefined();
-    }
-    await vi.advanceTimersByTimeAsync(10_000);
-    expect(seen).toHaveLength(0);
+      await vi.advanceTimersByTimeAsync(999);
+      expect(seen).toHaveLength(0);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(seen).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(seen).toHaveLength(2);
+      await lease.stop();
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(seen).toHaveLength(2);
+    });
+
+    it("a long synchronous stretch before the tool's first wait does not put off its first renewal", async () => {
+      const { store, seen } = renewals();
+      const lease = waitingLease(store);
+      // The tool computes for 2.5 s, past two renewal periods, before its first await.
+      vi.advanceTimersByTime(2_500);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(seen).toHaveLength(1);
+      await lease.stop();
+    });
+
+    it("a clock set back while the tool computed renews at once: it says nothing of how long", async () => {
+      const { store, seen } = renewals();
+      const lease = waitingLease(store);
+      vi.setSystemTime(Date.now() - 60_000);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(seen).toHaveLength(1);
+      await lease.stop();
+    });
+
+    it("arms with the setTimeout in place when it began, not one the tool swapped in before its first await", async () => {
+      const { store, seen } = renewals();
+      const lease = waitingLease(store);
+      let swappedIn = 0;
+      vi.stubGlobal("setTimeout", () => {
+        swappedIn++;
+        return 0;
+      });
+      await drained();
+      expect(swappedIn).toBe(0);
+      expect(vi.getTimerCount()).toBe(1);
+      vi.unstubAllGlobals();
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(seen).toHaveLength(1);
+      await lease.stop();
+    });
+
+    it("arms at once under a setTimeout that never gave a lease a timer object, so a refusal stops the call before its tool", () => {
+      const { store } = renewals();
+      void startLease(options(store), record, undefined, noStoreErrors).stop();
+      const fake = globalThis.setTimeout;
+      vi.stubGlobal("setTimeout", () => {
+        throw new Error("no timers here");
+      });
+      expect(() =>
+        startLease(options(store), record, undefined, noStoreErrors, "unless-stopped-at-once"),
+      ).toThrow("no timers here");
+      // Returning numbers, as a Worker's does on older compatibility dates: never proven, so every lease
+      // arms at once.
+      vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => Number(fake(...args)));
+      void startLease(options(store), record, undefined, noStoreErrors).stop();
+      const lease = startLease(options(store), record, undefined, noStoreErrors, "unless-stopped-at-once");
+      expect(vi.getTimerCount()).toBe(1);
+      void lease.stop();
+    });
+
+    it("aborts the tool's signal when a proven setTimeout refuses the timer of a tool already running", async () => {
+      const { store } = renewals();
+      const fake = globalThis.setTimeout;
+      let refuse = false;
+      const refusing = new Error("timer refused");
+      vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => {
+        if (refuse) throw refusing;
+        return fake(...args);
+      });
+      const lease = waitingLease(store);
+      refuse = true;
+      await drained();
+      expect(lease.signal.aborted).toBe(true);
+      expect(lease.signal.reason).toBe(refusing);
+      await lease.stop();
+    });
   });
 
-  it("renews a tool still running after a microtask turn every third of the lease, due from its start", async () => {
-    const { store, seen } = renewals();
-    const lease = waitingLease(store);
-    expect(vi.getTimerCount()).toBe(0);
-    let finish!: () => void;
-    lease.follow(
-      new Promise<void>((resolve) => {
-        finish = resolve;
-      }),
-    );
-    await vi.advanceTimersByTimeAsync(999);
-    expect(seen).toHaveLength(0);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(seen).toHaveLength(1);
-    await vi.advanceTimersByTimeAsync(1_000);
-    expect(seen).toHaveLength(2);
-    finish();
-    await lease.stop();
-    await vi.advanceTimersByTimeAsync(10_000);
-    expect(seen).toHaveLength(2);
-  });
-
-  it("a long synchronous stretch before the tool's first wait does not put off its first renewal", async () => {
-    const { store, seen } = renewals();
-    const lease = waitingLease(store);
-    // The tool blocks for 2.5 s, past two renewal periods, and only then returns its pending promise.
-    vi.advanceTimersByTime(2_500);
-    lease.follow(new Promise(() => {}));
-    await vi.advanceTimersByTimeAsync(1);
-    expect(seen).toHaveLength(1);
-    await lease.stop();
-  });
-
-  it("a clock set back while the tool ran makes the first renewal due one period later, no more", async () => {
-    const { store, seen } = renewals();
-    const lease = waitingLease(store);
-    vi.setSystemTime(Date.now() - 60_000);
-    lease.follow(new Promise(() => {}));
-    await vi.advanceTimersByTimeAsync(999);
-    expect(seen).toHaveLength(0);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(seen).toHaveLength(1);
-    await lease.stop();
-  });
-
-  it("never calls a thenable's then() nor a Promise subclass's constructor: their leases renew from now", async () => {
-    const { store } = renewals();
-    let thens = 0;
-    const thenable = {
-      // biome-ignore lint/suspicious/noThenProperty: the point of the test is a thenable that is no promise.
-      then() {
-        thens++;
+  it("renews in the async context the lease began in, whatever the tool enters before its first await", async () => {
+    const context = new AsyncLocalStorage<string>();
+    const seenIn: (string | undefined)[] = [];
+    let renewed!: () => void;
+    const firstRenewal = new Promise<void>((resolve) => {
+      renewed = resolve;
+    });
+    const store: IdempotencyStore = {
+      ...memoryStore(),
+      renew: async () => {
+        seenIn.push(context.getStore());
+        renewed();
+        return true;
       },
     };
-    let constructed = 0;
-    class CountingPromise<T> extends Promise<T> {
-      constructor(executor: (resolve: (value: T) => void, reject: (reason: unknown) => void) => void) {
-        constructed++;
-        super(executor);
-      }
-    }
-    const subclassed = new CountingPromise<void>(() => {});
-    for (const returned of [thenable, subclassed, Object.create(Promise.prototype) as object]) {
-      const lease = waitingLease(store);
-      lease.follow(returned);
-      expect(vi.getTimerCount()).toBe(1);
-      await drained();
-      expect(vi.getTimerCount()).toBe(1);
-      await lease.stop();
-    }
-    expect(thens).toBe(0);
-    expect(constructed).toBe(1);
-  });
-
-  it("arms at once under a setTimeout that never gave a lease a timer object, so a refusal stops the call before its tool", () => {
-    const { store } = renewals();
-    void startLease(options(store), record, undefined, noStoreErrors).stop();
-    const fake = globalThis.setTimeout;
-    vi.stubGlobal("setTimeout", () => {
-      throw new Error("no timers here");
+    let lease!: Lease;
+    context.run("call", () => {
+      lease = waitingLease(store, 30);
+      context.enterWith("tool");
     });
-    expect(() => startLease(options(store), record, undefined, noStoreErrors, "once-pending")).toThrow(
-      "no timers here",
-    );
-    // Returning numbers, as a Worker's does: never proven, so every lease arms at once.
-    vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => Number(fake(...args)));
-    void startLease(options(store), record, undefined, noStoreErrors).stop();
-    const lease = startLease(options(store), record, undefined, noStoreErrors, "once-pending");
-    expect(vi.getTimerCount()).toBe(1);
-    void lease.stop();
-  });
-
-  it("aborts the tool's signal when a proven setTimeout refuses the timer of a tool already running", async () => {
-    const { store } = renewals();
-    const fake = globalThis.setTimeout;
-    let refuse = false;
-    const refusing = new Error("timer refused");
-    vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => {
-      if (refuse) throw refusing;
-      return fake(...args);
-    });
-    const lease = waitingLease(store);
-    refuse = true;
-    lease.follow(new Promise(() => {}));
-    await drained();
-    expect(lease.signal.aborted).toBe(true);
-    expect(lease.signal.reason).toBe(refusing);
+    await firstRenewal;
     await lease.stop();
+    expect(seenIn).toEqual(["call"]);
   });
 });
 

@@ -13,20 +13,18 @@ export interface Lease {
    * stop() would make every first call cost 4% more).
    */
   stop(): Promise<void> | undefined;
-  /**
-   * For a lease started with `renewals: "once-pending"`: what the tool returned. A promise still pending
-   * after one microtask turn starts the renewals, due from the lease's start as if they had begun then.
-   * A tool that has already finished (a value, or a promise settled at once) never waits for the event loop,
-   * so no renewal could come due before the lease stops: it gets no timer. Anything else starts them now.
-   */
-  follow(returned: unknown): void;
 }
 
 /**
- * When the renewals begin: `"now"`, or `"once-pending"`, when {@link Lease.follow} finds the tool still
- * running (a first call of a tool that answers at once then costs no timer to set and clear).
+ * When the renewals begin. `"now"`: the lease arms its timer as it starts. `"unless-stopped-at-once"`: two
+ * microtask turns later, unless the lease was stopped by then, with the first renewal still due a third of
+ * the lease from its start. For a caller that starts the lease, calls the tool and awaits what it returned
+ * in one synchronous stretch, and stops the lease as soon as it resumes: a tool that answered at once (a
+ * value, or a promise already settled) has resumed it by then, and no renewal could have come due, so the
+ * call costs no timer to set and clear. Whatever else the tool returned (a promise still pending, a
+ * thenable, a promise whose `then` is its own) has not, and its lease is renewed as any other.
  */
-export type RenewalStart = "now" | "once-pending";
+export type RenewalStart = "now" | "unless-stopped-at-once";
 
 interface LeaseOptions {
   readonly store: IdempotencyStore;
@@ -51,13 +49,14 @@ const cancelled = new Error("lease stopped");
 // A renewal of a claim nobody settles (a checkpoint left undisposed) must not keep a finished process alive.
 const background: SleepOptions = { ref: false };
 const settledPromise = Promise.resolve();
+const nothing = () => {};
 /**
- * The `setTimeout` that last gave a lease a timer object, as Node's, Bun's and fake timers' do. Only under it
- * may a lease wait to arm its timer until its tool is found pending: a timer refused then could not stop a
- * tool that has started. A Worker's `setTimeout` returns a number, and one swapped in since is unproven:
- * their leases arm at once, so a refusal still fails the call before its tool runs.
+ * The `setTimeout` that last gave a lease a timer object, as Node's, Bun's, Deno's, a Worker's on recent
+ * compatibility dates, and fake timers' do. Only under it may a lease wait to arm its timer: a timer refused
+ * then could not stop a tool that has started. Under one that returns a number (a Worker's on older dates),
+ * or one swapped in since, leases arm at once, so a refusal still fails the call before its tool runs.
  */
-let provenSetTimeout: unknown;
+let provenSetTimeout: typeof setTimeout | undefined;
 
 /** Renews every third of the lease until stopped; its signal aborts with the caller's or on a lost claim. */
 class HeldLease implements Lease {
@@ -72,10 +71,9 @@ class HeldLease implements Lease {
   /** The pending renewal: a timer on the system clock, a stopper of the clock's sleep on any other. */
   #timer: NodeJS.Timeout | AbortController | undefined;
   #onCallerAbort: (() => void) | undefined;
-  /** For renewals that begin once the tool is found pending: when the lease began, on the system clock. */
+  /** While the renewals wait to begin: when the lease began (on the system clock), and the timers to use. */
   #waitingSince: number | undefined;
-  /** The tool's promise has settled (for `follow`). */
-  #toolSettled = false;
+  #waitingSetTimeout: typeof setTimeout | undefined;
 
   constructor(
     o: LeaseOptions,
@@ -95,51 +93,30 @@ class HeldLease implements Lease {
       callerSignal.addEventListener("abort", this.#onCallerAbort, { once: true });
     }
     // Only on the system clock: a clock of the caller's gets its sleep at once, as it always has.
-    // (`Date.now()`, as `systemClock.now()` reads it: `performance.now()` costs 2% of a first call.)
-    if (
-      renewals === "once-pending" &&
-      o.clock === systemClock &&
-      globalThis.setTimeout === provenSetTimeout
-    ) {
+    const set = globalThis.setTimeout;
+    if (renewals === "unless-stopped-at-once" && o.clock === systemClock && set === provenSetTimeout) {
+      // `Date.now()`, as `systemClock.now()` reads it (`performance.now()` costs 2% of a first call).
       this.#waitingSince = Date.now();
-    } else this.#schedule(this.#everyMs);
+      this.#waitingSetTimeout = set;
+      // Queued now, before the tool runs, so the check (and every renewal) runs in the call's own async
+      // context, whatever the tool enters meanwhile.
+      void settledPromise.then(nothing).then(() => this.#begin());
+    } else this.#schedule(this.#everyMs, set);
   }
 
   get signal(): AbortSignal {
     return this.#aborter.signal;
   }
 
-  follow(returned: unknown): void {
-    if (this.#waitingSince === undefined) return;
-    // A value that is no object is the tool's answer: nothing runs on, so nothing needs renewing.
-    if ((typeof returned !== "object" || returned === null) && typeof returned !== "function") {
-      this.#waitingSince = undefined;
-      return;
-    }
-    const settled = () => {
-      this.#toolSettled = true;
-    };
-    if (!whenSettled(returned, settled)) {
-      this.#begin();
-      return;
-    }
-    // Had it settled already, `settled` was queued first and runs before this check: both run before any
-    // timer could fire.
-    void settledPromise.then(() => {
-      if (!this.#toolSettled) this.#begin();
-    });
-  }
-
-  /** Start the renewals of a lease that waited to see the tool pending, due from when the lease began. */
+  /** Two microtask turns in, a lease not yet stopped starts its renewals, due from when it began. */
   #begin(): void {
-    const since = this.#waitingSince;
-    if (since === undefined || this.#stopped) return;
-    this.#waitingSince = undefined;
-    // The tool's first synchronous stretch may have been long: the first renewal stays due from the start
-    // (a clock set back in the meantime makes it due a full period from now).
-    const elapsed = Date.now() - since;
+    if (this.#stopped) return;
+    // The tool may have computed for long before its first await: the first renewal stays due from the
+    // start. A clock set back meanwhile says nothing of how long: renew at once.
+    const elapsed = Date.now() - this.#waitingSince!;
+    const ms = elapsed < 0 ? 1 : Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed)));
     try {
-      this.#schedule(Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed))));
+      this.#schedule(ms, this.#waitingSetTimeout!);
     } catch (error) {
       // The tool runs already and this lease cannot be renewed: tell the tool to stop.
       this.#aborter.abort(error);
@@ -155,12 +132,12 @@ class HeldLease implements Lease {
     return this.#renewal;
   }
 
-  #schedule(ms: number): void {
+  /** Renew in `ms`, on the system clock with `set` (the `setTimeout` in place when the lease began). */
+  #schedule(ms: number, set: typeof setTimeout = globalThis.setTimeout): void {
     const clock = this.#o.clock;
     if (clock === systemClock) {
       // A bare timer with the lease as its argument: clock.sleep with an AbortController to stop it makes a
       // first call cost 85% more instructions on the memory store. Unref'd, as a background sleep.
-      const set = globalThis.setTimeout;
       const timer = set(HeldLease.#renew, ms, this);
       this.#timer = timer;
       if (typeof timer === "object") provenSetTimeout = set;
@@ -197,21 +174,5 @@ class HeldLease implements Lease {
     }
     // Kept (a store that did not answer too: the settle's fencing decides in the end whether the claim holds).
     if (!this.#stopped) this.#schedule(this.#everyMs);
-  }
-}
-
-/**
- * Run `settled` once `returned` settles, if it is a promise of this realm's own Promise: its `then()` runs
- * no code of the tool's (a thenable's `then()` may start work; a subclass's constructor is the tool's code).
- * False, with nothing attached, for anything else: a thenable, a subclass, a proxy whose trap throws, an
- * object made from `Promise.prototype` that is no promise.
- */
-function whenSettled(returned: object | ((...args: never[]) => unknown), settled: () => void): boolean {
-  try {
-    if (Object.getPrototypeOf(returned) !== Promise.prototype) return false;
-    void Promise.prototype.then.call(returned, settled, settled);
-    return true;
-  } catch {
-    return false;
   }
 }
