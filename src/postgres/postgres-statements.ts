@@ -90,8 +90,8 @@ export const notLoggedPrefix = "idempotool: ";
 
 // Aliased and cast so a row comes back with a record's field names (see toRecord): pg returns bigint as a
 // string, float8 as a number, and epoch milliseconds stay exact in a float8 for the next 285,000 years.
-// A settle returns these: its request holds the scope, the key and the outcome.
-const settledColumns = [
+// A claim's holder: its scope and key are the request's (the primary key compares bytes).
+const holderColumns = [
   "tool",
   "fingerprint",
   "status",
@@ -101,13 +101,28 @@ const settledColumns = [
   'lease_expires_at::float8 AS "leaseExpiresAt"',
   'expires_at::float8 AS "expiresAt"',
   "attempts",
+  "result",
+  "error",
 ];
-// A claim's holder: its scope and key are the request's (the primary key compares bytes).
-const holderColumns = [...settledColumns, "result", "error"];
 const recordColumns = ["scope", "key", ...holderColumns].join(", ");
+// A settle returns only what its request lacks: what the claim stored, and the instant the settle judged by
+// (updated_at, which it set to that instant). Its request holds the scope, the key, the token (the WHERE
+// matched it), the status and the outcome (the SET stored them), and the instant gives the rest (settledRecord).
+const settleReturns = [
+  "tool",
+  "fingerprint",
+  'created_at::float8 AS "createdAt"',
+  "attempts",
+  "updated_at::float8 AS now",
+];
 
-/** The row of a settle: the record but its scope, key and outcome. */
-export type SettleRow = Omit<IdempotencyRecord, "scope" | "key" | "result" | "error">;
+/**
+ * The row of a settle: the record's fields its request cannot tell, and `now`, the instant it judged by:
+ * `updatedAt` and `leaseExpiresAt` are that instant, `expiresAt` is `now + ttlMs`.
+ */
+export type SettleRow = Pick<IdempotencyRecord, "tool" | "fingerprint" | "createdAt" | "attempts"> & {
+  readonly now: number;
+};
 
 /** The row of a claim's holder: the record but its scope and key. */
 export type HolderRow = Omit<IdempotencyRecord, "scope" | "key">;
@@ -127,23 +142,15 @@ export interface ClaimRow extends HolderRow {
   readonly useFunction?: boolean;
 }
 
-/** What a settle stored beside the columns it returns. */
-export interface Outcome {
-  readonly result: string | null;
-  readonly error: string | null;
-}
-
 /**
- * The record a row holds, the one place a row becomes a record: a whole row; a claim's holder, under the
- * request's id; or a settle's row, under the request's id and with the outcome it stored.
+ * The record a row holds, one of the two places a row becomes a record (settledRecord is the other): a
+ * whole row, or a claim's holder under the request's id.
  */
 export function toRecord(row: RecordRow): IdempotencyRecord;
 export function toRecord(row: HolderRow, id: RecordId): IdempotencyRecord;
-export function toRecord(row: SettleRow, id: RecordId, outcome: Outcome): IdempotencyRecord;
 export function toRecord(
-  row: SettleRow & Partial<RecordId & Outcome>,
+  row: HolderRow & Partial<RecordId>,
   id: RecordId = row as RecordRow,
-  outcome: Outcome = row as RecordRow,
 ): IdempotencyRecord {
   return {
     scope: id.scope,
@@ -157,8 +164,31 @@ export function toRecord(
     leaseExpiresAt: row.leaseExpiresAt,
     expiresAt: row.expiresAt,
     attempts: row.attempts,
-    result: outcome.result,
-    error: outcome.error,
+    result: row.result,
+    error: row.error,
+  };
+}
+
+/**
+ * The record a settle left, from its row and its request: the statement set status, result and error to
+ * the request's, updated_at and lease_expires_at to `now` and expires_at to `now + ttlMs` (the same sum:
+ * exact integers, rounded once to a float8 either way), and matched the request's token.
+ */
+export function settledRecord(row: SettleRow, request: SettleRequest): IdempotencyRecord {
+  return {
+    scope: request.scope,
+    key: request.key,
+    tool: row.tool,
+    fingerprint: row.fingerprint,
+    status: request.status,
+    token: request.token,
+    createdAt: row.createdAt,
+    updatedAt: row.now,
+    leaseExpiresAt: row.now,
+    expiresAt: row.now + request.ttlMs,
+    attempts: row.attempts,
+    result: request.result,
+    error: request.error,
   };
 }
 
@@ -225,15 +255,15 @@ export function postgresStatements(name: TableName, clock: PostgresClock): Postg
         RETURNING ${recordColumns}`;
     }),
 
-    // Returns all but what the request holds: result and error go back as they were sent, and a large
-    // result is not shipped back over the wire.
+    // Returns only what the request lacks (settleReturns): a large result is not shipped back over the wire,
+    // and the record follows from the request and the row (settledRecord).
     settle: named(["scope", "key", "token", "status", "result", "error", "now", "ttlMs"], (p) => {
       const now = at(p.now);
       return `UPDATE ${t} SET status = ${p.status}, result = ${p.result}, error = ${p.error},
           updated_at = ${now}, lease_expires_at = ${now}, expires_at = ${now} + ${p.ttlMs}::bigint
         WHERE scope = ${p.scope} AND key = ${p.key} AND token = ${p.token}
           AND status IN ('in_progress', 'unknown')
-        RETURNING ${settledColumns.join(", ")}`;
+        RETURNING ${settleReturns.join(", ")}`;
     }),
 
     renew: named(["scope", "key", "token", "now", "leaseMs", "ttlMs"], (p) => {

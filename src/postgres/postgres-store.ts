@@ -18,6 +18,7 @@ import {
   postgresStatements,
   type RecordRow,
   type SettleRow,
+  settledRecord,
   toRecord,
 } from "./postgres-statements.js";
 
@@ -191,8 +192,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
 
     async settle(request) {
       const [row] = (await runNamed("settle", s.settle, request, request.now)) as SettleRow[];
-      // The statement stored result and error as given, so they come back from the request.
-      return row ? toRecord(row, request, request) : null;
+      return row ? settledRecord(row, request) : null;
     },
 
     async renew(request) {
