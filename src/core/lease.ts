@@ -71,7 +71,7 @@ class HeldLease implements Lease {
   /** The pending renewal: a timer on the system clock, a stopper of the clock's sleep on any other. */
   #timer: NodeJS.Timeout | AbortController | undefined;
   #onCallerAbort: (() => void) | undefined;
-  /** While the renewals wait to begin: when the lease began (on the system clock), and the timers to use. */
+  /** While the renewals wait to begin: when the lease began (`performance.now()`), and the timers to use. */
   #waitingSince: number | undefined;
   #waitingSetTimeout: typeof setTimeout | undefined;
 
@@ -95,8 +95,9 @@ class HeldLease implements Lease {
     // Only on the system clock: a clock of the caller's gets its sleep at once, as it always has.
     const set = globalThis.setTimeout;
     if (renewals === "unless-stopped-at-once" && o.clock === systemClock && set === provenSetTimeout) {
-      // `Date.now()`, as `systemClock.now()` reads it (`performance.now()` costs 2% of a first call).
-      this.#waitingSince = Date.now();
+      // Monotonic: a `Date` frozen or mocked (as tests do, beside real timers) or a clock set back would hide
+      // how long the tool computed before its first await. (It costs 2% of a memory first call.)
+      this.#waitingSince = performance.now();
       this.#waitingSetTimeout = set;
       // Queued now, before the tool runs, so the check (and every renewal) runs in the call's own async
       // context, whatever the tool enters meanwhile.
@@ -111,10 +112,9 @@ class HeldLease implements Lease {
   /** Two microtask turns in, a lease not yet stopped starts its renewals, due from when it began. */
   #begin(): void {
     if (this.#stopped) return;
-    // The tool may have computed for long before its first await: the first renewal stays due from the
-    // start. A clock set back meanwhile says nothing of how long: renew at once.
-    const elapsed = Date.now() - this.#waitingSince!;
-    const ms = elapsed < 0 ? 1 : Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed)));
+    // The tool may have computed for long before its first await: the first renewal stays due from the start.
+    const elapsed = performance.now() - this.#waitingSince!;
+    const ms = Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed)));
     try {
       this.#schedule(ms, this.#waitingSetTimeout!);
     } catch (error) {
