@@ -46,14 +46,18 @@ export async function execute<A, R>(c: Call<A, R>, record: IdempotencyRecord): P
   emit(c, "run", record.attempts);
   c.flight = flight;
   try {
-    const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
     let lease: Lease;
     try {
       const onStoreError = (error: StoreUnavailableError) => emit(c, "store_error", undefined, error);
-      lease = startLease(c.o, record, c.signal, onStoreError, "unless-stopped-at-once");
+      // Started before the near-duplicate lookup, which a slow store could make outlast the claim's lease;
+      // with a lookup to wait for in between, its timer is armed at once.
+      const renewals = c.similarKey === undefined ? "unless-stopped-at-once" : "now";
+      lease = startLease(c.o, record, c.signal, onStoreError, renewals);
     } catch (error) {
       return await releaseUnstarted(c, record, error);
     }
+    // It never throws (a failed lookup only loses the hint), so the lease is stopped on every path below.
+    const similar = c.similarKey === undefined ? undefined : await lookUpSimilar(c, c.similarKey);
     let result: Awaited<R>;
     try {
       // The lease is started, the tool called and awaited, and the lease stopped as soon as this resumes,

@@ -289,6 +289,44 @@ describe("idempotent: the lease on the system clock", () => {
   });
 });
 
+describe("idempotent: the lease from the claim on", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("renews through a slow near-duplicate lookup, so the claim cannot lapse before the tool runs", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    const shared = memoryStore();
+    // Worker A's store answers the near-duplicate lookup (a read of another key) only after 2.5 s.
+    const slowLookups: IdempotencyStore = {
+      ...shared,
+      get: async (id, now) => {
+        if (id.key !== "k") await new Promise((resolve) => setTimeout(resolve, 2_500));
+        return shared.get(id, now);
+      },
+    };
+    let runs = 0;
+    const worker = (store: IdempotencyStore) =>
+      idempotent(
+        async (_input: { to: string }) => {
+          runs++;
+          await new Promise((resolve) => setTimeout(resolve, 6_000));
+          return "sent";
+        },
+        { name: "send", store, leaseMs: 3_000, effect: "native-key", waitMs: 0, similar: { fields: ["to"] } },
+      );
+    const first = worker(slowLookups)({ to: "ada" }, { key: "k" });
+    // Past the claim's first lease: had renewals begun only after the lookup, the claim would have lapsed
+    // and worker B would take it over and send again.
+    await vi.advanceTimersByTimeAsync(3_100);
+    const repeat = worker(shared)({ to: "ada" }, { key: "k" }).catch((error: unknown) => error);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(isIdempotencyError(await repeat, "idempotency_key_in_use")).toBe(true);
+    await expect(first).resolves.toMatchObject({ result: "sent", was_replay: false });
+    expect(runs).toBe(1);
+  });
+});
+
 describe("idempotent: what a tool returns, and its lease on the system clock", () => {
   afterEach(() => {
     vi.useRealTimers();
