@@ -105,22 +105,28 @@ const holderColumns = [
   "error",
 ];
 const recordColumns = ["scope", "key", ...holderColumns].join(", ");
-// A settle returns only what its request lacks: what the claim stored, and the instant the settle judged by
-// (updated_at, which it set to that instant). Its request holds the scope, the key, the token (the WHERE
-// matched it), the status and the outcome (the SET stored them), and the instant gives the rest (settledRecord).
+// A settle returns only what its request lacks: what the claim stored, the instant the settle judged by
+// (updated_at, which it set to that instant) and the expiry it wrote. Its request holds the scope, the key,
+// the token (the WHERE matched it), the status and the outcome (the SET stored them) (settledRecord).
 const settleReturns = [
   "tool",
   "fingerprint",
   'created_at::float8 AS "createdAt"',
   "attempts",
   "updated_at::float8 AS now",
+  // Read back rather than summed here: as the server wrote and rounds it, whatever ttlMs (past 2^53 pg sends
+  // its shortest decimal, not the exact integer) or the server's extra_float_digits.
+  'expires_at::float8 AS "expiresAt"',
 ];
 
 /**
- * The row of a settle: the record's fields its request cannot tell, and `now`, the instant it judged by:
- * `updatedAt` and `leaseExpiresAt` are that instant, `expiresAt` is `now + ttlMs`.
+ * The row of a settle: the record's fields its request cannot tell, and `now`, the instant it judged by
+ * (`updatedAt` and `leaseExpiresAt` are that instant).
  */
-export type SettleRow = Pick<IdempotencyRecord, "tool" | "fingerprint" | "createdAt" | "attempts"> & {
+export type SettleRow = Pick<
+  IdempotencyRecord,
+  "tool" | "fingerprint" | "createdAt" | "attempts" | "expiresAt"
+> & {
   readonly now: number;
 };
 
@@ -171,8 +177,7 @@ export function toRecord(
 
 /**
  * The record a settle left, from its row and its request: the statement set status, result and error to
- * the request's, updated_at and lease_expires_at to `now` and expires_at to `now + ttlMs` (the same sum:
- * exact integers, rounded once to a float8 either way), and matched the request's token.
+ * the request's and updated_at and lease_expires_at to `now`, and matched the request's token.
  */
 export function settledRecord(row: SettleRow, request: SettleRequest): IdempotencyRecord {
   return {
@@ -185,7 +190,7 @@ export function settledRecord(row: SettleRow, request: SettleRequest): Idempoten
     createdAt: row.createdAt,
     updatedAt: row.now,
     leaseExpiresAt: row.now,
-    expiresAt: row.now + request.ttlMs,
+    expiresAt: row.expiresAt,
     attempts: row.attempts,
     result: request.result,
     error: request.error,
