@@ -287,12 +287,6 @@ describe("idempotent: the lease on the system clock", () => {
     await expect(first).resolves.toMatchObject({ result: "ok", was_replay: false });
     expect(runs).toBe(4);
   });
-});
-
-describe("idempotent: the lease from the claim on", () => {
-  afterEach(() => {
-    vi.useRealTimers();
-  });
 
   it("renews through a slow near-duplicate lookup, so the claim cannot lapse before the tool runs", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
@@ -324,12 +318,6 @@ describe("idempotent: the lease from the claim on", () => {
     expect(isIdempotencyError(await repeat, "idempotency_key_in_use")).toBe(true);
     await expect(first).resolves.toMatchObject({ result: "sent", was_replay: false });
     expect(runs).toBe(1);
-  });
-});
-
-describe("idempotent: what a tool returns, and its lease on the system clock", () => {
-  afterEach(() => {
-    vi.useRealTimers();
   });
 
   /**
