@@ -6,24 +6,17 @@ import { type Effect, idempotent, isIdempotencyError } from "../src/index.js";
 import { type PostgresStore, postgresStore } from "../src/postgres/index.js";
 import { fakeClock } from "../src/testing/index.js";
 import {
-  dropTable,
   eventually,
-  freshTable,
   type TcpProxy,
+  tablesDroppedAfterEach,
   tcpProxy,
   testPool,
 } from "./fixtures/pg-helpers.js";
 import { jsonLines, startWorker } from "./fixtures/worker-process.js";
 
 const pool = testPool({ max: 6 });
-const tables: string[] = [];
+const table = tablesDroppedAfterEach(pool);
 const dirs: string[] = [];
-
-function table(): string {
-  const name = freshTable();
-  tables.push(name);
-  return name;
-}
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "idempotool-pg-"));
@@ -33,7 +26,6 @@ function tempDir(): string {
 
 afterEach(async () => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-  for (const name of tables.splice(0)) await dropTable(pool, name);
 });
 afterAll(async () => {
   await pool.end();

@@ -2,23 +2,15 @@
  * A settle answers the record it left without shipping back what its request holds: that record must equal
  * what get() reads back, on either clock, whatever ttlMs, and whatever the server's float output.
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { SettleRequest } from "../src/core/store.js";
 import { readBackOwnSettle } from "../src/core/store.js";
 import { postgresStore } from "../src/postgres/index.js";
 import { claimRequest } from "./fixtures/claim-request.js";
-import { dropTable, freshTable, testPool } from "./fixtures/pg-helpers.js";
+import { tablesDroppedAfterEach, testPool } from "./fixtures/pg-helpers.js";
 
 const pool = testPool({ max: 4 });
-const tables: string[] = [];
-function table(): string {
-  const name = freshTable();
-  tables.push(name);
-  return name;
-}
-afterEach(async () => {
-  for (const name of tables.splice(0)) await dropTable(pool, name);
-});
+const table = tablesDroppedAfterEach(pool);
 afterAll(async () => {
   await pool.end();
 });

@@ -6,27 +6,25 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { type ClaimRequest, type Effect, idempotent, isIdempotencyError } from "../src/index.js";
 import { type PgQueryable, type PostgresStoreOptions, postgresStore } from "../src/postgres/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
-import { countingClient, dropTable, eventually, freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
+import {
+  countingClient,
+  dropTable,
+  eventually,
+  freshTable,
+  pgUrl,
+  tablesDroppedAfterEach,
+  testPool,
+} from "./fixtures/pg-helpers.js";
 
 const t0 = Date.parse("2026-01-01T00:00:00.000Z");
 const pool = testPool({ max: 10 });
-const tables: string[] = [];
-
 /** A fresh table's name, dropped after the case. */
-function table(): string {
-  const name = freshTable();
-  tables.push(name);
-  return name;
-}
-
-afterEach(async () => {
-  for (const name of tables.splice(0)) await dropTable(pool, name);
-});
+const table = tablesDroppedAfterEach(pool);
 afterAll(async () => {
   await pool.end();
 });
