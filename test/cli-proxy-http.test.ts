@@ -11,7 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MetaKey } from "../src/mcp/index.js";
-import { filesystemServer, fixture, root } from "./fixtures/proxy-harness.js";
+import { filesystemServer, fixture, progressOnTheWire, root } from "./fixtures/proxy-harness.js";
 
 const cli = join(root, "src", "cli", "main.ts");
 
@@ -110,9 +110,10 @@ describe("idempotool proxy --http", () => {
     const bob = await connect(proxy.url, { authorization: "Bearer bob-token" });
     const aliceAgain = await connect(proxy.url, { authorization: "Bearer alice-token" });
     const send = { name: "send_message", arguments: { to: "carol", text: "hi", idempotency_key: "k-1" } };
-    const progress: unknown[] = [];
-    await alice.callTool(send, undefined, { onprogress: (update) => progress.push(update) });
-    expect(progress).toEqual([{ progress: 1, total: 1, message: "sent" }]);
+    const progress = progressOnTheWire(alice);
+    // onprogress makes the SDK send a progress token; what it hears is read off the wire.
+    await alice.callTool(send, undefined, { onprogress: () => undefined });
+    expect(progress).toEqual([{ params: { progress: 1, total: 1, message: "sent" }, beforeTheAnswer: true }]);
     expect(wasReplay(await bob.callTool(send))).toBe(false);
     expect(wasReplay(await aliceAgain.callTool(send))).toBe(true);
     expect(readFileSync(effects, "utf8").trim().split("\n")).toHaveLength(2);

@@ -18,6 +18,7 @@ import {
   filesystemServer,
   fixture,
   memoryServer,
+  progressOnTheWire,
   root,
   textOf,
 } from "./fixtures/proxy-harness.js";
@@ -361,11 +362,12 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
     "relays the server's progress notifications on a guarded call",
     async () => {
       const { client } = await proxy(fixture(effects(), "answer"));
-      const progress: unknown[] = [];
-      await client.callTool(send({ idempotency_key: "p-1" }), undefined, {
-        onprogress: (update) => progress.push(update),
-      });
-      expect(progress).toEqual([{ progress: 1, total: 1, message: "sent" }]);
+      const progress = progressOnTheWire(client);
+      // onprogress makes the SDK send a progress token; what it hears is read off the wire.
+      await client.callTool(send({ idempotency_key: "p-1" }), undefined, { onprogress: () => undefined });
+      expect(progress).toEqual([
+        { params: { progress: 1, total: 1, message: "sent" }, beforeTheAnswer: true },
+      ]);
     },
     spawnTimeoutMs,
   );
