@@ -5,7 +5,13 @@
  * (the V8 profiler is started and stopped around them, so module loading stays out).
  *
  *   node --import tsx bench/profile.ts [--seconds 3] [--lib dist] [--interval-us 50]
- *     [--store memory|redis] [--redis redis://127.0.0.1:6379]
+ *     [--store memory|redis|postgres] [--redis redis://127.0.0.1:6379]
+ *     [--postgres postgres://postgres@127.0.0.1:5432/test] [--floor] [--in-flight 1]
+ *
+ * --in-flight N keeps N calls running at once (a fresh key each on first calls; one key on replays).
+ * --floor profiles the bench's floor on the same store instead of idempotool (postgres only), to compare
+ * the client's work per call: at 1 in flight on PostgreSQL the time is mostly spent waiting, so the
+ * self-time shares there are of the client's CPU and idle time together.
  *
  * Prints Markdown: self time by category and the top functions, per workload. The raw .cpuprofile files go
  * to bench/tmp/profile/ (git-ignored); open them in Chrome DevTools or speedscope.
@@ -17,6 +23,8 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
+import type { IdempotencyStore } from "../src/index.js";
+import { connectPool, dropClaimFunctionsSql, postgresFloor } from "./lib/backends/postgres.js";
 import { loadLibrary } from "./lib/library.js";
 import { type CpuProfile, categoryOf, summarizeProfile } from "./lib/profile-summary.js";
 import { countedTool, toolArgs } from "./lib/subject.js";
@@ -29,14 +37,25 @@ const { values } = parseArgs({
     "interval-us": { type: "string", default: "50" },
     store: { type: "string", default: "memory" },
     redis: { type: "string", default: "redis://127.0.0.1:6379" },
+    postgres: {
+      type: "string",
+      default: process.env.IDEMPOTOOL_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    },
+    floor: { type: "boolean", default: false },
+    "in-flight": { type: "string", default: "1" },
   },
 });
 
 process.setSourceMapsEnabled(false);
 const lib = await loadLibrary(path.resolve(root, values.lib));
 const onRedis = values.store === "redis";
-if (!onRedis && values.store !== "memory") throw new Error(`--store: unknown "${values.store}"`);
+const onPostgres = values.store === "postgres";
+if (!onRedis && !onPostgres && values.store !== "memory")
+  throw new Error(`--store: unknown "${values.store}"`);
+if (values.floor && !onPostgres) throw new Error("--floor: only with --store postgres");
 const redis = onRedis ? new Redis(values.redis, { maxRetriesPerRequest: 1 }) : undefined;
+const pool = onPostgres ? connectPool(values.postgres) : undefined;
+const pgTables: string[] = [];
 const redisPrefix = `idempotool-profile:${process.pid}:`;
 const session = new Session();
 session.connect();
@@ -52,11 +71,42 @@ async function loop(
 ): Promise<{ calls: number; perSecond: number }> {
   let calls = 0;
   const started = performance.now();
+  const inFlight = Number(values["in-flight"]);
   while (performance.now() - started < ms) {
-    for (let i = 0; i < 1000; i++) await call(calls + i);
+    await Promise.all(
+      Array.from({ length: inFlight }, async (_, lane) => {
+        for (let i = lane; i < 1000; i += inFlight) await call(calls + i);
+      }),
+    );
     calls += 1000;
   }
   return { calls, perSecond: calls / ((performance.now() - started) / 1000) };
+}
+
+/** One call of `workload`: a fresh key each time, or one completed key; each workload on an empty store. */
+async function caller(workload: "first" | "replay"): Promise<() => Promise<unknown>> {
+  let n = 0;
+  const keyOf = workload === "first" ? () => `k${n++}` : () => "replayed";
+  if (pool && values.floor) {
+    const table = `profile_${process.pid}_${workload}_floor`;
+    pgTables.push(table);
+    const floor = await postgresFloor(pool, table, lib.core.fingerprint(toolArgs));
+    if (workload === "first") return () => floor.first(keyOf(), toolArgs);
+    await floor.first("replayed", toolArgs);
+    return () => floor.replay("replayed", toolArgs);
+  }
+  const tool = countedTool();
+  let store: IdempotencyStore;
+  if (redis) store = lib.redis!.redisStore({ client: redis, prefix: `${redisPrefix}${workload}:` });
+  else if (pool) {
+    const table = `profile_${process.pid}_${workload}`;
+    pgTables.push(table);
+    const postgres = lib.postgres!.postgresStore({ client: pool, table });
+    await postgres.migrate();
+    store = postgres;
+  } else store = lib.core.memoryStore({ maxRecords: 50_000_000 });
+  const wrapped = lib.core.idempotent(tool.fn, { name: "send_email", store });
+  return () => wrapped(toolArgs, { key: keyOf() });
 }
 
 const sections: string[] = [
@@ -64,17 +114,7 @@ const sections: string[] = [
   "",
 ];
 for (const workload of ["first", "replay"] as const) {
-  const tool = countedTool();
-  // Each workload starts from an empty store, as the bench's repetitions do, and is warmed up first.
-  const store = redis
-    ? lib.redis!.redisStore({ client: redis, prefix: `${redisPrefix}${workload}:` })
-    : lib.core.memoryStore({ maxRecords: 50_000_000 });
-  const wrapped = lib.core.idempotent(tool.fn, { name: "send_email", store });
-  let n = 0;
-  const call =
-    workload === "first"
-      ? () => wrapped(toolArgs, { key: `k${n++}` })
-      : () => wrapped(toolArgs, { key: "replayed" });
+  const call = await caller(workload);
   await loop(call, 1000);
   await session.post("Profiler.start");
   const { calls, perSecond } = await loop(call, Number(values.seconds) * 1000);
@@ -99,5 +139,10 @@ if (redis) {
     if (names.length > 0) await redis.unlink(...names);
   } while (cursor !== "0");
   redis.disconnect();
+}
+if (pool) {
+  for (const table of pgTables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
+  await pool.query(dropClaimFunctionsSql(pgTables));
+  await pool.end();
 }
 process.stdout.write(`${sections.join("\n")}\n`);

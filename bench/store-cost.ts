@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 import type { IdempotencyStore } from "../src/index.js";
 import { SqliteDriver } from "./lib/backends/backend.js";
 import { idempotoolSubject } from "./lib/backends/memory.js";
-import { connectPool, postgresFloor } from "./lib/backends/postgres.js";
+import { connectPool, dropClaimFunctionsSql, postgresFloor } from "./lib/backends/postgres.js";
 import { openDriverDatabase, removeDatabase, sqliteFloor } from "./lib/backends/sqlite.js";
 import { loadLibrary } from "./lib/library.js";
 import { median } from "./lib/measure.js";
@@ -225,7 +225,7 @@ for (const name of stores) {
       ]);
     } finally {
       await pool.query(`DROP TABLE IF EXISTS ${tag}_idem, ${tag}_floor`);
-      await pool.query(`DROP FUNCTION IF EXISTS ${tag}_idem_claim_v1`);
+      await pool.query(dropClaimFunctionsSql([`${tag}_idem`]));
       await pool.end();
     }
     continue;

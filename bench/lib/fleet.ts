@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
-import { connectPool, floorTableSql } from "./backends/postgres.js";
+import { connectPool, dropClaimFunctionsSql, floorTableSql } from "./backends/postgres.js";
 import type { FleetReport, FleetTask } from "./fleet-worker.js";
 import type { Library } from "./library.js";
 import { SubjectName } from "./subject.js";
@@ -181,7 +181,7 @@ export async function runFleet(o: FleetOptions): Promise<FleetCell[]> {
     if (pool) {
       for (const table of tables) {
         await pool.query(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
-        await pool.query(`DROP FUNCTION IF EXISTS "${table}_claim_v1"`).catch(() => {});
+        await pool.query(dropClaimFunctionsSql([table])).catch(() => {});
       }
       await pool.end();
     }

@@ -6,7 +6,7 @@
 import { performance } from "node:perf_hooks";
 import type { IdempotencyStore } from "../../src/index.js";
 import { BackendName, Skip } from "./backends/backend.js";
-import { connectPool } from "./backends/postgres.js";
+import { connectPool, dropClaimFunctionsSql } from "./backends/postgres.js";
 import { openBenchDatabase, removeDatabase } from "./backends/sqlite.js";
 import type { Library } from "./library.js";
 import { measure, median, timed, type UnitOutcome } from "./measure.js";
@@ -294,7 +294,7 @@ async function postgresDriver(lib: Library, url: string): Promise<ScaleDriver> {
     async close() {
       if (tables.length > 0)
         await pool.query(`DROP TABLE IF EXISTS ${tables.map((t) => `"${t}"`).join(", ")}`);
-      await pool.query(`DROP FUNCTION IF EXISTS ${tables.map((t) => `"${t}_claim_v1"`).join(", ")}`);
+      await pool.query(dropClaimFunctionsSql(tables));
       await pool.end();
     },
   };

@@ -567,7 +567,7 @@ const specs: readonly Spec[] = [
     },
   ],
   [
-    "settle with the owner token completes the record and keeps result and error strings byte-exact",
+    "settle with the owner token completes the record and keeps result and error strings byte-exact, in a get and in a lost claim's holder",
     async (t) => {
       const samples: readonly { result: string | null; error: string | null }[] = [
         {
@@ -581,6 +581,9 @@ const specs: readonly Spec[] = [
           error: JSON.stringify({ name: "TypeError", message: "Converting circular structure — ‘é’" }),
         },
         { result: "  leading and trailing whitespace \n\t ", error: "  \n" },
+        // Line breaks and brackets where a store's own encoding of a record could take them for its parts.
+        { result: "\n[false,1]\n\n", error: "]\n[" },
+        { result: "\n", error: null },
       ];
       const t0 = t.clock.now();
       for (let i = 0; i < samples.length; i++) await claimFree(t, { key: `sample-${i}` });
@@ -590,7 +593,9 @@ const specs: readonly Spec[] = [
         const key = `sample-${i}`;
         const record = await settled(t, "token-a", { key, ...sample });
         const stored = await current(t, SCOPE, key);
-        for (const got of [record, stored]) {
+        const lost = await t.store.claim(claimRequest(t, { key, token: "token-b" }));
+        assert.equal(lost.claimed, false, `a claim of settled sample ${i} must lose`);
+        for (const got of [record, stored, lost.record]) {
           assertSameString(got?.result ?? null, sample.result, `result of sample ${i}`);
           assertSameString(got?.error ?? null, sample.error, `error of sample ${i}`);
           assert.deepEqual(fields(got), {

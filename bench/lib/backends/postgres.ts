@@ -10,6 +10,11 @@ const leaseMs = 60_000;
 export const postgresConcurrencies = [1, 16, 32] as const;
 export const poolSize = 16;
 
+/** Drops the claim functions a store's migrate() made beside `tables`. */
+export function dropClaimFunctionsSql(tables: readonly string[]): string {
+  return `DROP FUNCTION IF EXISTS ${tables.map((t) => `"${t}_claim_v1"`).join(", ")}`;
+}
+
 /** The floor table: the store's columns, collation, primary key and expiry index. */
 export function floorTableSql(table: string): string {
   return `CREATE TABLE ${table} (
@@ -142,7 +147,7 @@ export async function postgresBackends(
     async close() {
       await pool.query(`DROP TABLE IF EXISTS ${storeTable}, ${floorTable}, ${candidateTable}`);
       // The claim functions the stores' migrations made beside their tables.
-      await pool.query(`DROP FUNCTION IF EXISTS ${storeTable}_claim_v1, ${candidateTable}_claim_v1`);
+      await pool.query(dropClaimFunctionsSql([storeTable, candidateTable]));
       await pool.end();
     },
   };
