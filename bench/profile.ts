@@ -119,7 +119,7 @@ for (const workload of ["first", "replay"] as const) {
   await session.post("Profiler.start");
   const { calls, perSecond } = await loop(call, Number(values.seconds) * 1000);
   const { profile } = (await session.post("Profiler.stop")) as unknown as { profile: CpuProfile };
-  const file = path.join(dir, `${values.store}-${workload}.cpuprofile`);
+  const file = path.join(dir, `${values.store}-${workload}${values.floor ? "-floor" : ""}.cpuprofile`);
   writeFileSync(file, JSON.stringify(profile));
   sections.push(
     `### ${values.store} ${workload === "first" ? "first call" : "replay"}: ${Math.round(perSecond).toLocaleString("en-US")} calls/s under the profiler (${calls.toLocaleString("en-US")} calls)`,
