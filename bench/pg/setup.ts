@@ -5,11 +5,15 @@
  *   - pgcost.floor: the bench's floor table (bench/lib/backends/postgres.ts floorTableSql);
  *   - 10,000 completed records in each (keys '1'…'10000', token = key) for the replay scripts.
  * Nothing outside schema `pgcost` is touched. Drop it with teardown.sql.
+ * It also writes claim_store_stmt.sql afresh from the store's own claim statement (src/), so that script
+ * measures the statement the store sends today.
  *
  *   scripts/node.sh 24 --import tsx bench/pg/setup.ts [postgres://postgres@127.0.0.1:5432/test]
  */
+import { readFileSync, writeFileSync } from "node:fs";
 import pg from "pg";
 import { postgresStore } from "../../src/postgres/index.js";
+import { postgresStatements } from "../../src/postgres/postgres-statements.js";
 import { floorTableSql } from "../lib/backends/postgres.js";
 
 // Diagnostic functions, for the claim_diag_* and *_insfirst scripts only (the store never calls them). The
@@ -62,6 +66,37 @@ const diagnostics = [
   END $f$`,
 ];
 
+/**
+ * claim_store_stmt.sql: its comment and \\set lines as they are, then the store's claim statement (under the
+ * server clock, as the store's default) with pgbench variables for the parameters the store sends.
+ */
+function writeStatementScript(): void {
+  const file = new URL("claim_store_stmt.sql", import.meta.url);
+  const head = readFileSync(file, "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("--") || line.startsWith("\\set"));
+  const { text, values } = postgresStatements({ schema: "pgcost", table: "idem" }, "server").claimStatement;
+  // The SQL each parameter becomes, in the parameters' own places ($1 …).
+  const pgbenchValues = {
+    scope: "'default'",
+    key: ":id",
+    tool: "'send_email'",
+    fingerprint: `'${"ab".repeat(32)}'`,
+    token: ":id",
+    leaseMs: ":lease",
+    ttlMs: ":ttl",
+  };
+  const parameters = values(
+    pgbenchValues as unknown as Parameters<typeof values>[0],
+    ":off" as never,
+  ) as string[];
+  // From the last, so $1 never takes the start of $10.
+  let sql = text;
+  for (let i = parameters.length; i >= 1; i--) sql = sql.replaceAll(`$${i}`, parameters[i - 1]!);
+  writeFileSync(file, `${head.join("\n")}\n${sql};\n`);
+}
+
+writeStatementScript();
 const url = process.argv[2] ?? "postgres://postgres@127.0.0.1:5432/test";
 const client = new pg.Client({ connectionString: url });
 await client.connect();
