@@ -53,6 +53,10 @@ const onPostgres = values.store === "postgres";
 if (!onRedis && !onPostgres && values.store !== "memory")
   throw new Error(`--store: unknown "${values.store}"`);
 if (values.floor && !onPostgres) throw new Error("--floor: only with --store postgres");
+const inFlight = Number(values["in-flight"]);
+if (!Number.isInteger(inFlight) || inFlight < 1 || inFlight > 1000) {
+  throw new Error(`--in-flight: a whole number from 1 to 1000, got "${values["in-flight"]}"`);
+}
 const redis = onRedis ? new Redis(values.redis, { maxRetriesPerRequest: 1 }) : undefined;
 const pool = onPostgres ? connectPool(values.postgres) : undefined;
 const pgTables: string[] = [];
@@ -71,7 +75,6 @@ async function loop(
 ): Promise<{ calls: number; perSecond: number }> {
   let calls = 0;
   const started = performance.now();
-  const inFlight = Number(values["in-flight"]);
   while (performance.now() - started < ms) {
     await Promise.all(
       Array.from({ length: inFlight }, async (_, lane) => {
