@@ -67,7 +67,7 @@ const diagnostics = [
 ];
 
 /**
- * claim_store_stmt.sql: its comment and \\set lines as they are, then the store's claim statement (under the
+ * claim_store_stmt.sql: its comment and \set lines as they are, then the store's claim statement (under the
  * server clock, as the store's default) with pgbench variables for the parameters the store sends.
  */
 function writeStatementScript(): void {
