@@ -32,6 +32,50 @@ describe("serialize with a result codec", () => {
     expect(decodeResult('{"a":1}')).toEqual({ a: 1 });
   });
 
+  it("refuses a Map or Set wherever JSON.stringify would reach it, and keeps everything else as JSON.stringify writes it", () => {
+    const unserializable = (result: unknown) => {
+      const encoded = encodeResult(result, 1024 * 1024);
+      return encoded.ok ? undefined : encoded.problem;
+    };
+    class Registry extends Map<string, number> {
+      readonly label = "subclass with fields";
+    }
+    let deep: unknown = new Map([["a", 1]]);
+    for (let i = 0; i < 40; i++) deep = { inner: deep };
+    const lossy: unknown[] = [
+      new Map([["a", 1]]),
+      new Set([1]),
+      { rows: [{ tags: new Set(["x"]) }] },
+      [1, [2, new Map()]],
+      new Registry([["a", 1]]),
+      { when: { toJSON: () => new Map([["a", 1]]) } },
+      deep,
+    ];
+    for (const result of lossy) {
+      expect(unserializable(result)).toMatchObject({ code: "result_unserializable" });
+    }
+    const cyclic: Record<string, unknown> = { id: 1 };
+    cyclic.self = { back: cyclic };
+    expect(unserializable(cyclic)).toMatchObject({ code: "result_unserializable", reason: expect.stringContaining("circular") });
+    expect(unserializable({ id: 1n })).toMatchObject({ code: "result_unserializable" });
+
+    let nested: unknown = { leaf: [1, "two", null, true] };
+    for (let i = 0; i < 40; i++) nested = { inner: nested, list: [i] };
+    const kept: unknown[] = [
+      { queued: true, to: "alice@example.com", id: "m-1" },
+      [{ a: [1, { b: "c" }] }, "s", 2.5, null],
+      { at: new Date(0), n: new Number(3), s: new String("ab"), skipped: undefined, f: () => 1 },
+      Object.assign(Object.create({ inherited: new Map() }), { own: 1 }),
+      new Uint8Array([1, 2]),
+      nested,
+      "text",
+      null,
+    ];
+    for (const result of kept) {
+      expect(encodeResult(result, 1024 * 1024)).toEqual({ ok: true, text: JSON.stringify(result) });
+    }
+  });
+
   it("redacts named fields, through arrays, without touching the caller's value", () => {
     const codec = resolveCodec(["card.number", "token", "items.secret", "absent.path"], undefined, invalid);
     const result = {

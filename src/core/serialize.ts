@@ -51,7 +51,7 @@ export function encodeResult(
   const encryption = codec?.encryption;
   let text: string | undefined;
   try {
-    text = JSON.stringify(result, refuseLossy);
+    text = mayBeLossy(result, 0) ? JSON.stringify(result, refuseLossy) : JSON.stringify(result);
     if (text !== undefined && codec !== undefined && codec.redact.length > 0) {
       text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
     }
@@ -87,6 +87,31 @@ function notKept(problem: ResultProblem, codec?: ResultCodec, record?: RecordBin
   const text = JSON.stringify(problem);
   const error = codec?.encryption ? seal(text, codec.encryption, "result-problem", record) : text;
   return { ok: false, error, problem };
+}
+
+/** Nesting below which {@link mayBeLossy} looks no further and leaves the value to the replacer. */
+const lossyScanDepth = 32;
+
+/**
+ * Whether `value` may hold something {@link refuseLossy} refuses, read the way `JSON.stringify` reads it
+ * (array elements, own enumerable string keys). Only then does the result go through the replacer: calling
+ * it for every value costs a small result's encoding three times as much as this scan and a plain
+ * `JSON.stringify`. Anything the scan does not settle on its own takes the replacer's path, which decides as
+ * it always has: a `toJSON` (not called twice), a Map or Set, a nesting deeper than the scan goes (a cycle).
+ */
+function mayBeLossy(value: unknown, depth: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (depth >= lossyScanDepth || value instanceof Map || value instanceof Set) return true;
+  if (typeof (value as { toJSON?: unknown }).toJSON === "function") return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (mayBeLossy(value[i], depth + 1)) return true;
+    return false;
+  }
+  const keys = Object.keys(value);
+  for (let i = 0; i < keys.length; i++) {
+    if (mayBeLossy((value as Record<string, unknown>)[keys[i]!], depth + 1)) return true;
+  }
+  return false;
 }
 
 /** JSON would turn these into `{}` and a replay would hand back something the tool never returned. */
