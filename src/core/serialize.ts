@@ -98,6 +98,7 @@ const lossyScanDepth = 32;
  * it for every value costs a small result's encoding three times as much as this scan and a plain
  * `JSON.stringify`. Anything the scan does not settle on its own takes the replacer's path, which decides as
  * it always has: a `toJSON` (not called twice), a Map or Set, a nesting deeper than the scan goes (a cycle).
+ * A getter is read by the scan and again by `JSON.stringify`, as a result's getters are by any serializer.
  */
 function mayBeLossy(value: unknown, depth: number): boolean {
   if (typeof value !== "object" || value === null) return false;
