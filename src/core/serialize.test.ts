@@ -56,10 +56,7 @@ describe("serialize with a result codec", () => {
     }
     const cyclic: Record<string, unknown> = { id: 1 };
     cyclic.self = { back: cyclic };
-    expect(unserializable(cyclic)).toMatchObject({
-      code: "result_unserializable",
-      reason: expect.stringContaining("circular"),
-    });
+    expect(unserializable(cyclic)).toMatchObject({ code: "result_unserializable", reason: expect.stringContaining("circular") });
     expect(unserializable({ id: 1n })).toMatchObject({ code: "result_unserializable" });
 
     let nested: unknown = { leaf: [1, "two", null, true] };
