@@ -595,6 +595,8 @@ describe("the context a tool receives", () => {
     );
     await tool({ n: 1 }, { key: "k", scope: "s" });
     expect(Object.keys(spread)).toEqual(["key", "scope", "tool", "attempt", "signal"]);
+    // Nothing else rides along: a copy keeps no lease alive, and a deep equality sees only these five.
+    expect(Object.getOwnPropertySymbols(spread)).toEqual([]);
     expect(spread).toMatchObject({ key: "k", scope: "s", tool: "ctx", attempt: 1 });
     expect(spread.signal).toBeInstanceOf(AbortSignal);
     expect(spread.signal?.aborted).toBe(false);

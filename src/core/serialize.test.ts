@@ -54,9 +54,34 @@ describe("serialize with a result codec", () => {
     for (const result of lossy) {
       expect(unserializable(result)).toMatchObject({ code: "result_unserializable" });
     }
+    // JSON.stringify calls toJSON on functions (classes too) and on BigInts, not only on objects.
+    const handler = Object.assign(() => 1, { toJSON: () => new Map([["a", 1]]) });
+    const currency = class {
+      readonly code = "usd";
+      static toJSON() {
+        return new Set(["usd"]);
+      }
+    };
+    for (const result of [handler, { handler }, [handler], { type: currency }]) {
+      expect(unserializable(result)).toMatchObject({ code: "result_unserializable" });
+    }
+    const bigintPrototype = BigInt.prototype as { toJSON?: unknown };
+    bigintPrototype.toJSON = function (this: bigint) {
+      return new Map([["v", String(this)]]);
+    };
+    try {
+      for (const result of [5n, { id: 1n }, new BigInt64Array([2n])]) {
+        expect(unserializable(result)).toMatchObject({ code: "result_unserializable" });
+      }
+    } finally {
+      delete bigintPrototype.toJSON;
+    }
     const cyclic: Record<string, unknown> = { id: 1 };
     cyclic.self = { back: cyclic };
-    expect(unserializable(cyclic)).toMatchObject({ code: "result_unserializable", reason: expect.stringContaining("circular") });
+    expect(unserializable(cyclic)).toMatchObject({
+      code: "result_unserializable",
+      reason: expect.stringContaining("circular"),
+    });
     expect(unserializable({ id: 1n })).toMatchObject({ code: "result_unserializable" });
 
     let nested: unknown = { leaf: [1, "two", null, true] };
@@ -74,6 +99,20 @@ describe("serialize with a result codec", () => {
     for (const result of kept) {
       expect(encodeResult(result, 1024 * 1024)).toEqual({ ok: true, text: JSON.stringify(result) });
     }
+  });
+
+  it("looks at no more of a result than JSON.stringify would before it fails", () => {
+    // A result JSON.stringify refuses at its first member: the scan for Maps must not walk all the rest first.
+    let reads = 0;
+    const rows = Array.from({ length: 50_000 }, () => ({
+      get value() {
+        reads++;
+        return 1;
+      },
+    }));
+    const encoded = encodeResult({ id: 1n, rows }, 1024 * 1024);
+    expect(encoded).toMatchObject({ ok: false, problem: { code: "result_unserializable" } });
+    expect(reads).toBeLessThanOrEqual(4_096);
   });
 
   it("redacts named fields, through arrays, without touching the caller's value", () => {

@@ -51,7 +51,7 @@ export function encodeResult(
   const encryption = codec?.encryption;
   let text: string | undefined;
   try {
-    text = mayBeLossy(result, 0) ? JSON.stringify(result, refuseLossy) : JSON.stringify(result);
+    text = mayBeLossy(result) ? JSON.stringify(result, refuseLossy) : JSON.stringify(result);
     if (text !== undefined && codec !== undefined && codec.redact.length > 0) {
       text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
     }
@@ -91,26 +91,42 @@ function notKept(problem: ResultProblem, codec?: ResultCodec, record?: RecordBin
 
 /** Nesting below which {@link mayBeLossy} looks no further and leaves the value to the replacer. */
 const lossyScanDepth = 32;
+/** Objects and arrays one scan visits at most before it leaves the value to the replacer. */
+const lossyScanBudget = 4_096;
+let scanBudget = 0;
 
 /**
  * Whether `value` may hold something {@link refuseLossy} refuses, read the way `JSON.stringify` reads it
  * (array elements, own enumerable string keys). Only then does the result go through the replacer: calling
  * it for every value costs a small result's encoding three times as much as this scan and a plain
  * `JSON.stringify`. Anything the scan does not settle on its own takes the replacer's path, which decides as
- * it always has: a `toJSON` (not called twice), a Map or Set, a nesting deeper than the scan goes (a cycle).
- * A getter is read by the scan and again by `JSON.stringify`, as a result's getters are by any serializer.
+ * it always has: a `toJSON` (on an object, a function or a BigInt; not called twice), a Map or Set, a nesting
+ * deeper than the scan goes (a cycle), a value larger than it visits (so a value that fails early is not
+ * walked whole first). A getter is read by the scan and again by `JSON.stringify`.
  */
-function mayBeLossy(value: unknown, depth: number): boolean {
-  if (typeof value !== "object" || value === null) return false;
-  if (depth >= lossyScanDepth || value instanceof Map || value instanceof Set) return true;
+function mayBeLossy(value: unknown): boolean {
+  scanBudget = lossyScanBudget;
+  return scan(value, 0);
+}
+
+function scan(value: unknown, depth: number): boolean {
+  if (typeof value !== "object" || value === null) {
+    // JSON.stringify calls the toJSON of a function (a class too) and of a BigInt as well.
+    return (
+      (typeof value === "function" || typeof value === "bigint") &&
+      typeof (value as { toJSON?: unknown }).toJSON === "function"
+    );
+  }
+  if (--scanBudget < 0 || depth >= lossyScanDepth) return true;
+  if (value instanceof Map || value instanceof Set) return true;
   if (typeof (value as { toJSON?: unknown }).toJSON === "function") return true;
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (mayBeLossy(value[i], depth + 1)) return true;
+    for (let i = 0; i < value.length; i++) if (scan(value[i], depth + 1)) return true;
     return false;
   }
   const keys = Object.keys(value);
   for (let i = 0; i < keys.length; i++) {
-    if (mayBeLossy((value as Record<string, unknown>)[keys[i]!], depth + 1)) return true;
+    if (scan((value as Record<string, unknown>)[keys[i]!], depth + 1)) return true;
   }
   return false;
 }
