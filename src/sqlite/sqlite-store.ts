@@ -244,7 +244,7 @@ export function sqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase>(
     },
 
     get: ({ scope, key }: RecordId, now: number) => {
-      const row = statements().get.get({ scope, key, now });
+      const row = statements().get(scope, key, now);
       return row === undefined ? undefined : toRecord(row as RecordRow);
     },
 
@@ -371,8 +371,9 @@ function prepareStatements(db: SqliteConnection, table: string) {
   const claim = db.writer(claimSql);
   // The same claim for a request SQLite cannot store exactly (see storedExactly): the record comes back as stored.
   const claimReadBack = reader(`${claimSql} RETURNING ${recordColumns}`);
-  const get = reader(
-    `SELECT ${recordColumns} FROM ${t} WHERE scope = @scope AND key = @key AND expires_at > @now`,
+  // Bound in order: a replay's read is the store's hottest statement (see PositionalReader).
+  const get = db.positionalReader(
+    `SELECT ${recordColumns} FROM ${t} WHERE scope = ? AND key = ? AND expires_at > ?`,
   );
 
   // Read first: a repeat (the common case for an idempotency store) finds its holder without taking
@@ -380,7 +381,7 @@ function prepareStatements(db: SqliteConnection, table: string) {
   // Returns undefined only when another claimant wrote between the read and the insert.
   const claimOnce = (request: ClaimRequest): ClaimResult | undefined => {
     const { now } = request;
-    const holder = get.get(request);
+    const holder = get(request.scope, request.key, now);
     if (holder !== undefined) return { claimed: false, record: toRecord(holder as RecordRow), now };
     const record = claimedRecord(request, now);
     if (
