@@ -5,13 +5,15 @@
  * (the V8 profiler is started and stopped around them, so module loading stays out).
  *
  *   node --import tsx bench/profile.ts [--seconds 3] [--lib dist] [--interval-us 50]
- *     [--store memory|redis|postgres] [--redis redis://127.0.0.1:6379]
+ *     [--store memory|redis|postgres|node:sqlite|better-sqlite3] [--redis redis://127.0.0.1:6379]
  *     [--postgres postgres://postgres@127.0.0.1:5432/test] [--floor] [--in-flight 1]
  *
  * --in-flight N keeps N calls running at once (a fresh key each on first calls; one key on replays).
- * --floor profiles the bench's floor on the same store instead of idempotool (postgres only), to compare
- * the client's work per call: at 1 in flight on PostgreSQL the time is mostly spent waiting, so the
- * self-time shares there are of the client's CPU and idle time together.
+ * --floor profiles the bench's floor on the same store instead of idempotool (PostgreSQL and SQLite), to
+ * compare the client's work per call: at 1 in flight on PostgreSQL the time is mostly spent waiting, so the
+ * self-time shares there are of the client's CPU and idle time together. The SQLite stores work on a file
+ * of their own under bench/tmp/profile/, removed at the end (run it with `scripts/node.sh 24
+ * --with-better-sqlite3` for better-sqlite3).
  *
  * Prints Markdown: self time by category and the top functions, per workload. The raw .cpuprofile files go
  * to bench/tmp/profile/ (git-ignored); open them in Chrome DevTools or speedscope.
@@ -24,7 +26,9 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import type { IdempotencyStore } from "../src/index.js";
+import { SqliteDriver } from "./lib/backends/backend.js";
 import { connectPool, dropClaimFunctionsSql, postgresFloor } from "./lib/backends/postgres.js";
+import { openDriverDatabase, removeDatabase, sqliteFloor } from "./lib/backends/sqlite.js";
 import { loadLibrary } from "./lib/library.js";
 import { type CpuProfile, categoryOf, summarizeProfile } from "./lib/profile-summary.js";
 import { countedTool, toolArgs } from "./lib/subject.js";
@@ -50,9 +54,14 @@ process.setSourceMapsEnabled(false);
 const lib = await loadLibrary(path.resolve(root, values.lib));
 const onRedis = values.store === "redis";
 const onPostgres = values.store === "postgres";
-if (!onRedis && !onPostgres && values.store !== "memory")
+const sqliteDriver = [SqliteDriver.node, SqliteDriver.betterSqlite3].find(
+  (driver) => driver === values.store,
+);
+if (!onRedis && !onPostgres && !sqliteDriver && values.store !== "memory")
   throw new Error(`--store: unknown "${values.store}"`);
-if (values.floor && !onPostgres) throw new Error("--floor: only with --store postgres");
+if (values.floor && !onPostgres && !sqliteDriver) {
+  throw new Error("--floor: only with --store postgres, node:sqlite or better-sqlite3");
+}
 const inFlight = Number(values["in-flight"]);
 if (!Number.isInteger(inFlight) || inFlight < 1 || inFlight > 1000) {
   throw new Error(`--in-flight: a whole number from 1 to 1000, got "${values["in-flight"]}"`);
@@ -67,6 +76,8 @@ await session.post("Profiler.enable");
 await session.post("Profiler.setSamplingInterval", { interval: Number(values["interval-us"]) });
 const dir = path.join(root, "bench", "tmp", "profile");
 mkdirSync(dir, { recursive: true });
+const sqliteFile = path.join(dir, `profile-${process.pid}.sqlite`);
+const sqlite = sqliteDriver ? openDriverDatabase(sqliteDriver, sqliteFile) : undefined;
 
 /** Calls back to back for `ms`, in batches so the clock reads stay out of the profile; returns calls/s. */
 async function loop(
@@ -98,6 +109,12 @@ async function caller(workload: "first" | "replay"): Promise<() => Promise<unkno
     await floor.first("replayed", toolArgs);
     return () => floor.replay("replayed", toolArgs);
   }
+  if (sqlite && sqliteDriver && values.floor) {
+    const floor = sqliteFloor(sqlite, sqliteDriver, `floor_${workload}`, lib.core.fingerprint(toolArgs));
+    if (workload === "first") return () => floor.first(keyOf(), toolArgs);
+    await floor.first("replayed", toolArgs);
+    return () => floor.replay("replayed", toolArgs);
+  }
   const tool = countedTool();
   let store: IdempotencyStore;
   if (redis) store = lib.redis!.redisStore({ client: redis, prefix: `${redisPrefix}${workload}:` });
@@ -107,7 +124,8 @@ async function caller(workload: "first" | "replay"): Promise<() => Promise<unkno
     const postgres = lib.postgres!.postgresStore({ client: pool, table });
     await postgres.migrate();
     store = postgres;
-  } else store = lib.core.memoryStore({ maxRecords: 50_000_000 });
+  } else if (sqlite) store = lib.sqlite.sqliteStore({ database: sqlite, table: `profile_${workload}` });
+  else store = lib.core.memoryStore({ maxRecords: 50_000_000 });
   const wrapped = lib.core.idempotent(tool.fn, { name: "send_email", store });
   return () => wrapped(toolArgs, { key: keyOf() });
 }
@@ -122,7 +140,10 @@ for (const workload of ["first", "replay"] as const) {
   await session.post("Profiler.start");
   const { calls, perSecond } = await loop(call, Number(values.seconds) * 1000);
   const { profile } = (await session.post("Profiler.stop")) as unknown as { profile: CpuProfile };
-  const file = path.join(dir, `${values.store}-${workload}${values.floor ? "-floor" : ""}.cpuprofile`);
+  const file = path.join(
+    dir,
+    `${values.store.replace(":", "-")}-${workload}${values.floor ? "-floor" : ""}.cpuprofile`,
+  );
   writeFileSync(file, JSON.stringify(profile));
   sections.push(
     `### ${values.store} ${workload === "first" ? "first call" : "replay"}: ${Math.round(perSecond).toLocaleString("en-US")} calls/s under the profiler (${calls.toLocaleString("en-US")} calls)`,
@@ -147,5 +168,9 @@ if (pool) {
   for (const table of pgTables) await pool.query(`DROP TABLE IF EXISTS ${table}`);
   await pool.query(dropClaimFunctionsSql(pgTables));
   await pool.end();
+}
+if (sqlite) {
+  (sqlite as { close(): unknown }).close();
+  removeDatabase(sqliteFile);
 }
 process.stdout.write(`${sections.join("\n")}\n`);
