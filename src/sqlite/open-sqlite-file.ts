@@ -56,7 +56,7 @@ function defaultDrivers(): readonly SqliteDriver[] {
  * The statement methods the store needs: Node 24, Deno 2 and Bun have them, and recent Node 22 releases
  * (22.23 does); older ones lack some.
  */
-const nodeStatementMethods = ["setReturnArrays", "setAllowUnknownNamedParameters", "setReadBigInts"];
+const nodeStatementMethods = ["setReturnArrays", "setReadBigInts"];
 
 function loadNodeSqlite(): Loaded<NodeSqliteModule> {
   nodeSqlite ??= (() => {

@@ -38,9 +38,6 @@ export interface NodeSqliteStatement {
   setReadBigInts(enabled: boolean): void;
   /** Rows as arrays, as better-sqlite3's `raw()`. */
   setReturnArrays(enabled: boolean): void;
-  setAllowBareNamedParameters(enabled: boolean): void;
-  /** The store binds a request object whose other fields name no parameter. */
-  setAllowUnknownNamedParameters(enabled: boolean): void;
 }
 
 /**
@@ -178,30 +175,32 @@ function betterSqlite3Connection(db: SqliteDatabase): SqliteConnection {
 }
 
 function nodeSqliteConnection(db: NodeSqliteDatabase): SqliteConnection {
-  // Each statement is set up alike whatever defaults the caller gave the database: `@name` bound from a
-  // plain `name` key, other keys of the request ignored, integers as numbers.
+  // Each statement is set up alike whatever defaults the caller gave the database: integers as numbers.
   const prepare = (sql: string) => {
     const statement = db.prepare(sql);
-    statement.setAllowBareNamedParameters(true);
-    statement.setAllowUnknownNamedParameters(true);
     statement.setReadBigInts(false);
-    return statement;
-  };
-  const reader = (sql: string) => {
-    const statement = prepare(sql);
-    statement.setReturnArrays(true);
     return statement;
   };
   return {
     driver: "node:sqlite",
-    reader,
+    reader(sql) {
+      const { text, names } = inOrder(sql);
+      const statement = prepare(text);
+      statement.setReturnArrays(true);
+      return {
+        get: (params) => statement.get(...valuesOf(names, params)),
+        all: (params) => statement.all(...valuesOf(names, params)),
+      };
+    },
     positionalReader(sql) {
-      const statement = reader(sql);
+      const statement = prepare(sql);
+      statement.setReturnArrays(true);
       return (...params) => statement.get(...params);
     },
     writer(sql) {
-      const statement = prepare(sql);
-      return (params) => Number(statement.run(params).changes);
+      const { text, names } = inOrder(sql);
+      const statement = prepare(text);
+      return (params) => Number(statement.run(...valuesOf(names, params)).changes);
     },
     exec(sql) {
       db.exec(sql);
@@ -212,6 +211,27 @@ function nodeSqliteConnection(db: NodeSqliteDatabase): SqliteConnection {
       db.close();
     },
   };
+}
+
+/**
+ * A statement's `@name` parameters made `?`, with the names in the order they now bind. node:sqlite binds an
+ * object by looking every key of it up among the statement's names, each under `@`, `:` and `$`: a claim's
+ * insert spent 6 µs of CPU (15%) binding its record that way.
+ */
+function inOrder(sql: string): { readonly text: string; readonly names: readonly string[] } {
+  const names: string[] = [];
+  const text = sql.replace(/@([A-Za-z_][A-Za-z0-9_]*)/g, (_, name: string) => {
+    names.push(name);
+    return "?";
+  });
+  return { text, names };
+}
+
+/** The values of `names` in `params`, in order; a missing one binds NULL, as an unbound parameter would. */
+function valuesOf(names: readonly string[], params: object): unknown[] {
+  const values = new Array<unknown>(names.length);
+  for (let i = 0; i < names.length; i++) values[i] = (params as Record<string, unknown>)[names[i]!] ?? null;
+  return values;
 }
 
 function bunSqliteConnection(db: BunSqliteDatabase): SqliteConnection {

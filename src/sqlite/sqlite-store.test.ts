@@ -460,9 +460,9 @@ function sqliteStoreSpecs(driver: SqliteTestDriver) {
 
       const purge = sources.find((source) => /^\s*DELETE\b/.test(source) && source.includes("expires_at <="));
       expect(purge).toBeDefined();
-      const plan = real.prepare(`EXPLAIN QUERY PLAN ${purge}`).all({ now: t0, limit: 1000 }) as {
-        detail: string;
-      }[];
+      // node:sqlite's statements are bound in order (`?`), the other drivers' by name.
+      const params = purge!.includes("@now") ? [{ now: t0, limit: 1000 }] : [t0, 1000];
+      const plan = real.prepare(`EXPLAIN QUERY PLAN ${purge}`).all(...params) as { detail: string }[];
       expect(plan.map((step) => step.detail).join("\n")).toMatch(
         /USING (COVERING )?INDEX idempotool_records_expires_at/,
       );
