@@ -195,7 +195,11 @@ function nodeSqliteConnection(db: NodeSqliteDatabase): SqliteConnection {
     positionalReader(sql) {
       const statement = prepare(sql);
       statement.setReturnArrays(true);
-      return (...params) => statement.get(...params);
+      return (...params) => {
+        // An object first would be taken for a map of names, and shift every value after it.
+        if (!bindable(params[0])) throw unbindable(1);
+        return statement.get(...params);
+      };
     },
     writer(sql) {
       const { text, names } = inOrder(sql);
@@ -227,11 +231,28 @@ function inOrder(sql: string): { readonly text: string; readonly names: readonly
   return { text, names };
 }
 
-/** The values of `names` in `params`, in order; a missing one binds NULL, as an unbound parameter would. */
+/**
+ * The values of `names` in `params`, in order, bound as node:sqlite binds them by name: a key `params` lacks
+ * binds NULL, as a parameter left unbound; `undefined` and objects other than bytes are refused.
+ */
 function valuesOf(names: readonly string[], params: object): unknown[] {
   const values = new Array<unknown>(names.length);
-  for (let i = 0; i < names.length; i++) values[i] = (params as Record<string, unknown>)[names[i]!] ?? null;
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i]!;
+    const value = (params as Record<string, unknown>)[name];
+    if (value === undefined ? name in params : !bindable(value)) throw unbindable(i + 1);
+    values[i] = value ?? null;
+  }
   return values;
+}
+
+/** Whether node:sqlite binds `value` as a value, positionally as by name: not an object other than bytes. */
+function bindable(value: unknown): boolean {
+  return typeof value !== "object" || value === null || ArrayBuffer.isView(value);
+}
+
+function unbindable(position: number): TypeError {
+  return new TypeError(`sqliteStore: the value of parameter ${position} cannot be bound to SQLite.`);
 }
 
 function bunSqliteConnection(db: BunSqliteDatabase): SqliteConnection {

@@ -195,6 +195,35 @@ function sqliteStoreSpecs(driver: SqliteTestDriver) {
       await full.close();
     });
 
+    it("refuses a request value SQLite cannot bind, instead of binding something else in its place", async () => {
+      const database = driver.open(":memory:");
+      const store = sqliteStore({ database });
+      const { scope } = claimRequest();
+      await store.claim(claimRequest({ key: "k" }));
+      const bad = <T>(value: unknown) => value as T;
+      // An object where a string belongs must not be taken for a map of names (which would shift the rest).
+      await expect(store.get({ scope: bad<string>({}), key: "k" }, t0)).rejects.toThrow();
+      await expect(store.delete({ scope: bad<string>(new Date()), key: "k" })).rejects.toThrow();
+      if (driver.name === "node:sqlite") {
+        // node:sqlite refused an undefined value when it bound by name, and still does now that it binds in
+        // order (better-sqlite3 binds it as NULL, which matches no token).
+        await expect(store.release({ scope, key: "k", token: bad<string>(undefined) })).rejects.toThrow();
+        await expect(
+          store.takeover({
+            scope,
+            key: "k",
+            fromToken: bad<string>(undefined),
+            token: "t2",
+            leaseMs: 1_000,
+            ttlMs: 5_000,
+            now: t0,
+          }),
+        ).rejects.toThrow();
+      }
+      expect((await store.get({ scope, key: "k" }, t0))?.status).toBe("in_progress");
+      database.close();
+    });
+
     it("rejects a table name that is not a plain identifier, naming the option", () => {
       const database = driver.open(":memory:");
       for (const table of ["", "1records", "records; DROP TABLE x", 'a"b', "a-b", "x".repeat(64)]) {
