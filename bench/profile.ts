@@ -31,7 +31,7 @@ import { connectPool, dropClaimFunctionsSql, postgresFloor } from "./lib/backend
 import { openDriverDatabase, removeDatabase, sqliteFloor } from "./lib/backends/sqlite.js";
 import { loadLibrary } from "./lib/library.js";
 import { type CpuProfile, categoryOf, summarizeProfile } from "./lib/profile-summary.js";
-import { countedTool, toolArgs } from "./lib/subject.js";
+import { countedTool, type Subject, toolArgs } from "./lib/subject.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -101,16 +101,14 @@ async function loop(
 async function caller(workload: "first" | "replay"): Promise<() => Promise<unknown>> {
   let n = 0;
   const keyOf = workload === "first" ? () => `k${n++}` : () => "replayed";
-  if (pool && values.floor) {
-    const table = `profile_${process.pid}_${workload}_floor`;
-    pgTables.push(table);
-    const floor = await postgresFloor(pool, table, lib.core.fingerprint(toolArgs));
-    if (workload === "first") return () => floor.first(keyOf(), toolArgs);
-    await floor.first("replayed", toolArgs);
-    return () => floor.replay("replayed", toolArgs);
-  }
-  if (sqlite && sqliteDriver && values.floor) {
-    const floor = sqliteFloor(sqlite, sqliteDriver, `floor_${workload}`, lib.core.fingerprint(toolArgs));
+  if (values.floor) {
+    const print = lib.core.fingerprint(toolArgs);
+    let floor: Subject;
+    if (pool) {
+      const table = `profile_${process.pid}_${workload}_floor`;
+      pgTables.push(table);
+      floor = await postgresFloor(pool, table, print);
+    } else floor = sqliteFloor(sqlite!, sqliteDriver!, `floor_${workload}`, print);
     if (workload === "first") return () => floor.first(keyOf(), toolArgs);
     await floor.first("replayed", toolArgs);
     return () => floor.replay("replayed", toolArgs);
@@ -170,7 +168,7 @@ if (pool) {
   await pool.end();
 }
 if (sqlite) {
-  (sqlite as { close(): unknown }).close();
+  sqlite.close();
   removeDatabase(sqliteFile);
 }
 process.stdout.write(`${sections.join("\n")}\n`);

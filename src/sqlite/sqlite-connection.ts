@@ -11,7 +11,10 @@ import { IdempotencyError } from "../core/errors.js";
  */
 export type SqliteDriver = "node:sqlite" | "better-sqlite3" | "bun:sqlite";
 
-/** The part of a better-sqlite3 statement we use. The store binds by name: one object of `@name`s. */
+/**
+ * The part of a better-sqlite3 statement we use. The store binds by name (one object of `@name`s), and its
+ * read of a key by position.
+ */
 export interface SqliteStatement {
   run(...params: unknown[]): { readonly changes: number };
   get(...params: unknown[]): unknown;
@@ -181,20 +184,23 @@ function nodeSqliteConnection(db: NodeSqliteDatabase): SqliteConnection {
     statement.setReadBigInts(false);
     return statement;
   };
+  const rowsAsArrays = (sql: string) => {
+    const statement = prepare(sql);
+    statement.setReturnArrays(true);
+    return statement;
+  };
   return {
     driver: "node:sqlite",
     reader(sql) {
       const { text, names } = inOrder(sql);
-      const statement = prepare(text);
-      statement.setReturnArrays(true);
+      const statement = rowsAsArrays(text);
       return {
         get: (params) => statement.get(...valuesOf(names, params)),
         all: (params) => statement.all(...valuesOf(names, params)),
       };
     },
     positionalReader(sql) {
-      const statement = prepare(sql);
-      statement.setReturnArrays(true);
+      const statement = rowsAsArrays(sql);
       return (...params) => {
         // An object first would be taken for a map of names, and shift every value after it.
         if (!bindable(params[0])) throw unbindable(1);
