@@ -14,6 +14,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent } from "@mastra/core/agent";
+import type { MastraModelConfig } from "@mastra/core/llm";
 import { Mastra } from "@mastra/core/mastra";
 import { InMemoryStore } from "@mastra/core/storage";
 import { createTool } from "@mastra/core/tools";
@@ -46,10 +47,14 @@ const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
   outputTokens: { total: 1, text: 1, reasoning: 0 },
 };
-/** A model that plays `script`: request n gets response n. */
-function scripted(script: Part[][]) {
+/**
+ * A model that plays `script`: request n gets response n. Mastra keeps its own copy of the model
+ * specification's types, which a mock from another AI SDK release does not match by name, though it
+ * runs: hence the cast.
+ */
+function scripted(script: Part[][]): MastraModelConfig {
   let next = 0;
-  return new MockLanguageModelV3({
+  const model = new MockLanguageModelV3({
     doGenerate: async () => {
       const content = script[next++];
       assert.ok(content, "the script ran out");
@@ -62,6 +67,7 @@ function scripted(script: Part[][]) {
       };
     },
   });
+  return model as unknown as MastraModelConfig;
 }
 const email = { to: "alice@example.com", subject: "Summary", body: "Here it is." };
 const sendCall = (toolCallId: string): Part => ({

@@ -68,12 +68,10 @@ if $print_path; then
   exit 0
 fi
 
-if $with_better_sqlite3; then
-  module="$root/node_modules/better-sqlite3"
-  if ! [[ -f $module/package.json ]]; then
-    echo "$me: better-sqlite3 is not installed (npm ci installs it as a devDependency)" >&2
-    exit 1
-  fi
+# Makes sure the better-sqlite3 installed at $1 has a native addon built for this Node. Releases from 13 on
+# ship prebuilt Node-API addons that load in every Node (nothing to do); older ones are built per ABI.
+ensure_better_sqlite3() {
+  local module="$1"
   abi="$("$node" -p process.versions.modules)"
   binding="$module/lib/binding/node-v$abi-$platform-$arch"
   # What npm install built is for the Node that ran it: move it beside the others, under its own ABI.
@@ -128,6 +126,18 @@ if $with_better_sqlite3; then
     cp "$stored" "$binding/better_sqlite3.node.tmp.$$"
     mv -f "$binding/better_sqlite3.node.tmp.$$" "$binding/better_sqlite3.node"
   fi
+}
+
+if $with_better_sqlite3; then
+  if ! [[ -f $root/node_modules/better-sqlite3/package.json ]]; then
+    echo "$me: better-sqlite3 is not installed (npm ci installs it as a devDependency)" >&2
+    exit 1
+  fi
+  # better-sqlite3 under its own name, and older majors kept under an alias (better-sqlite3-12) to test them.
+  for module in "$root"/node_modules/better-sqlite3 "$root"/node_modules/better-sqlite3-*; do
+    [[ -f $module/package.json && ! -d $module/prebuilds ]] || continue
+    ensure_better_sqlite3 "$module"
+  done
 fi
 
 export PATH="$home/bin:$PATH"

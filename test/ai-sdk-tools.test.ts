@@ -23,49 +23,7 @@ import {
   ReplayedFailureError,
 } from "../src/index.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
-
-type GenerateResult = Extract<
-  NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>["doGenerate"],
-  readonly unknown[]
->[number];
-type StreamPart =
-  Awaited<ReturnType<MockLanguageModelV3["doStream"]>>["stream"] extends ReadableStream<infer P> ? P : never;
-
-const usage = {
-  inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 5, text: 5, reasoning: undefined },
-};
-
-interface Call {
-  readonly id: string;
-  readonly name?: string;
-  readonly input: unknown;
-}
-
-/** One model step that calls tools. */
-function calls(...toolCalls: Call[]): GenerateResult {
-  return {
-    content: toolCalls.map((call) => ({
-      type: "tool-call" as const,
-      toolCallId: call.id,
-      toolName: call.name ?? "send_email",
-      input: JSON.stringify(call.input),
-    })),
-    finishReason: { unified: "tool-calls", raw: "tool_calls" },
-    usage,
-    warnings: [],
-  };
-}
-
-/** One model step that answers in text. */
-function text(value: string): GenerateResult {
-  return {
-    content: [{ type: "text", text: value }],
-    finishReason: { unified: "stop", raw: "stop" },
-    usage,
-    warnings: [],
-  };
-}
+import { calls, type StreamPart, text, usage } from "./fixtures/ai-sdk-model.js";
 
 interface Email {
   to: string;
@@ -259,11 +217,11 @@ describe("idempotentTools with generateText", () => {
     expect(sent).toHaveLength(2);
   });
 
-  it("takes the turn id from experimental_context when told to", async () => {
+  it("takes the turn id from the tool's context when told to", async () => {
     const { sent, sendEmail } = mailer();
     const tools = idempotentTools(
       { send_email: sendEmail },
-      { store: memoryStore(), turnId: (options) => (options.experimental_context as { turn: string }).turn },
+      { store: memoryStore(), turnId: (options) => (options.context as { turn: string }).turn },
     );
     const model = new MockLanguageModelV3({
       doGenerate: [
@@ -279,14 +237,16 @@ describe("idempotentTools with generateText", () => {
       tools,
       stopWhen: stepCountIs(3),
       prompt: "Send Alice the summary",
-      experimental_context: { turn: "msg-1" },
+      // A wrapped tool's type does not carry its context type: idempotool's types fit AI SDK 6 and 7 alike.
+      toolsContext: { send_email: { turn: "msg-1" } } as never,
     });
     const again = await generateText({
       model,
       tools,
       stopWhen: stepCountIs(3),
       prompt: "Please send Alice the summary",
-      experimental_context: { turn: "msg-1" },
+      // A wrapped tool's type does not carry its context type: idempotool's types fit AI SDK 6 and 7 alike.
+      toolsContext: { send_email: { turn: "msg-1" } } as never,
     });
     expect(sent).toHaveLength(1);
     expect(outputsOf(again.steps[0]!.toolResults)[0]!.was_replay).toBe(true);
@@ -318,9 +278,9 @@ describe("intent fields", () => {
     const error = failure!.error as ToolCallError;
     expect(error.code).toBe("idempotency_key_conflict");
     expect(isIdempotencyError(error.cause, "idempotency_key_conflict")).toBe(true);
-    // What the model reads: what happened and what to do.
+    // What the model reads: what happened and what to do (AI SDK 7 puts the error's name before it).
     const seen = toolResultsSeenByModel(model, 2).find((part) => part.toolCallId === "b");
-    expect(seen?.output).toEqual({ type: "error-text", value: error.message });
+    expect(seen?.output).toEqual({ type: "error-text", value: `ToolCallError: ${error.message}` });
     expect(error.message).toMatch(
       /already called for this same request .* Do not retry it with changed arguments/,
     );

@@ -176,7 +176,11 @@ describe("README's install table", () => {
       }
     }
     for (const [peer, range] of Object.entries(pkg.peerDependencies)) {
-      expect(given.get(peer), `${peer}'s versions`).toEqual({ versions: versionsTested(peer), range });
+      const stated = given.get(peer);
+      expect(stated && { ...stated, versions: [...stated.versions].sort() }, `${peer}'s versions`).toEqual({
+        versions: versionsTested(peer).sort(),
+        range,
+      });
     }
   });
 });

@@ -1,6 +1,6 @@
-// Review of redisStore on node-redis clients (v4 and v5): shapes the detection in src/redis/node-redis.ts must
+// Review of redisStore on node-redis clients (v4, v5 and v6): shapes the detection in src/redis/node-redis.ts must
 // not miss.
-import { createClient } from "redis";
+import { createClient } from "redis4";
 import { createClientPool, createClient as createClientV5, RESP_TYPES } from "redis5";
 import { afterAll, describe, expect, it } from "vitest";
 import { type IdempotencyStore, idempotent } from "../src/index.js";

@@ -1,7 +1,9 @@
-// redisStore on a node-redis client (createClient() from the `redis` package, v4 or v5): the same store, its
-// commands sent through sendCommand. The conformance suite and the stories run on a v4 client, a v5 client
-// and a v5 client speaking RESP3, and each shares records with ioredis stores.
-import { createClient, createCluster } from "redis";
+// redisStore on a node-redis client (createClient() from the `redis` package, v4, v5 or v6): the same store,
+// its commands sent through sendCommand. The conformance suite and the stories run on a client of each
+// major (v6, the current one, also speaking RESP3), and each shares records with ioredis stores.
+
+import { createClient as createClientV6, createCluster as createClusterV6 } from "redis";
+import { createClient, createCluster } from "redis4";
 import { createClient as createClientV5, createCluster as createClusterV5, createSentinel } from "redis5";
 import { afterAll, describe, expect, expectTypeOf, it } from "vitest";
 import { idempotent, isIdempotencyError } from "../src/index.js";
@@ -46,9 +48,14 @@ const versions: readonly NodeRedisVersion[] = [
     close: (client) => (client as ReturnType<typeof createClientV5>).close(),
   },
   {
-    label: "v5, RESP3",
-    create: (options) => createClientV5({ ...options, RESP: 3 }),
-    close: (client) => (client as ReturnType<typeof createClientV5>).close(),
+    label: "v6",
+    create: (options) => createClientV6(options),
+    close: (client) => (client as ReturnType<typeof createClientV6>).close(),
+  },
+  {
+    label: "v6, RESP3",
+    create: (options) => createClientV6({ ...options, RESP: 3 }),
+    close: (client) => (client as ReturnType<typeof createClientV6>).close(),
   },
 ];
 
@@ -209,6 +216,24 @@ describe("redisStore's client type, on node-redis", () => {
     expectTypeOf(sentinel).not.toExtend<RedisStoreOptions["client"]>();
     expectTypeOf(legacy).not.toExtend<RedisStoreOptions["client"]>();
     for (const client of [cluster, sentinel, legacy]) {
+      expect(() => redisStore({ client: client as unknown as NodeRedisLike })).toThrow(
+        expect.objectContaining({ code: "invalid_options", message: expect.stringContaining("`client`") }),
+      );
+    }
+  });
+
+  it("takes a v6 client as it is (RESP2 or RESP3), and refuses a v6 cluster or legacy() client", () => {
+    const v6 = createClientV6({ url: redisUrl });
+    const resp3 = createClientV6({ url: redisUrl, RESP: 3 });
+    expectTypeOf(v6).toExtend<RedisStoreOptions["client"]>();
+    expectTypeOf(resp3).toExtend<RedisStoreOptions["client"]>();
+    expectTypeOf(redisStore({ client: v6 }).client).toEqualTypeOf<typeof v6>();
+    expectTypeOf(redisStore({ client: resp3, prefix: "app:" }).client).toEqualTypeOf<typeof resp3>();
+    const cluster = createClusterV6({ rootNodes: [{ url: redisUrl }] });
+    const legacy = v6.legacy();
+    expectTypeOf(cluster).not.toExtend<RedisStoreOptions["client"]>();
+    expectTypeOf(legacy).not.toExtend<RedisStoreOptions["client"]>();
+    for (const client of [cluster, legacy]) {
       expect(() => redisStore({ client: client as unknown as NodeRedisLike })).toThrow(
         expect.objectContaining({ code: "invalid_options", message: expect.stringContaining("`client`") }),
       );

@@ -2,7 +2,7 @@
  * Vercel AI SDK tools made safe to call twice: a `tool()` whose `execute` runs once per intent per turn.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { Tool, ToolExecutionOptions } from "ai";
+import type { Tool } from "ai";
 import { IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
@@ -19,6 +19,7 @@ import {
   replayMarkerOf,
 } from "../tool-calls/model-output.js";
 import { toolCallErrorOf } from "../tool-calls/tool-call-error.js";
+import type { ToolExecutionOptions } from "./execution-options.js";
 import { turnIdFromMessages } from "./turn-id.js";
 
 /** Options of {@link idempotentTool}: those of `idempotent()` (the key is derived), and the key policy. */
@@ -32,8 +33,8 @@ export interface IdempotentToolOptions<INPUT, OUTPUT, MODE extends OutputMode = 
   readonly intentFields?: FieldList<INPUT> | undefined;
   /**
    * The id of the user turn a call answers: the same for every step of one turn, new for every new user
-   * message. Default: {@link turnIdFromMessages} of `options.messages`. Read your own message id from
-   * `options.experimental_context` when you have one.
+   * message. Default: {@link turnIdFromMessages} of `options.messages`. Read your own message id from the
+   * tool's context when you have one (`options.context` on AI SDK 7, `options.experimental_context` on 6).
    */
   readonly turnId?: ((options: ToolExecutionOptions) => string) | undefined;
   /** The whole key, when the per-turn policy does not fit. Must be the same on every repeat of one intent. */
@@ -127,7 +128,7 @@ export function idempotentTool<INPUT, OUTPUT, MODE extends OutputMode = "envelop
   const mode = split.mode as MODE;
   // idempotent() validates the name, the store and the rest of its options, naming the one at fault.
   const wrapped = idempotent(async (input: INPUT, context: ToolContext): Promise<Awaited<OUTPUT>> => {
-    const execution = currentExecution.getStore() ?? { toolCallId: "", messages: [] };
+    const execution = currentExecution.getStore() ?? { toolCallId: "", messages: [], context: undefined };
     // The tool sees the signal of its claim: it aborts with the caller's signal or when the claim is lost.
     const own: ToolExecutionOptions = { ...execution, abortSignal: context.signal };
     contexts.set(own, context);

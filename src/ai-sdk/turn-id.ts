@@ -18,7 +18,7 @@ import { sha256Hex } from "../core/fingerprint.js";
  *
  * Two different conversations whose user messages are identical get the same id: give each user or
  * conversation its own `scope`. If `prepareStep` or a history window drops early user messages, the
- * count changes: then derive the turn id yourself (`turnId` option, e.g. from `experimental_context`).
+ * count changes: then derive the turn id yourself (`turnId` option, e.g. from the tool's context).
  * @throws IdempotencyError `idempotency_key_missing` when `messages` holds no user message.
  * @example
  * import { turnIdFromMessages } from "idempotool/ai-sdk";
@@ -31,7 +31,7 @@ export function turnIdFromMessages(messages: readonly ModelMessage[]): string {
     throw new IdempotencyError(
       "idempotency_key_missing",
       "No user message in the conversation, so there is no turn to key the tool call by. Pass the " +
-        "`turnId` option (for example from experimental_context) or a `key` function.",
+        "`turnId` option (for example from the tool's context) or a `key` function.",
     );
   }
   const text = canonicalJson(

@@ -1,4 +1,4 @@
-import type { ToolExecutionOptions } from "ai";
+import type { ToolExecutionOptions } from "../ai-sdk/execution-options.js";
 import { invalidOption } from "../core/option-checks.js";
 import { callKeyOf } from "./call-key-of.js";
 import {
