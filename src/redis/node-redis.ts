@@ -1,5 +1,5 @@
 /**
- * A node-redis client (`createClient()` from the `redis` package, v4 or v5) driven as a {@link RedisLike}:
+ * A node-redis client (`createClient()` from the `redis` package, v4, v5 or v6) driven as a {@link RedisLike}:
  * each of the store's commands goes through its `sendCommand`, with the same arguments and replies as on
  * ioredis. node-redis writes the commands of one turn of the event loop together by itself, so the store
  * corks nothing of its own on it.
@@ -7,8 +7,8 @@
 import type { RedisLike } from "./redis-store.js";
 
 /**
- * The part of a node-redis client the store uses: `RedisClientType` from the `redis` package, v4 or v5
- * (RESP2 or RESP3), or a v5 `RedisClientPool`.
+ * The part of a node-redis client the store uses: `RedisClientType` from the `redis` package, v4, v5 or v6
+ * (RESP2 or RESP3), or a v5 or v6 `RedisClientPool`.
  */
 export interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
@@ -63,7 +63,7 @@ export function isLegacyMode(client: unknown): boolean {
  * Why the store does not drive `client`, a node-redis client whose `sendCommand` does not take the
  * command alone and answer with a promise; undefined for any other client. Driven as a client, a cluster
  * or a sentinel would read the command as its first parameter (a key, or whether it is read-only), and
- * v5's `legacy()` interface would send each command and answer undefined.
+ * v5's and v6's `legacy()` interface would send each command and answer undefined.
  */
 export function nodeRedisRefusal(client: unknown): string | undefined {
   if (!isNodeRedis(client)) return undefined;
