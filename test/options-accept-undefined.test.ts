@@ -163,7 +163,7 @@ describe("optional options", () => {
     );
     await tools.send_email.execute?.(
       { to: "alice@example.com" },
-      { toolCallId: "call-1", messages: [{ role: "user", content: "Mail Alice" }] },
+      { toolCallId: "call-1", messages: [{ role: "user", content: "Mail Alice" }], context: undefined },
     );
     const { records } = await store.list({ tool: "send_email" });
     expect(records.map((record) => record.scope)).toEqual(["tenant-a"]);

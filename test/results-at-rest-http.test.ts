@@ -45,7 +45,7 @@ describe("the HTTP middleware's stored responses at rest", () => {
     expect(stored).not.toContain("4242");
     expect(stored).not.toContain("pay_1");
     const record = (await store.get({ scope: "tenant-a", key: "k-1" }, Date.now()))!;
-    expect(record.fingerprint).toMatch(/^hmac-sha256:k1:[0-9a-f]{64}$/);
+    expect(record.fingerprint).toMatch(/^hmac-sha256:k1:[0-9a-f]{16}:[0-9a-f]{64}$/);
     // The plain fingerprint of the request would let a dump test guesses of the one-time code.
     const plain = fingerprint(await requestPrint(post("k-1", { otp: "493027", cents: 100 })));
     expect(record.fingerprint).not.toContain(plain);

@@ -115,7 +115,7 @@ describe("keyed fingerprints", () => {
     });
     await verifyCode({ code: "493027" }, { key: "login-1" });
     const stored = (await store.get({ scope: "default", key: "login-1" }, Date.now()))?.fingerprint;
-    expect(stored).toMatch(/^hmac-sha256:k1:[0-9a-f]{64}$/);
+    expect(stored).toMatch(/^hmac-sha256:k1:[0-9a-f]{16}:[0-9a-f]{64}$/);
     // The attack: fingerprint every candidate code and look for the stored one.
     let recovered: string | undefined;
     for (let n = 493_000; n < 494_000; n++) {

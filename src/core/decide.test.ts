@@ -253,6 +253,19 @@ describe("found()", () => {
     });
   });
 
+  it("never compares the fingerprint of another tool's record, which may be keyed under that tool's keys", () => {
+    const compares: string[] = [];
+    const keyProblem = (fingerprint: string) => {
+      compares.push(fingerprint);
+      throw new Error("this tool's keys cannot read that fingerprint");
+    };
+    expect(
+      found({ ...record, tool: "send_sms" }, { ...request, sameFingerprint: keyProblem }, 0, 0, 10),
+    ).toMatchObject({ tool: "other", fingerprint: "other" });
+    expect(compares).toEqual([]);
+    expect(() => found(record, { ...request, sameFingerprint: keyProblem }, 0, 0, 10)).toThrow(/keys/);
+  });
+
   it("judges the lease by the store's clock: it has passed at its end", () => {
     expect(found(record, request, 4_999, 0, 10).lease).toBe("live");
     expect(found(record, request, 5_000, 0, 10).lease).toBe("passed");

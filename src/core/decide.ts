@@ -384,7 +384,10 @@ export function found(
   return {
     event: "found",
     tool: record.tool === request.tool ? "same" : "other",
-    fingerprint: request.sameFingerprint(record.fingerprint) ? "same" : "other",
+    // Another tool's record is a conflict whatever its fingerprint, which that tool may have keyed under keys
+    // of its own: it is not compared, so it can never read as a key problem of this one.
+    fingerprint:
+      record.tool === request.tool && request.sameFingerprint(record.fingerprint) ? "same" : "other",
     token: record.token === request.token ? "own" : "other",
     status: record.status,
     lease: record.leaseExpiresAt > storeNow ? "live" : "passed",

@@ -1,18 +1,21 @@
 /**
  * Keyed fingerprints: HMAC-SHA-256 of the canonical JSON of the arguments under a secret, so a store
  * dump does not let anyone test guesses of arguments with little entropy (a 6-digit code, an amount).
- * A keyed fingerprint names the key it was made with (`hmac-sha256:<keyId>:<hex>`), so a record made
- * before a key rotation still matches its repeats afterwards; a plain one (a record written before keys
- * were configured) still matches its plain SHA-256.
+ * A keyed fingerprint names the key it was made with and carries that key's check value
+ * (`hmac-sha256:<keyId>:<check>:<hex>`): a record made before a key rotation still matches its repeats
+ * afterwards, and a reader whose key of that id has other bytes is told its key is wrong, not that the
+ * arguments changed. A plain one (a record written before keys were configured) still matches its plain
+ * SHA-256.
  * @module
  */
 import { Buffer } from "node:buffer";
 import { createHmac, hkdfSync } from "node:crypto";
 import type { Call } from "./call.js";
 import { type CanonicalJsonOptions, canonicalJson } from "./canonical-json.js";
-import { ResultUndecryptableError } from "./errors.js";
+import { ResultUndecryptableError, type UndecryptableReason } from "./errors.js";
 import { fingerprint } from "./fingerprint.js";
 import type { InvalidOption } from "./option-checks.js";
+import type { ResultCodec } from "./result-codec.js";
 
 /** Secrets that key stored fingerprints, by id; new records use `current`. */
 export interface FingerprintKeyOptions {
@@ -25,6 +28,8 @@ export interface FingerprintKeyOptions {
 export interface ResolvedFingerprintKeys {
   /** HMAC keys by key id. */
   readonly keys: ReadonlyMap<string, Uint8Array>;
+  /** Each key's check value (see {@link keyCheck}), by key id. */
+  readonly checks: ReadonlyMap<string, string>;
   readonly current: string;
 }
 
@@ -32,6 +37,15 @@ const keyedPrefix = "hmac-sha256:";
 const keyIdPattern = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Separates the fingerprint key derived from an encryption key from the key itself. */
 const derivationLabel = "idempotool fingerprint v1";
+/**
+ * The fixed text a key's check value is the MAC of. It is not canonical JSON (which starts with `{`, `[`,
+ * `"`, a digit, `-`, `t`, `f` or `n`), so no arguments and no HTTP request print ever have it as their MAC.
+ */
+const checkLabel = "idempotool fingerprint key check v1";
+/** Hex characters of a check value kept: 64 bits, so another key's check matches by chance 1 in 2^64. */
+const checkHexLength = 16;
+const checkPattern = /^[0-9a-f]{16}$/;
+const macPattern = /^[0-9a-f]{64}$/;
 
 /** The fingerprint a new record carries: keyed under the current key when keys are configured. */
 export function fingerprintWith(
@@ -40,32 +54,61 @@ export function fingerprintWith(
   options?: CanonicalJsonOptions,
 ): string {
   if (keys === undefined) return fingerprint(value, options);
-  return keyedFingerprint(keys, keys.current, canonicalJson(value, options))!;
+  const keyId = keys.current;
+  const mac = hmacHex(keys.keys.get(keyId)!, canonicalJson(value, options));
+  return `${keyedPrefix}${keyId}:${keys.checks.get(keyId)!}:${mac}`;
 }
 
 /**
  * Whether a stored fingerprint stands for `value`: the same text as `print` (its fingerprint under the
  * current key), or its fingerprint under the configured key the stored one names, or, for a plain
- * stored fingerprint, its unkeyed SHA-256. A stored fingerprint made under a key that is not
- * configured throws `ResultUndecryptableError`: whether the arguments match cannot be told.
+ * stored fingerprint, its unkeyed SHA-256.
+ *
+ * A keyed fingerprint that cannot be compared throws `ResultUndecryptableError`, never a conflict: made
+ * under a key id that is not configured (`unknown_key_id`; `no_encryption_configured` when no key is), or
+ * under a configured key id whose bytes differ from this process's, which its check value tells
+ * (`authentication_failed`). Only a fingerprint whose check value is this key's, and whose MAC differs,
+ * means other arguments. A keyed fingerprint of an earlier build carries no check value: it matches as
+ * before, and a mismatch stays a conflict (a wrong key cannot be told from other arguments there).
  */
 export function fingerprintMatches(
-  keys: ResolvedFingerprintKeys | undefined,
+  codec: ResultCodec | undefined,
   stored: string,
   print: string,
   value: unknown,
   options?: CanonicalJsonOptions,
 ): boolean {
   if (stored === print) return true;
-  if (stored.startsWith(keyedPrefix)) {
-    const keyId = stored.slice(keyedPrefix.length, stored.indexOf(":", keyedPrefix.length));
-    if (keys === undefined) throw new ResultUndecryptableError("no_encryption_configured", keyId);
-    if (!keys.keys.has(keyId)) throw new ResultUndecryptableError("unknown_key_id", keyId);
-    return keyedFingerprint(keys, keyId, canonicalJson(value, options)) === stored;
+  const keys = codec?.fingerprintKeys;
+  if (!stored.startsWith(keyedPrefix)) {
+    // Written before keys were configured: it leaks what it always did, and a value sealed for another
+    // record still does not open here, so matching it costs nothing in integrity.
+    return keys !== undefined && fingerprint(value, options) === stored;
   }
-  // Written before keys were configured: it leaks what it always did, and a value sealed for another
-  // record still does not open here, so matching it costs nothing in integrity.
-  return keys !== undefined && fingerprint(value, options) === stored;
+  const parts = stored.slice(keyedPrefix.length).split(":");
+  const keyId = parts[0]!;
+  if (!keyIdPattern.test(keyId) || parts.length < 2 || parts.length > 3) throw malformed(undefined);
+  const key = keys?.keys.get(keyId);
+  if (keys === undefined || key === undefined) throw unusableKey(codec, keyId);
+  const storedMac = parts.at(-1)!;
+  // Two parts: written by an earlier build, with no check value. A mismatch there cannot tell a wrong key
+  // from other arguments, so it stays a conflict, as it was (nothing runs, nothing is replayed).
+  const check = parts.length === 3 ? parts[1]! : undefined;
+  if (!macPattern.test(storedMac) || (check !== undefined && !checkPattern.test(check)))
+    throw malformed(keyId);
+  // Only a MAC made with this very key can match, so the check value decides which error a mismatch is,
+  // never whether a record replays: a forged check turns a replay or a conflict into this error, nothing more.
+  if (check !== undefined && check !== keys.checks.get(keyId)) {
+    throw fingerprintError(
+      "authentication_failed",
+      keyId,
+      `its fingerprint was made with other bytes for key "${keyId}" than the ones configured here (its key ` +
+        "check value differs): this process's key, or that of the process that wrote the record, is wrong, or " +
+        "the record was altered at rest. Whether the arguments match cannot be told",
+      "fix the key, then retry with the same idempotency key (a new key would run the call again)",
+    );
+  }
+  return storedMac === hmacHex(key, canonicalJson(value, options));
 }
 
 /**
@@ -74,20 +117,79 @@ export function fingerprintMatches(
  */
 export function sameFingerprint<A, R>(c: Call<A, R>, stored: string): boolean {
   if (stored === c.fingerprint) return true;
-  const keys = c.o.codec?.fingerprintKeys;
-  if (keys === undefined && !stored.startsWith(keyedPrefix)) return false;
+  const codec = c.o.codec;
+  if (codec?.fingerprintKeys === undefined && !stored.startsWith(keyedPrefix)) return false;
   const value = c.o.significant ? c.o.significant(c.args) : c.args;
-  return fingerprintMatches(keys, stored, c.fingerprint, value, { bigint: c.o.bigint });
+  return fingerprintMatches(codec, stored, c.fingerprint, value, { bigint: c.o.bigint });
 }
 
-function keyedFingerprint(
-  keys: ResolvedFingerprintKeys,
-  keyId: string,
-  canonical: string,
-): string | undefined {
-  const key = keys.keys.get(keyId);
-  if (key === undefined) return undefined;
-  return `${keyedPrefix}${keyId}:${createHmac("sha256", key).update(canonical, "utf8").digest("hex")}`;
+/**
+ * A key check value: the first 64 bits of the HMAC-SHA-256 of a fixed label under the fingerprint key. The
+ * same for every record of the key, so it tells nothing of any arguments; a MAC, so it tells nothing of
+ * the key either. It only lets a reader tell "made with other key bytes" from "made for other arguments".
+ */
+function keyCheck(key: Uint8Array): string {
+  return hmacHex(key, checkLabel).slice(0, checkHexLength);
+}
+
+function hmacHex(key: Uint8Array, text: string): string {
+  return createHmac("sha256", key).update(text, "utf8").digest("hex");
+}
+
+/** Why a stored keyed fingerprint names a key this process does not hold. */
+function unusableKey(codec: ResultCodec | undefined, keyId: string): ResultUndecryptableError {
+  const keep = "keep a key configured until every record fingerprinted under it has expired";
+  if (codec?.fingerprintKeys !== undefined) {
+    return fingerprintError(
+      "unknown_key_id",
+      keyId,
+      `its fingerprint was made with key "${keyId}", which is not among the configured fingerprint keys, ` +
+        "so whether the arguments match cannot be told",
+      keep,
+    );
+  }
+  if (codec?.encryption !== undefined) {
+    return fingerprintError(
+      "unknown_key_id",
+      keyId,
+      `its fingerprint was made with key "${keyId}", and \`fingerprintKeys: false\` configures no ` +
+        "fingerprint key, so whether the arguments match cannot be told",
+      `${keep} (do not set \`fingerprintKeys: false\` before then)`,
+    );
+  }
+  return fingerprintError(
+    "no_encryption_configured",
+    keyId,
+    `its fingerprint was made with key "${keyId}", but no \`encryption\` or \`fingerprintKeys\` option is ` +
+      "configured, so whether the arguments match cannot be told",
+    keep,
+  );
+}
+
+function malformed(keyId: string | undefined): ResultUndecryptableError {
+  return fingerprintError(
+    "malformed",
+    keyId,
+    "its keyed fingerprint is not in the form idempotool writes (the record was altered at rest)",
+    undefined,
+  );
+}
+
+/**
+ * A fingerprint that cannot be compared, told as what it is: not a conflict (the arguments may well be the
+ * same), and nothing runs again (the call may have run) or is replayed.
+ */
+function fingerprintError(
+  reason: UndecryptableReason,
+  keyId: string | undefined,
+  why: string,
+  next: string | undefined,
+): ResultUndecryptableError {
+  const error = new ResultUndecryptableError(reason, keyId);
+  error.message =
+    `A stored idempotency record could not be compared with this call: ${why}. Nothing ran again and ` +
+    `nothing was replayed${next === undefined ? "" : `: ${next}`}.`;
+  return error;
 }
 
 /**
@@ -106,7 +208,7 @@ export function resolveFingerprintKeys(
     for (const [keyId, key] of encryption.keys) {
       keys.set(keyId, Buffer.from(hkdfSync("sha256", key, new Uint8Array(0), derivationLabel, 32)));
     }
-    return { keys, current: encryption.current };
+    return withChecks(keys, encryption.current);
   }
   if (typeof option !== "object" || option === null || typeof option.keys !== "object") {
     invalid(
@@ -133,5 +235,11 @@ export function resolveFingerprintKeys(
   if (typeof option.current !== "string" || !keys.has(option.current)) {
     invalid("fingerprintKeys.current", "must name one of fingerprintKeys.keys");
   }
-  return { keys, current: option.current };
+  return withChecks(keys, option.current);
+}
+
+function withChecks(keys: ReadonlyMap<string, Uint8Array>, current: string): ResolvedFingerprintKeys {
+  const checks = new Map<string, string>();
+  for (const [keyId, key] of keys) checks.set(keyId, keyCheck(key));
+  return { keys, checks, current };
 }

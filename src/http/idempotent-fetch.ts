@@ -58,7 +58,9 @@ const completedCodes = new Set<string>([ErrorCode.resultTooLarge, ErrorCode.resu
  * attempt carries the same `Idempotency-Key` and the same body bytes. It retries network errors, attempts
  * that time out, 5xx (except 501 and 505) and 409 "request in flight", with exponential backoff and jitter,
  * never sooner than `Retry-After`, within `retry.maxAttempts` and `retry.maxElapsedMs`. Other 4xx are never
- * retried.
+ * retried. A 500 `result_undecryptable` (the server cannot read its own record of the key: its keys are
+ * wrong, or the record was altered) is a server error like any other, retried: the server runs nothing
+ * again for it, and another instance, or the same one once its keys are fixed, may replay the response.
  *
  * It resolves to `{ response, attempts, replayed }` for any other answer (2xx, 3xx, 4xx, a final 5xx:
  * check `response.ok` as with `fetch`), and rejects with an {@link IdempotentFetchError} when the server

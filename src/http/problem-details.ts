@@ -48,6 +48,7 @@ const titles: Partial<Record<ErrorCode, string>> = {
   result_too_large: "The original response was too large to keep",
   invalid_options: "The server could not tell whose request this is",
   result_unserializable: "The original response could not be kept",
+  result_undecryptable: "The server cannot read its record of the original request",
 };
 
 /**

@@ -194,10 +194,7 @@ export async function checkpoint<R = unknown>(
       if (taken) return owned(taken);
       continue;
     }
-    if (
-      record.tool !== options.tool ||
-      !fingerprintMatches(codec?.fingerprintKeys, record.fingerprint, print, options.args)
-    ) {
+    if (record.tool !== options.tool || !fingerprintMatches(codec, record.fingerprint, print, options.args)) {
       throw new KeyConflictError(record, print, options.tool);
     }
     switch (record.status) {

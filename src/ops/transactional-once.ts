@@ -151,13 +151,14 @@ export interface DedupRow {
  */
 export function replayRow<R>(o: ResolvedTransactional, row: DedupRow): TransactionalOutcome<R> {
   if (row.tool === null) throw untracedRowConflict(o, row);
+  // Another tool's row is a conflict whatever its fingerprint, which that tool may have keyed under its own
+  // keys: it is not compared, so it cannot read as a key problem here.
   const matches =
-    o.args === undefined
+    row.tool === o.tool &&
+    (o.args === undefined
       ? row.fingerprint === o.fingerprint
-      : fingerprintMatches(o.codec?.fingerprintKeys, row.fingerprint, o.fingerprint, o.args);
-  if (row.tool !== o.tool || !matches) {
-    throw new KeyConflictError(pseudoRecord(o, row.tool, row), o.fingerprint, o.tool);
-  }
+      : fingerprintMatches(o.codec, row.fingerprint, o.fingerprint, o.args));
+  if (!matches) throw new KeyConflictError(pseudoRecord(o, row.tool, row), o.fingerprint, o.tool);
   return {
     result: decodeResult(row.result, o.codec, bindingOf(o, row.fingerprint)) as R,
     was_replay: true,

@@ -626,10 +626,12 @@ const specs: readonly Spec[] = [
       // The longest scope and key a call accepts (255 characters) and tool name (200), in three-byte characters.
       const id = { scope: "€".repeat(255), key: "€".repeat(255) };
       const tool = "€".repeat(200);
+      // The longest fingerprint the core writes: keyed, under a 64-character key id, with its key check value.
+      const fingerprint = `hmac-sha256:${"k".repeat(64)}:0123456789abcdef:${"f".repeat(64)}`;
       // A tool that did not run released the key once before: a store may keep something of that.
-      await claimFree(t, { ...id, tool, token: "token-released" });
+      await claimFree(t, { ...id, tool, fingerprint, token: "token-released" });
       assert.equal(await t.store.release({ ...id, token: "token-released" }), true);
-      await claimFree(t, { ...id, tool });
+      await claimFree(t, { ...id, tool, fingerprint });
       const record = await settled(t, "token-a", { ...id, result });
       const replay = await t.store.claim(claimRequest(t, { ...id, tool, token: "token-b" }));
       assert.equal(replay.claimed, false);
@@ -640,6 +642,7 @@ const specs: readonly Spec[] = [
       ] as const) {
         assert.equal(got?.status, "completed", `status from ${what}`);
         assert.equal(got?.tool, tool, `tool from ${what}`);
+        assert.equal(got?.fingerprint, fingerprint, `fingerprint from ${what}`);
         assertSameString(got?.result ?? null, result, `result of ${bytes} bytes from ${what}`);
       }
     },
