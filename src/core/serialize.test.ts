@@ -1,4 +1,5 @@
 import { createCipheriv, randomBytes } from "node:crypto";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { IdempotencyError } from "./errors.js";
 import { invalidOptionFor } from "./option-checks.js";
@@ -99,6 +100,32 @@ describe("serialize with a result codec", () => {
     for (const result of kept) {
       expect(encodeResult(result, 1024 * 1024)).toEqual({ ok: true, text: JSON.stringify(result) });
     }
+  });
+
+  it("refuses a Map or Set made in another realm (node:vm), which instanceof does not see, with a reason naming it", () => {
+    const other = runInNewContext(`({
+      map: new Map([["a", 1]]),
+      set: new Set([1]),
+      nested: { rows: [new Map()] },
+      plain: { a: [1, { b: "c" }] },
+    })`) as Record<string, unknown>;
+    expect(other.map instanceof Map).toBe(false);
+    for (const [name, kind] of [
+      ["map", "Map"],
+      ["set", "Set"],
+      ["nested", "Map"],
+    ] as const) {
+      const encoded = encodeResult(other[name], 1024 * 1024);
+      expect(encoded.ok, name).toBe(false);
+      expect(encoded.ok ? undefined : encoded.problem, name).toMatchObject({
+        code: "result_unserializable",
+        reason: expect.stringContaining(`a ${kind} has no JSON form`),
+      });
+    }
+    // Another realm's plain objects and arrays are kept as JSON.stringify writes them.
+    const plain = encodeResult(other.plain, 1024 * 1024);
+    expect(plain).toMatchObject({ ok: true });
+    expect(plain.ok && plain.text).toBe(JSON.stringify(other.plain));
   });
 
   it("looks at no more of a result than JSON.stringify would before it fails", () => {

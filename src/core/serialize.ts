@@ -118,7 +118,7 @@ function scan(value: unknown, depth: number): boolean {
     );
   }
   if (--scanBudget < 0 || depth >= lossyScanDepth) return true;
-  if (value instanceof Map || value instanceof Set) return true;
+  if (mapOrSetOf(value) !== undefined) return true;
   if (typeof (value as { toJSON?: unknown }).toJSON === "function") return true;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) if (scan(value[i], depth + 1)) return true;
@@ -131,11 +131,23 @@ function scan(value: unknown, depth: number): boolean {
   return false;
 }
 
+/**
+ * "Map" or "Set" when `value` is one, from this realm or another (a `node:vm` context, an iframe, a
+ * code-running tool), where `instanceof` does not see it. A plain object or an array is neither, without
+ * the tag check; anything else that says it is a Map or Set is taken at its word: refusing it fails closed.
+ */
+function mapOrSetOf(value: object): "Map" | "Set" | undefined {
+  if (value instanceof Map) return "Map";
+  if (value instanceof Set) return "Set";
+  if (Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype) return undefined;
+  const tag = Object.prototype.toString.call(value);
+  return tag === "[object Map]" ? "Map" : tag === "[object Set]" ? "Set" : undefined;
+}
+
 /** JSON would turn these into `{}` and a replay would hand back something the tool never returned. */
 function refuseLossy(this: unknown, _key: string, value: unknown): unknown {
-  if (value instanceof Map || value instanceof Set) {
-    throw new TypeError(`a ${value instanceof Map ? "Map" : "Set"} has no JSON form`);
-  }
+  const kind = typeof value === "object" && value !== null ? mapOrSetOf(value) : undefined;
+  if (kind !== undefined) throw new TypeError(`a ${kind} has no JSON form`);
   return value;
 }
 
