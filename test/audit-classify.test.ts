@@ -312,6 +312,29 @@ describe("recommending the mechanism (Steps 1–2)", () => {
     expect(mechanisms(audit(fn("upload_artifact", "Upload the build artifact.")))).toEqual(["OP-3"]);
   });
 
+  it("never calls moving, renaming, copying, editing or removing a file a content-addressed write: move_file", () => {
+    // The filesystem server's move_file: a repeat finds the source gone, not a write to name by content.
+    const moveFile = "Move or rename a file or directory; fails if the destination exists.";
+    const annotated = { readOnlyHint: false, destructiveHint: false };
+    expect(mechanisms(audit(mcpTool("move_file", moveFile, annotated)))).toEqual(["OP-7"]);
+    expect(mechanisms(audit(fn("move_file", moveFile)))).toEqual(["OP-8"]);
+    expect(audit(fn("move_file", moveFile)).effect).toBe("irreversible");
+    // Annotated as the owner's closed world, a move is a change of several things there: OP-2.
+    const closed = audit(mcpTool("move_file", moveFile, { ...annotated, openWorldHint: false }));
+    expect(mechanisms(closed)).toEqual(["OP-7", "OP-2"]);
+    for (const [name, description] of [
+      ["rename_document", "Rename a document."],
+      ["copy_file", "Copy a file to a new path."],
+      ["edit_file", "Make line-based edits to a text file."],
+      ["append_to_file", "Append text to a file."],
+      ["delete_file", "Delete a file."],
+    ]) {
+      expect(mechanisms(audit(fn(name!, description!))), name).not.toContain("OP-3");
+    }
+    // Writing new content still is one.
+    expect(mechanisms(audit(fn("write_file", "Create a file with the given content.")))).toEqual(["OP-3"]);
+  });
+
   it("dedupes a single-row insert in the database itself: OP-4", () => {
     const tool = audit(fn("create_invoice", "Create an invoice row in our Postgres database."));
     expect(mechanisms(tool)).toEqual(["OP-4"]);

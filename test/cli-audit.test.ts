@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AuditReport } from "../src/audit/index.js";
-import { ansi, ensureBuilt, idempotool, root } from "./fixtures/cli-binary.js";
+import { ansi, cli, ensureBuilt, idempotool, root } from "./fixtures/cli-binary.js";
 
 const fixture = (name: string) => join("test", "fixtures", name);
 const memoryServer = join(root, "node_modules", ".bin", "mcp-server-memory");
@@ -94,6 +94,23 @@ describe("idempotool audit <file>", () => {
     expect(tools.publishPost).toMatchObject({ class: "side-effectful", verdict: "fail" });
     expect(tools.publishPost?.recommendations.map((r) => r.mechanism)).toEqual(["OP-7"]);
     expect(tools.frobnicate).toMatchObject({ class: "unclear", verdict: "warn" });
+  });
+
+  it("suggests idempotool proxy for MCP tools without a key, and only for those", async () => {
+    const mcpTools = await cli(["audit", fixture("audit-mcp-tools-list.json")]);
+    expect(mcpTools.stdout.trimEnd().split("\n").slice(-2)).toEqual([
+      "Did not write this server? Run it behind the proxy: it gives the 2 tools without a key a required " +
+        "idempotency_key and dedupes on it, with no change to the server (docs/proxy.md):",
+      "  $ idempotool proxy -- <the command that starts the server>",
+    ]);
+    // Function-calling tools are not an MCP server's, and keyed or ignored tools need no proxy.
+    for (const args of [
+      [fixture("audit-openai-chat.json")],
+      [fixture("audit-all-keyed.json")],
+      [fixture("audit-mcp-tools-list.json"), "--ignore", "publishPost,frobnicate"],
+    ]) {
+      expect((await cli(["audit", ...args])).stdout, args.join(" ")).not.toContain("idempotool proxy");
+    }
   });
 
   it("exits 0 when every side-effectful tool takes a required key", async () => {
@@ -189,6 +206,22 @@ describe("idempotool audit --mcp (a real MCP server over stdio)", () => {
       expect(tools[name], name).toMatchObject({ class: "read-only", verdict: "ok" });
       expect(tools[name]?.signals[0]?.detail).toContain("readOnlyHint: true");
     }
+  }, 60_000);
+
+  it("ends by suggesting idempotool proxy, with the server's own command, to one who did not write it", async () => {
+    const memoryFile = join(dir, "my memory.jsonl");
+    const { code, stdout } = await cli([
+      "audit",
+      "--mcp",
+      `MEMORY_FILE_PATH='${memoryFile}' ${memoryServer}`,
+    ]);
+    expect(code).toBe(1);
+    expect(stdout.trimEnd().split("\n").slice(-3)).toEqual([
+      "",
+      "Did not write this server? Run it behind the proxy: it gives the 6 tools without a key a required " +
+        "idempotency_key and dedupes on it, with no change to the server (docs/proxy.md):",
+      `  $ MEMORY_FILE_PATH='${memoryFile}' idempotool proxy -- ${memoryServer}`,
+    ]);
   }, 60_000);
 
   it("passes once the three tools without a key are ignored, and fails again under --strict", async () => {

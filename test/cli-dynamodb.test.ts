@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UsageError } from "../src/cli/errors.js";
 import { openStore, parseStoreUrl } from "../src/cli/store-url.js";
 import { dynamoStore } from "../src/dynamodb/index.js";
-import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
 import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
 import { seedRecord } from "./fixtures/reconcile-seed.js";
 
@@ -105,6 +105,13 @@ describe("the record commands on DynamoDB", () => {
     expect(stdout).toContain("dry run, nothing changed");
     expect(stdout).toContain("2 examined");
     expect(await list("--status", "in_progress")).toEqual(["turn-4-stale"]);
+  });
+
+  it("counts the expired records in a dry run, and removes none", async () => {
+    const { code, stdout, stderr } = await cli(["purge", "--store", url, "--dry-run", "--json"], { env });
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ dryRun: true, expired: 3 });
+    expect(await list()).toHaveLength(7);
   });
 
   it("purges the expired records and keeps the live ones", async () => {

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/sqlite/index.js";
-import { ansi, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { ansi, cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
 import { seededSqlite, seedRecord } from "./fixtures/reconcile-seed.js";
 
 const DAY = 86_400_000;
@@ -92,6 +92,30 @@ describe("idempotool inspect", () => {
     expect(row("gone-unknown")).toMatch(/expired 1d ago; purge removes it$/);
     expect(row("gone-completed")).toMatch(/expired 1d ago; purge removes it$/);
     expect(row("live-unknown")).toMatch(/needs a verify hook or an operator$/);
+  });
+
+  it("says in its help the order the list really has: by scope, then key, not by age", async () => {
+    const help = (await cli(["inspect", "list", "--help"])).stdout;
+    expect(help).toContain("List records in order of scope, then key (not by age), as a table or JSON");
+    expect(help).toMatch(/--limit <n>\s+at most this many records, the first in that order/);
+    expect(help).not.toMatch(/newest/);
+    const { stdout } = await cli(["inspect", "list", "--store", url, "--json"]);
+    const listed = (JSON.parse(stdout) as { scope: string; key: string; createdAt: string }[]).map(
+      ({ scope, key }) => [scope, key],
+    );
+    const byScopeThenKey = [...listed].sort(([s1, k1], [s2, k2]) =>
+      s1! < s2! ? -1 : s1! > s2! ? 1 : k1! < k2! ? -1 : k1! > k2! ? 1 : 0,
+    );
+    expect(listed).toEqual(byScopeThenKey);
+    // Not by age: the oldest record (turn-0-old, 3 days) comes before newer ones, and turn-1-alice (now)
+    // before the older turn-4-stale (2 minutes).
+    const keys = listed.map(([, key]) => key);
+    expect(keys.indexOf("turn-0-old")).toBeLessThan(keys.indexOf("turn-1-alice"));
+    expect(keys.indexOf("turn-1-alice")).toBeLessThan(keys.indexOf("turn-4-stale"));
+    const limited = JSON.parse(
+      (await cli(["inspect", "list", "--store", url, "--json", "--limit", "2"])).stdout,
+    );
+    expect(limited.map((r: { key: string }) => r.key)).toEqual(keys.slice(0, 2));
   });
 
   it("has help with examples", async () => {

@@ -2,37 +2,18 @@
  * What every command shares: help with examples, exit codes (0 fine, 1 findings, 2 could not run),
  * one line for an error unless --debug, and runCli() for embedding without a child process.
  */
-import { existsSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
+import { pathToFileURL } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ExitCode, reportError, UsageError } from "../src/cli/errors.js";
-import { type CliIo, runCli } from "../src/cli/main.js";
+import { runCli } from "../src/cli/main.js";
+import { installAdvice, needsPackages } from "../src/cli/optional-packages.js";
 import { IdempotencyError } from "../src/index.js";
-import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { capturedIo as captured, cli, ensureBuilt, idempotool, root } from "./fixtures/cli-binary.js";
 
-function captured(): CliIo & { out: () => string; err: () => string } {
-  let out = "";
-  let err = "";
-  const sink = (append: (text: string) => void) =>
-    new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        append(chunk.toString());
-        done();
-      },
-    });
-  return {
-    stdout: sink((text) => {
-      out += text;
-    }),
-    stderr: sink((text) => {
-      err += text;
-    }),
-    out: () => out,
-    err: () => err,
-  };
-}
+const version = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version;
 
 describe("the built binary", () => {
   beforeAll(ensureBuilt, 180_000);
@@ -132,11 +113,115 @@ describe("the built binary", () => {
     expect(existsSync(join(dir, "idempotool.db"))).toBe(true);
   }, 120_000);
 
+  it("prints package.json's version for -V, read from the built dist/ as from the sources", async () => {
+    const { code, stdout, stderr } = await idempotool(["-V"]);
+    expect({ code, stdout, stderr }).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
+  });
+
   it("exits 2 on no command or an unknown one", async () => {
     expect((await idempotool([])).code).toBe(2);
     const unknown = await idempotool(["inspekt"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown command 'inspekt'");
+  });
+});
+
+describe("idempotool --version", () => {
+  it.each(["--version", "-V"])("prints package.json's version for %s and exits 0", async (flag) => {
+    expect(await cli([flag])).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
+  });
+
+  it("is listed in the help", async () => {
+    expect((await cli(["--help"])).stdout).toMatch(/-V, --version\s+print idempotool's version/);
+  });
+});
+
+describe("a package a command needs and cannot find", () => {
+  let dir: string;
+  let hook: string;
+  beforeAll(async () => {
+    await ensureBuilt();
+    dir = mkdtempSync(join(tmpdir(), "idempotool-cli-missing-"));
+    // Each package named in IDEMPOTOOL_HIDE_PACKAGES is looked up from a folder with no node_modules, so
+    // Node's own "Cannot find package" error is what the command sees, as where it is not installed.
+    const resolveHook = join(dir, "hide-packages.mjs");
+    writeFileSync(
+      resolveHook,
+      [
+        'const hidden = (process.env.IDEMPOTOOL_HIDE_PACKAGES ?? "").split(",");',
+        "export async function resolve(specifier, context, next) {",
+        '  if (hidden.some((name) => specifier === name || specifier.startsWith(name + "/"))) {',
+        `    return next(specifier, { ...context, parentURL: ${JSON.stringify(pathToFileURL(join(dir, "x.js")).href)} });`,
+        "  }",
+        "  return next(specifier, context);",
+        "}",
+      ].join("\n"),
+    );
+    hook = join(dir, "register.mjs");
+    writeFileSync(
+      hook,
+      `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(resolveHook).href)});\n`,
+    );
+  }, 180_000);
+
+  const without = (packages: string, args: readonly string[], env: Record<string, string> = {}) =>
+    idempotool(args, {
+      nodeArgs: ["--import", pathToFileURL(hook).href],
+      env: { IDEMPOTOOL_HIDE_PACKAGES: packages, ...env },
+    });
+
+  it.each([
+    [
+      "@modelcontextprotocol/sdk",
+      ["audit", "--mcp", "node server.js"],
+      "idempotool audit --mcp needs @modelcontextprotocol/sdk; install @modelcontextprotocol/sdk beside idempotool: npm install @modelcontextprotocol/sdk",
+    ],
+    [
+      "pg",
+      ["inspect", "list", "--store", "postgres://postgres@127.0.0.1:1/test"],
+      "a postgres:// store needs pg; install pg beside idempotool: npm install pg",
+    ],
+    [
+      "ioredis",
+      ["inspect", "list", "--store", "redis://127.0.0.1:1"],
+      "a redis:// store needs ioredis; install ioredis beside idempotool: npm install ioredis",
+    ],
+    [
+      "@aws-sdk/client-dynamodb",
+      ["inspect", "list", "--store", "dynamodb://records?region=us-east-1"],
+      "a dynamodb:// store needs @aws-sdk/client-dynamodb; install @aws-sdk/client-dynamodb beside idempotool: npm install @aws-sdk/client-dynamodb",
+    ],
+  ] as const)("says how to install %s in one wording: %j", async (packages, args, message) => {
+    const { code, stdout, stderr } = await without(packages, args);
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toBe(`idempotool: ${message}\n`);
+    expect(message).toContain(installAdvice([packages]));
+  });
+
+  it("makes nothing before: a proxy without @modelcontextprotocol/sdk leaves no SQLite file or folder", async () => {
+    const state = join(dir, "state");
+    const { code, stderr } = await without(
+      "@modelcontextprotocol/sdk",
+      ["proxy", "--", "node", "server.js"],
+      {
+        XDG_STATE_HOME: state,
+      },
+    );
+    expect(code).toBe(2);
+    expect(stderr).toBe(`idempotool: ${needsPackages("idempotool proxy", ["@modelcontextprotocol/sdk"])}\n`);
+    expect(
+      existsSync(state),
+      `${state} holds ${existsSync(state) ? readdirSync(state, { recursive: true }) : ""}`,
+    ).toBe(false);
+  });
+
+  it("gives that advice only through installAdvice(), so every command words it the same", () => {
+    const cliSources = join(root, "src", "cli");
+    const elsewhere = readdirSync(cliSources)
+      .filter((file) => file.endsWith(".ts") && file !== "optional-packages.ts")
+      .filter((file) => /npm install/.test(readFileSync(join(cliSources, file), "utf8")));
+    expect(elsewhere).toEqual([]);
   });
 });
 

@@ -1,7 +1,7 @@
 /** `idempotool reconcile` through the built binary: a dry run by default, `--apply` to act. */
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
 import { seededSqlite } from "./fixtures/reconcile-seed.js";
 
 const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
@@ -11,20 +11,43 @@ beforeAll(async () => {
 }, 200_000);
 
 async function statusOf(url: string, key: string): Promise<string | undefined> {
-  const { stdout } = await idempotool(["inspect", "list", "--store", url, "--json", "--key-prefix", key]);
+  const { stdout } = await cli(["inspect", "list", "--store", url, "--json", "--key-prefix", key]);
   return (JSON.parse(stdout) as { status: string }[])[0]?.status;
 }
 
 describe("idempotool reconcile", () => {
-  it("reports what it would do in a dry run and changes nothing", async () => {
+  it("reports what it would do in a dry run, not what it did, and changes nothing", async () => {
     const { url } = await seededSqlite();
-    const { code, stdout, stderr } = await idempotool(["reconcile", "--store", url, "--hooks", hooks]);
+    const { code, stdout, stderr } = await cli(["reconcile", "--store", url, "--hooks", hooks]);
     expect(code).toBe(0);
-    expect(stdout).toContain("dry run, nothing changed");
-    expect(stdout).toContain("2 examined, 1 completed, 0 failed, 1 released");
-    expect(stderr).toContain("reconcile: default/turn-4-stale (send_email): completed");
+    const row = (key: string) => stdout.split("\n").find((line) => line.includes(key)) ?? "";
+    expect(row("turn-4-stale")).toMatch(/send_email\s+would settle completed\s+stale/);
+    expect(row("turn-3-carol")).toMatch(/send_email\s+would release\s+recorded as unknown/);
+    expect(stdout.trim().split("\n").at(-1)).toBe(
+      "dry run, nothing changed (--apply to act): 2 examined; would settle 1 as completed, 0 as failed, " +
+        "release 1, compensate 0; 0 need review, 0 skipped, 0 errors",
+    );
+    expect(stderr.trim().split("\n").sort()).toEqual([
+      "reconcile (dry run): default/turn-3-carol (send_email): would release",
+      "reconcile (dry run): default/turn-4-stale (send_email): would settle completed",
+    ]);
+    expect(stdout + stderr).not.toMatch(/\b(released|compensated)\b|: completed\b|\b1 completed\b/);
     expect(await statusOf(url, "turn-4-stale")).toBe("in_progress");
     expect(await statusOf(url, "turn-3-carol")).toBe("unknown");
+  });
+
+  it("says what it did with --apply", async () => {
+    const { url } = await seededSqlite();
+    const { code, stdout, stderr } = await cli(["reconcile", "--store", url, "--hooks", hooks, "--apply"]);
+    expect(code).toBe(0);
+    const row = (key: string) => stdout.split("\n").find((line) => line.includes(key)) ?? "";
+    expect(row("turn-4-stale")).toMatch(/send_email\s+completed\s+stale/);
+    expect(row("turn-3-carol")).toMatch(/send_email\s+released\s+recorded as unknown/);
+    expect(stdout.trim().split("\n").at(-1)).toBe(
+      "2 examined, 1 completed, 0 failed, 1 released, 0 compensated, 0 need review, 0 skipped, 0 errors",
+    );
+    expect(stderr).toContain("reconcile: default/turn-4-stale (send_email): completed");
+    expect(await statusOf(url, "turn-4-stale")).toBe("completed");
   });
 
   it("settles and releases with --apply, and summarises as JSON", async () => {

@@ -1,6 +1,7 @@
 /**
- * The record commands (inspect, purge, reconcile) through the built binary against the real
- * PostgreSQL and Redis servers, named by URL as an operator would.
+ * The record commands (inspect, purge, reconcile) through the built binary (and, where the process is
+ * not the point, in this process) against the real PostgreSQL and Redis servers, named by URL as an
+ * operator would.
  */
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -10,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IdempotencyStore } from "../src/index.js";
 import { postgresStore } from "../src/postgres/index.js";
 import { redisStore } from "../src/redis/index.js";
-import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
 import { seedRecord } from "./fixtures/reconcile-seed.js";
 
 const DAY = 86_400_000;
@@ -105,6 +106,15 @@ describe("the record commands on server stores", () => {
       expect((JSON.parse(after) as { key: string }[]).map((r) => r.key)).toEqual(["turn-4-stale"]);
     });
   }
+
+  it("counts the expired PostgreSQL rows in a dry run, and removes none", async () => {
+    const store = stores()[0]!;
+    const { code, stdout, stderr } = await cli(["purge", "--store", store.url, "--dry-run", "--json"]);
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({ dryRun: true, expired: 5 });
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table}`);
+    expect(rows[0]).toEqual({ n: 9 });
+  });
 
   it("purges the expired PostgreSQL rows and keeps the live ones", async () => {
     const store = stores()[0]!;

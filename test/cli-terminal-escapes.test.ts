@@ -90,7 +90,7 @@ describe("store text on the terminal", () => {
   it("reconcile escapes keys in its table and its progress lines", async () => {
     const { stdout, stderr } = await idempotool(["reconcile", "--store", url, "--hooks", hooks]);
     expect(stdout).toContain("turn-4\\u202egnp.exe");
-    expect(stderr).toContain("reconcile: default/turn-4\\u202egnp.exe (send_email)");
+    expect(stderr).toContain("reconcile (dry run): default/turn-4\\u202egnp.exe (send_email)");
     expect(stdout + stderr).not.toMatch(raw);
   });
 });

@@ -115,6 +115,23 @@ function mcpKey(key: KeyField | undefined): Recommendation {
   return recommendation(Mechanism.mcpKey, reason);
 }
 
+/**
+ * Verbs in a tool's name that act on content already there, at a path or name the caller gives: no
+ * content-addressed name can stand for what they do.
+ */
+const changesExistingContent: ReadonlySet<string> = new Set([
+  "move",
+  "rename",
+  "copy",
+  "edit",
+  "modify",
+  "patch",
+  "update",
+  "append",
+  "delete",
+  "remove",
+]);
+
 function downstreamMechanism(
   c: Classification,
   description: string,
@@ -145,8 +162,15 @@ function downstreamMechanism(
 
   // Question 2: do you own the store it writes to? Only what the definition says counts: an unnamed store
   // may be a third party's (merge_pull_request), and a model that needs it owned would not hold there.
+  // Naming a write by its content fits a tool that writes new content, not one that moves, renames,
+  // copies, edits or removes content already there (move_file): that one names its target itself.
   const contentNamed = named(MentionKind.content);
-  if (!outside && (contentNamed.length > 0 || (c.openWorld === false && kinds.has(EffectKind.content)))) {
+  const newContent = !c.words.some((w) => changesExistingContent.has(w));
+  if (
+    !outside &&
+    newContent &&
+    (contentNamed.length > 0 || (c.openWorld === false && kinds.has(EffectKind.content)))
+  ) {
     const what = contentNamed.length > 0 ? list(contentNamed) : "content";
     return {
       recommendation: recommendation(

@@ -7,12 +7,13 @@ import { type Command, Option } from "commander";
 import { type AuditReport, auditTools, type ToolAudit, Verdict } from "../audit/audit-tools.js";
 import { ToolClass } from "../audit/classify.js";
 import { listMcpTools } from "../audit/list-mcp-tools.js";
-import { ToolLayer } from "../audit/mechanism.js";
+import { Mechanism, ToolLayer } from "../audit/mechanism.js";
 import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
+import { loadOptional } from "./optional-packages.js";
 import { printableLine, type Styles, styles, table } from "./output.js";
-import { parseShellCommand } from "./shell-words.js";
+import { parseShellCommand, shellQuote } from "./shell-words.js";
 
 interface AuditFlags {
   readonly mcp?: string;
@@ -88,6 +89,11 @@ async function readTools(
   }
   if (flags.mcp !== undefined) {
     const { command, args, env } = parseShellCommand(flags.mcp);
+    await loadOptional(
+      "idempotool audit --mcp",
+      ["@modelcontextprotocol/sdk"],
+      () => import("@modelcontextprotocol/sdk/client/stdio.js"),
+    );
     let listed: Awaited<ReturnType<typeof listMcpTools>>;
     try {
       listed = await listMcpTools({ command, args, env }, { timeoutMs: flags.timeout });
@@ -146,7 +152,40 @@ function render(report: AuditReport, source: string, flags: AuditFlags, s: Style
   const explained = report.tools.filter((t) => flags.verbose || t.verdict !== Verdict.ok);
   for (const t of explained) lines.push("", ...explain(t, s));
   lines.push("", summary(report, flags, s));
+  const proxy = proxyAdvice(report, flags);
+  if (proxy) lines.push("", ...proxy);
   return lines;
+}
+
+/**
+ * For MCP tools that take no key: the advice above is for the server's author. Someone who did not write
+ * the server can run it behind `idempotool proxy`, which adds the required key and dedupes on it, as it is.
+ */
+function proxyAdvice(report: AuditReport, flags: AuditFlags): string[] | undefined {
+  const unkeyed = report.tools.filter(
+    (t) =>
+      t.class !== ToolClass.readOnly &&
+      t.key === null &&
+      (t.verdict === Verdict.fail || t.verdict === Verdict.warn) &&
+      t.recommendations.some((r) => r.mechanism === Mechanism.mcpKey),
+  );
+  if (unkeyed.length === 0) return undefined;
+  // The server's own command, environment first (the proxy passes its environment on to the server).
+  let command = "<the command that starts the server>";
+  let env = "";
+  if (flags.mcp !== undefined) {
+    const parsed = parseShellCommand(flags.mcp);
+    command = [parsed.command, ...parsed.args].map(shellQuote).join(" ");
+    env = Object.entries(parsed.env)
+      .map(([name, value]) => `${name}=${shellQuote(value)} `)
+      .join("");
+  }
+  const these = unkeyed.length === 1 ? "the tool without a key" : `the ${unkeyed.length} tools without a key`;
+  return [
+    `Did not write this server? Run it behind the proxy: it gives ${these} a required idempotency_key ` +
+      "and dedupes on it, with no change to the server (docs/proxy.md):",
+    `  $ ${env}idempotool proxy -- ${command}`,
+  ];
 }
 
 function verdictCell(t: ToolAudit, s: Styles): string {

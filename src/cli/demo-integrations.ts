@@ -68,14 +68,3 @@ export function deliverEmail(
   appendFileSync(outbox, `${JSON.stringify(sent)}\n`);
   return { messageId };
 }
-
-/**
- * The package a failed `import()` could not find, or undefined for any other failure (which the demo
- * must not hide): Node says `Cannot find package 'hono' imported from …` for a package that is missing.
- */
-export function missingPackage(error: unknown): string | undefined {
-  if (!(error instanceof Error) || (error as NodeJS.ErrnoException).code !== "ERR_MODULE_NOT_FOUND") {
-    return undefined;
-  }
-  return /Cannot find package '([^']+)'/.exec(error.message)?.[1];
-}

@@ -11,8 +11,9 @@ import { fileURLToPath } from "node:url";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { isIdempotencyError, keys } from "../index.js";
 import { sqliteStore } from "../sqlite/index.js";
-import { integrations, missingPackage } from "./demo-integrations.js";
+import { integrations } from "./demo-integrations.js";
 import { type Email, readOutbox, sendEmailTool } from "./demo-tool.js";
+import { missingPackage } from "./optional-packages.js";
 
 export interface DemoRow {
   readonly source: string;

@@ -11,7 +11,7 @@ import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { printable, type Styles, styles, table, terminalJson } from "./output.js";
 import { redactUrl } from "./redact.js";
-import { type OpenedStore, type OpenOptions, openStore, parseStoreUrl } from "./store-url.js";
+import { type OpenedStore, type OpenOptions, openStore, parseStoreUrl, type StoreUrl } from "./store-url.js";
 
 /** `10m`, `2h`, `7d`, `90s`, `500ms`: a duration in milliseconds. */
 export function duration(value: string): number {
@@ -38,23 +38,30 @@ export function storeOptions(command: Command): Command {
 }
 
 /**
- * Open the store the flags name; a bad URL, a missing store or table, or an unreachable server is a
- * usage error (one line, exit 2). Nothing is created: `readOnly` also refuses a Redis prefix with no records.
+ * The store the flags name, `--table` or `--prefix` applied over the URL's, without opening it. A bad
+ * URL, or a flag the kind of store does not take, is a usage error (one line, exit 2).
  */
-export async function openFlaggedStore(
-  flags: StoreFlags,
-  options: Pick<OpenOptions, "readOnly"> = {},
-): Promise<OpenedStore> {
+export function flaggedStoreUrl(flags: StoreFlags): StoreUrl {
   const url = parseStoreUrl(flags.store);
   if (flags.table !== undefined && url.kind === "redis")
     throw new OptionError("--table is for SQLite, PostgreSQL and DynamoDB; Redis takes --prefix");
   if (flags.prefix !== undefined && url.kind !== "redis")
     throw new OptionError("--prefix is for Redis; SQLite, PostgreSQL and DynamoDB take --table");
-  const merged =
-    url.kind === "redis"
-      ? { ...url, prefix: flags.prefix ?? url.prefix }
-      : { ...url, table: flags.table ?? url.table };
-  return openStore(merged, { create: false, ...options });
+  return url.kind === "redis"
+    ? { ...url, prefix: flags.prefix ?? url.prefix }
+    : { ...url, table: flags.table ?? url.table };
+}
+
+/**
+ * Open the store the flags name; a bad URL, a missing store or table, or an unreachable server is a
+ * usage error (one line, exit 2). Nothing is created: `readOnly` also refuses a Redis prefix with no records.
+ */
+export async function openFlaggedStore(
+  flags: StoreFlags | StoreUrl,
+  options: Pick<OpenOptions, "readOnly"> = {},
+): Promise<OpenedStore> {
+  const url = "kind" in flags ? flags : flaggedStoreUrl(flags);
+  return openStore(url, { create: false, ...options });
 }
 
 /** Run one store operation; a failure becomes one clear line naming the store. */
@@ -98,13 +105,13 @@ export function inspectCommand(command: Command, context: CommandContext): void 
     .addHelpText("after", `${listExamples}${showExamples.replace("\nExamples:", "")}`);
 
   storeOptions(command.command("list"))
-    .description("List records, newest filters first, as a table or JSON")
+    .description("List records in order of scope, then key (not by age), as a table or JSON")
     .option("--tool <name>", "only this tool's records")
     .addOption(new Option("--status <status>", "only records in this status").choices(statuses))
     .option("--scope <scope>", "only this scope")
     .option("--key-prefix <prefix>", "only keys starting with this")
     .option("--older-than <age>", "only records created longer ago than this (10m, 2h, 7d)", duration)
-    .option("--limit <n>", "at most this many records", positiveInteger, 100)
+    .option("--limit <n>", "at most this many records, the first in that order", positiveInteger, 100)
     .option("--json", "print the records as JSON")
     .addHelpText("after", listExamples)
     .action(async (flags: ListFlags) => {

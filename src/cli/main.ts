@@ -6,7 +6,7 @@
  * long work (progress.ts) and store URLs (store-url.ts). A new command (inspect, purge, reconcile)
  * adds one `…Command(program.command("name"), context)` line below.
  */
-import { realpathSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { auditCommand } from "./audit-command.js";
@@ -46,12 +46,29 @@ Examples:
 Exit codes: 0 all good; 1 the command found a problem (a tool without a key, a double effect);
 2 it could not run (bad usage or input, an unreachable server or store). --debug prints stack traces.`;
 
+/**
+ * The version in idempotool's package.json, read as a file: a JSON import needs an import attribute some
+ * runtimes refuse. From dist/cli/main.js and src/cli/main.ts alike, the package's root is two folders up.
+ */
+export function packageVersion(): string {
+  try {
+    const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+      version?: unknown;
+    };
+    if (typeof manifest.version === "string") return manifest.version;
+  } catch {
+    // Not where a package keeps it (a bundle): say so rather than fail every command.
+  }
+  return "unknown";
+}
+
 export function buildProgram(context: CommandContext): Command {
   const { io } = context;
   const secrets = context.secrets ?? [];
   const program = new Command()
     .name("idempotool")
     .description("Make the side-effectful tools of LLM agents safe to call twice.")
+    .version(packageVersion(), "-V, --version", "print idempotool's version")
     .option("--debug", "print stack traces and causes when something fails")
     .exitOverride()
     .configureOutput({

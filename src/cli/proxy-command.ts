@@ -12,6 +12,7 @@ import { commaList, milliseconds } from "./arguments.js";
 import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { startMcpProxy } from "./mcp-proxy.js";
+import { loadOptional } from "./optional-packages.js";
 import { printable } from "./output.js";
 import { serveHttpProxy } from "./proxy-http.js";
 import { readOnlyRule, readToolRules, type ToolRule, toolRuleFlag } from "./proxy-tools.js";
@@ -129,6 +130,9 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       if (flags.scope === ProxyScope.client && flags.http === undefined) {
         throw new OptionError("--scope client needs --http: over stdio the proxy has one client");
       }
+      // Everything that can be missing is looked for before anything is made: a proxy that cannot run
+      // leaves no store file or folder behind.
+      const { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport } = await loadSdk();
       const { url, shown } = storeUrl(flags.store);
       const store = await openStore(url, { create: true });
       log(`records in ${shown}`);
@@ -139,7 +143,6 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       const within = (scope: string) =>
         flags.namespace === undefined ? scope : `${flags.namespace}/${scope}`;
       if (flags.namespace !== undefined) log(`keys belong to the namespace ${flags.namespace}`);
-      const { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport } = await loadSdk();
       const startServer = () =>
         new StdioClientTransport({ command: upstream, args, env: inheritedEnv(), stderr: "inherit" });
       const tuning = {
@@ -277,22 +280,15 @@ function storeUrl(given: string | undefined): { url: string; shown: string } {
 }
 
 async function loadSdk() {
-  try {
-    const [{ StdioClientTransport }, { StdioServerTransport }, { StreamableHTTPServerTransport }] =
-      await Promise.all([
+  const [{ StdioClientTransport }, { StdioServerTransport }, { StreamableHTTPServerTransport }] =
+    await loadOptional("idempotool proxy", ["@modelcontextprotocol/sdk"], () =>
+      Promise.all([
         import("@modelcontextprotocol/sdk/client/stdio.js"),
         import("@modelcontextprotocol/sdk/server/stdio.js"),
         import("@modelcontextprotocol/sdk/server/streamableHttp.js"),
-      ]);
-    return { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport };
-  } catch (error) {
-    throw new UsageError(
-      "idempotool proxy needs @modelcontextprotocol/sdk: npm install @modelcontextprotocol/sdk",
-      {
-        cause: error,
-      },
+      ]),
     );
-  }
+  return { StdioClientTransport, StdioServerTransport, StreamableHTTPServerTransport };
 }
 
 /** The server gets this process's whole environment, as the MCP client's config set it. */

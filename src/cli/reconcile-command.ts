@@ -13,6 +13,7 @@ import { milliseconds, positiveInteger } from "./arguments.js";
 import { ExitCode, UsageError } from "./errors.js";
 import { openFlaggedStore, recordJson, type StoreFlags, storeOptions } from "./inspect-command.js";
 import type { CommandContext } from "./main.js";
+import { needsPackages } from "./optional-packages.js";
 import { printable, type Styles, styles, table, terminalJson } from "./output.js";
 
 interface ReconcileFlags extends StoreFlags {
@@ -75,10 +76,11 @@ export function reconcileCommand(command: Command, context: CommandContext): voi
           onDecision: (d) => {
             if (bar) {
               bar.setTotal(bar.getTotal() + 1);
-              bar.increment(1, { decision: d.decision });
+              bar.increment(1, { decision: decisionWords(d) });
             } else if (!flags.json) {
               err.write(
-                `reconcile: ${printable(d.scope)}/${printable(d.key)} (${printable(d.tool)}): ${d.decision}\n`,
+                `reconcile${d.dryRun ? " (dry run)" : ""}: ${printable(d.scope)}/${printable(d.key)} ` +
+                  `(${printable(d.tool)}): ${decisionWords(d)}\n`,
               );
             }
           },
@@ -113,29 +115,59 @@ export function reconcileCommand(command: Command, context: CommandContext): voi
           for (const line of table(["scope", "key", "tool", "decision", "reason"], rows))
             out.write(`${line}\n`);
         }
-        const counts = [
-          `${summary.examined} examined`,
-          `${summary.completed} completed`,
-          `${summary.failed} failed`,
-          `${summary.released} released`,
-          `${summary.compensated} compensated`,
+        // A dry run changed nothing: its counts say what --apply would do, not what was done.
+        const acted = summary.dryRun
+          ? [
+              `would settle ${summary.completed} as completed, ${summary.failed} as failed`,
+              `release ${summary.released}`,
+              `compensate ${summary.compensated}`,
+            ].join(", ")
+          : [
+              `${summary.completed} completed`,
+              `${summary.failed} failed`,
+              `${summary.released} released`,
+              `${summary.compensated} compensated`,
+            ].join(", ");
+        const left = [
           `${summary.needsReview} need review`,
           `${summary.skipped} skipped`,
           `${summary.errors} errors`,
         ].join(", ");
         out.write(
-          `${summary.dryRun ? s.yellow("dry run, nothing changed (--apply to act): ") : ""}${counts}\n`,
+          summary.dryRun
+            ? `${s.yellow("dry run, nothing changed (--apply to act): ")}${summary.examined} examined; ${acted}; ${left}\n`
+            : `${summary.examined} examined, ${acted}, ${left}\n`,
         );
       }
       if (summary.needsReview > 0 || summary.errors > 0) context.setExitCode(ExitCode.findings);
     });
 }
 
+/** A dry run's decision about a record: what `--apply` would do, or what it found (a hook's error). */
+const wouldDo: Readonly<Record<Decision, string>> = {
+  [Decision.completed]: "would settle completed",
+  [Decision.failed]: "would settle failed",
+  [Decision.released]: "would release",
+  [Decision.compensated]: "would compensate",
+  [Decision.needsReview]: "needs review",
+  [Decision.skipped]: "would skip",
+  [Decision.error]: "error",
+};
+
+/**
+ * A decision as the table and the progress lines show it: in a dry run, what `--apply` would do
+ * (`would settle completed`, `would release`); otherwise what was done (`completed`, `released`).
+ */
+function decisionWords(d: ReconcileDecision): string {
+  return d.dryRun ? wouldDo[d.decision] : d.decision;
+}
+
 function paintDecision(s: Styles, d: ReconcileDecision): string {
-  if (d.decision === Decision.error) return s.red(d.decision);
-  if (d.decision === Decision.needsReview) return s.yellow(d.decision);
-  if (d.decision === Decision.skipped) return s.dim(d.decision);
-  return s.green(d.decision);
+  const words = decisionWords(d);
+  if (d.decision === Decision.error) return s.red(words);
+  if (d.decision === Decision.needsReview) return s.yellow(words);
+  if (d.decision === Decision.skipped) return s.dim(words);
+  return s.green(words);
 }
 
 /** Import the hooks module and check its `tools`. A saga counts as its `reconciler`. */
@@ -144,7 +176,7 @@ async function loadHooks(spec: string): Promise<Record<string, ReconcileTool>> {
   if (!existsSync(path)) throw new UsageError(`there is no hooks module at ${path}`);
   if (/\.(ts|mts|cts)$/.test(path)) {
     const loader = findTypeScriptLoader(process.cwd());
-    if (!loader) throw new UsageError("loading a TypeScript hooks module needs tsx (npm install -D tsx)");
+    if (!loader) throw new UsageError(needsPackages("a TypeScript hooks module", ["tsx"]));
     const api = (await import(loader.apiUrl)) as { register: () => unknown };
     api.register();
   }

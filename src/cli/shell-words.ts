@@ -73,3 +73,14 @@ export function parseShellCommand(line: string): ShellCommand {
   if (command === undefined) throw new UsageError("the command is empty");
   return { command, args, env };
 }
+
+/**
+ * A word as a POSIX shell reads it back: unchanged when it holds only safe characters, else in single
+ * quotes. The inverse of {@link splitShellWords}, for commands we print for the user to run.
+ * @example
+ * shellQuote("/tmp/my dir"); // "'/tmp/my dir'"
+ */
+export function shellQuote(word: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}

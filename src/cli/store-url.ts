@@ -1,9 +1,8 @@
 /**
  * Stores named by URL on the command line: `sqlite://path`, `postgres://…`, `redis://…`,
- * `dynamodb://table?region=…`. Commands that
- * work on records (inspect, purge, reconcile) open their store here, so every one of them fails the
- * same way on a bad URL, a missing store or table, or an unreachable server: one line and exit 2. None
- * creates a store or a table unless asked, and none prints a password.
+ * `dynamodb://table?region=…`. Commands that work on records (inspect, purge, reconcile) open their store
+ * here, so every one of them fails the same way on a bad URL, a missing store or table, or an unreachable
+ * server: one line and exit 2. None creates a store or a table unless asked, and none prints a password.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
@@ -15,6 +14,7 @@ import { type AnySqliteDatabase, sqliteStore } from "../sqlite/index.js";
 import { busyWaitPerAttemptMs } from "../sqlite/lock-wait.js";
 import { openSqliteFile } from "../sqlite/open-sqlite-file.js";
 import { OptionError, UsageError } from "./errors.js";
+import { loadOptional } from "./optional-packages.js";
 import { printable } from "./output.js";
 import { redactUrl } from "./redact.js";
 
@@ -33,7 +33,15 @@ export type StoreUrl =
     };
 
 /** A store the command opened and must close. */
-export type OpenedStore = IdempotencyStore & { close(): Promise<void> };
+export type OpenedStore = IdempotencyStore & {
+  close(): Promise<void>;
+  /**
+   * The instant the store's `purge` would judge expiry by, were it called now: PostgreSQL's clock, or for
+   * DynamoDB this machine's less the store's skew margin. Absent where `purge` judges by the `now` it is
+   * given (SQLite, with `Date.now()`).
+   */
+  readonly purgeCutoff?: () => Promise<number>;
+};
 
 const examples =
   "sqlite://./idempotool.db, postgres://user@host:5432/db, redis://host:6379 or dynamodb://table?region=eu-west-1";
@@ -273,7 +281,17 @@ async function openPostgres(
       throw new UsageError(`the PostgreSQL store at ${shown} has no table ${store.table}; check --table`);
     }
   }
-  return { ...store, close: () => pool.end() };
+  return {
+    ...store,
+    close: () => pool.end(),
+    // The store judges by the server's clock (clock "server"): its purge reads statement_timestamp().
+    purgeCutoff: async () => {
+      const { rows } = await pool.query(
+        "SELECT floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now",
+      );
+      return Number((rows[0] as { now: unknown }).now);
+    },
+  };
 }
 
 async function openRedis(
@@ -381,6 +399,7 @@ async function openDynamo(
     close: async () => {
       client.destroy();
     },
+    purgeCutoff: async () => Date.now() - store.clockSkewMarginMs,
   };
 }
 
@@ -398,13 +417,13 @@ type RedisClient = Parameters<typeof redisStore>[0]["client"] & {
 
 /** Drivers are optional peers: load one only when its URL is used, and say how to get it. */
 async function loadDriver<T>(name: string, scheme: string): Promise<T> {
-  try {
-    const module = (await import(name)) as T & { default?: T };
-    // A CommonJS package with one export (a constructor) arrives as `default`.
-    return typeof module.default === "function" ? module.default : module;
-  } catch (error) {
-    throw new UsageError(`${scheme} stores need the ${name} package: npm install ${name}`, { cause: error });
-  }
+  const module = await loadOptional(
+    `a ${scheme} store`,
+    [name],
+    async () => (await import(name)) as T & { default?: T },
+  );
+  // A CommonJS package with one export (a constructor) arrives as `default`.
+  return typeof module.default === "function" ? module.default : module;
 }
 
 /**
