@@ -69,7 +69,7 @@ describe("idempotool demo: the integration rows", () => {
       cwd: root,
     });
     const http = rowOf(stdout, "HTTP");
-    expect(http).toContain("install hono to see this row");
+    expect(http).toContain("to see this row, install hono beside idempotool: npm install hono");
     expect(http).toMatch(/\bskipped\s*$/);
     expect(rowOf(stdout, "MCP")).toMatch(/\byes\s*$/);
     expect(rowOf(stdout, "LangGraph")).toMatch(/\byes\s*$/);

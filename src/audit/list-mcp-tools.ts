@@ -87,7 +87,7 @@ async function loadSdk() {
     return { Client, StdioClientTransport };
   } catch (error) {
     throw new Error(
-      "Reading tools from an MCP server needs @modelcontextprotocol/sdk: npm install -D @modelcontextprotocol/sdk",
+      "Reading tools from an MCP server needs @modelcontextprotocol/sdk; install @modelcontextprotocol/sdk beside idempotool: npm install @modelcontextprotocol/sdk",
       { cause: error },
     );
   }

@@ -92,7 +92,7 @@ export async function importTarget(ref: ModuleRef, cwd: string): Promise<ChaosTa
     const code = (error as { code?: string }).code;
     if (code === "ERR_UNKNOWN_FILE_EXTENSION" && typeScript.test(ref.path)) {
       unusableModule(
-        "loading a TypeScript module needs tsx (npm install -D tsx); or point chaos at the compiled JavaScript",
+        "loading a TypeScript module needs tsx; install tsx beside idempotool: npm install tsx; or point chaos at the compiled JavaScript",
       );
     }
     throw loadError(ref, error, typeScript.test(ref.path) && !viaTsx);
@@ -177,7 +177,7 @@ function loadError(ref: ModuleRef, error: unknown, strippedByNode = false): Idem
   const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
   // Node's own type stripping resolves imports as written: "./x.js" does not find ./x.ts.
   const hint = strippedByNode
-    ? " (Node loaded it without tsx; npm install -D tsx to load it as TypeScript does)"
+    ? " (Node loaded it without tsx; install tsx beside idempotool to load it as TypeScript does: npm install tsx)"
     : "";
   return new IdempotencyError("invalid_options", `chaos: cannot load ${ref.path}: ${reason}${hint}`, {
     cause: error,

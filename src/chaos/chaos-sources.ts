@@ -163,7 +163,7 @@ function runCrashChild(
     return Promise.resolve({
       outcome: "not started",
       problem:
-        "the crash child needs tsx to load TypeScript (npm install -D tsx), or point chaos at compiled JavaScript",
+        "the crash child needs tsx to load TypeScript; install tsx beside idempotool: npm install tsx; or point chaos at compiled JavaScript",
     });
   }
   return new Promise((resolve, reject) => {

@@ -25,30 +25,30 @@ export type IntegrationRun = (context: IntegrationContext) => Promise<string[]>;
 
 export interface Integration {
   readonly source: string;
-  /** What to install to see the row, when its module cannot be loaded. */
-  readonly install: string;
+  /** The packages to install to see the row, when its module cannot be loaded. */
+  readonly install: readonly string[];
   readonly load: () => Promise<IntegrationRun>;
 }
 
 export const integrations: readonly Integration[] = [
   {
     source: "MCP: client re-sends tools/call",
-    install: "@modelcontextprotocol/sdk and zod",
+    install: ["@modelcontextprotocol/sdk", "zod"],
     load: async () => (await import("./demo-mcp.js")).runMcpRow,
   },
   {
     source: "Proxy: keyless MCP server, re-send",
-    install: "@modelcontextprotocol/sdk and zod",
+    install: ["@modelcontextprotocol/sdk", "zod"],
     load: async () => (await import("./demo-proxy.js")).runProxyRow,
   },
   {
     source: "LangGraph: resume re-runs the node",
-    install: "@langchain/langgraph",
+    install: ["@langchain/langgraph"],
     load: async () => (await import("./demo-langgraph.js")).runLangGraphRow,
   },
   {
     source: "HTTP: response lost, client retries",
-    install: "hono",
+    install: ["hono"],
     load: async () => (await import("./demo-http.js")).runHttpRow,
   },
 ];

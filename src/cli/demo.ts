@@ -13,7 +13,7 @@ import { isIdempotencyError, keys } from "../index.js";
 import { sqliteStore } from "../sqlite/index.js";
 import { integrations } from "./demo-integrations.js";
 import { type Email, readOutbox, sendEmailTool } from "./demo-tool.js";
-import { missingPackage } from "./optional-packages.js";
+import { installAdvice, missingPackage } from "./optional-packages.js";
 
 export interface DemoRow {
   readonly source: string;
@@ -129,7 +129,7 @@ export async function runDemo(
         run = await integration.load();
       } catch (error) {
         if (missingPackage(error) === undefined) throw error;
-        const skipped = `install ${integration.install} to see this row`;
+        const skipped = `to see this row, ${installAdvice(integration.install)}`;
         rows.push({
           source: integration.source,
           calls: 0,

@@ -99,7 +99,7 @@ describe("a path on a Node where neither driver loads", () => {
     expect(outcome.code).toBe("invalid_options");
     expect(outcome.message).toMatch(/^sqliteStore\(\{ path \}\) needs a SQLite driver/);
     expect(outcome.message).toContain("Node 24");
-    expect(outcome.message).toContain("install better-sqlite3@12");
+    expect(outcome.message).toContain("install better-sqlite3 beside idempotool: npm install better-sqlite3");
     expect(outcome.message).toContain("{ database }");
     expect(outcome.causes).toEqual([
       "Cannot find module 'node:sqlite'",

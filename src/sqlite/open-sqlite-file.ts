@@ -142,7 +142,7 @@ export interface OpenedSqliteFile {
 /** What each driver says when it cannot be loaded here: how to get it. */
 const driverAdvice: Record<SqliteDriver, string> = {
   "node:sqlite": " (the store needs the node:sqlite of Node 24, a recent Node 22, Deno 2 or Bun).",
-  "better-sqlite3": ": install better-sqlite3@12.",
+  "better-sqlite3": ": install better-sqlite3 beside idempotool: npm install better-sqlite3.",
   "bun:sqlite": " (it is Bun's own module: run on Bun).",
 };
 
@@ -209,7 +209,7 @@ export function openSqliteFile(path: string, options: OpenSqliteFileOptions): Op
   throw new IdempotencyError(
     "invalid_options",
     `${options.caller} needs a SQLite driver, and ${runtimeName()} has none the store can use: ` +
-      "run on Node 24 (its built-in node:sqlite), Deno 2 or Bun, or install better-sqlite3@12, " +
+      "run on Node 24 (its built-in node:sqlite), Deno 2 or Bun; or install better-sqlite3 beside idempotool: npm install better-sqlite3; " +
       "or pass an open database as { database }.",
     { cause: new AggregateError(errors, "no SQLite driver could be loaded") },
   );
