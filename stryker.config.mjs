@@ -11,7 +11,7 @@ export default {
     "src/core/idempotent.ts",
     "src/core/execute.ts",
     "src/core/call.ts",
-    "src/core/call-input.ts",
+    "src/core/keys.ts",
     "src/core/lease.ts",
     "src/core/in-flight.ts",
     "src/core/memory-store.ts",

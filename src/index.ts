@@ -9,7 +9,6 @@
  * (`idempotool/sqlite`, …).
  */
 
-export { validateKey } from "./core/call-input.js";
 export { type CanonicalJsonOptions, canonicalJson } from "./core/canonical-json.js";
 export { type Clock, type SleepOptions, systemClock } from "./core/clock.js";
 export {
@@ -21,11 +20,13 @@ export {
   LeaseLostError,
   OutcomeUnknownError,
   ResultTooLargeError,
+  ResultUndecryptableError,
   ResultUnserializableError,
   StoreFullError,
   StoreUnavailableError,
+  type UndecryptableReason,
 } from "./core/errors.js";
-export { EventType, type IdempotencyEvent } from "./core/events.js";
+export type { IdempotencyEvent } from "./core/events.js";
 export type { ArgumentField, FieldList } from "./core/field-list.js";
 export { fingerprint, sha256Hex } from "./core/fingerprint.js";
 export {
@@ -36,12 +37,13 @@ export {
   type ToolContext,
 } from "./core/idempotent.js";
 export type { FingerprintKeyOptions } from "./core/keyed-fingerprint.js";
-export { keys } from "./core/keys.js";
+export { keys, validateKey } from "./core/keys.js";
 export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
 export { maxArgumentDepth, maxTimerMs, maxTtlMs } from "./core/option-checks.js";
 export {
   type CallOptions,
   Effect,
+  EventType,
   type IdempotentOptions,
   type VerifyContext,
   type VerifyHook,
@@ -55,11 +57,7 @@ export {
   ReplayedFailureError,
   type StoredFailure,
 } from "./core/outcomes.js";
-export {
-  type EncryptionOptions,
-  ResultUndecryptableError,
-  type UndecryptableReason,
-} from "./core/result-codec.js";
+export type { EncryptionOptions } from "./core/result-codec.js";
 export {
   type ClaimRequest,
   type ClaimResult,

@@ -5,6 +5,7 @@
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { runtimeImportGraph } from "./fixtures/import-graph.js";
@@ -144,6 +145,36 @@ describe("the package", () => {
       );
     });
   }
+
+  // A cold import of the root entry loads 25 files. So does @aws-lambda-powertools/idempotency 2.35.0 on the same
+  // Node, counted the same way (its file: URLs as a resolve hook sees them): bench/cold-import.ts counts both.
+  it("keeps a cold import of the root entry to at most 25 files, as many as Powertools' idempotency loads", () => {
+    const graph = runtimeImportGraph(join(root, "dist/index.js"));
+    expect(graph.loadedOnImport.size).toBeLessThanOrEqual(25);
+  });
+
+  it("counts the files of that import as Node loads them: every one the walk names, and no other", async () => {
+    const { stdout } = await run(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        [
+          "const { registerHooks } = await import('node:module');",
+          "const files = new Set();",
+          "registerHooks({ resolve(s, c, next) { const r = next(s, c); if (r.url.startsWith('file:')) files.add(r.url); return r; } });",
+          "await import('idempotool');",
+          "console.log(JSON.stringify([...files]));",
+        ].join(" "),
+      ],
+      { cwd: root },
+    );
+    const loaded = (JSON.parse(stdout) as string[]).map((url) => relative(root, fileURLToPath(url)));
+    const walked = [...runtimeImportGraph(join(root, "dist/index.js")).loadedOnImport].map((file) =>
+      relative(root, file),
+    );
+    expect(loaded.sort()).toEqual(walked.sort());
+  });
 
   it("keeps the root entry free of drivers: importing it loads no better-sqlite3, pg or ioredis", async () => {
     const { stdout } = await run(

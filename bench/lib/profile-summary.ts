@@ -32,7 +32,7 @@ export function categoryOf(frame: CallFrame): string {
   if (file === "fingerprint.js" || url === "node:internal/crypto/hash" || fn === "oneShotDigest") {
     return "SHA-256 hashing";
   }
-  if (url === "node:internal/crypto/random" || file === "owner-token.js") return "owner token";
+  if (url === "node:internal/crypto/random" || fn === "ownerToken") return "owner token";
   if (file === "serialize.js" || file === "result-codec.js") return "result (de)serialization";
   if (
     file === "lease.js" ||

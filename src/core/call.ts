@@ -8,9 +8,8 @@ import { IdempotencyError, LeaseLostError, StoreUnavailableError } from "./error
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
-import { ownerToken } from "./owner-token.js";
 import type { RecentSimilarCall } from "./similar.js";
-import { type IdempotencyRecord, readBackOwnSettle, type SettleRequest } from "./store.js";
+import { type IdempotencyRecord, ownerToken, readBackOwnSettle, type SettleRequest } from "./store.js";
 import { iso } from "./time.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */

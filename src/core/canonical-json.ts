@@ -7,8 +7,7 @@
  * @module
  */
 import { IdempotencyError } from "./errors.js";
-import { maxArgumentDepth } from "./option-checks.js";
-import { loneSurrogateIndex } from "./unicode.js";
+import { loneSurrogateIndex, maxArgumentDepth } from "./option-checks.js";
 
 /** How {@link canonicalJson} treats values JSON has no exact form for. */
 export type CanonicalJsonOptions = {

@@ -7,11 +7,11 @@
  */
 
 import type { CompensateHook } from "../reconcile/hooks.js";
-import { compensationKeyPrefix, ownCompensationCall } from "./call-input.js";
 import type { Clock } from "./clock.js";
 import type { IdempotencyEvent } from "./events.js";
 import { sha256Hex } from "./fingerprint.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "./idempotent.js";
+import { compensationKeyPrefix, ownCompensationCall } from "./keys.js";
 import { Effect } from "./options.js";
 import type { EncryptionOptions } from "./result-codec.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";

@@ -1,11 +1,11 @@
 /**
- * decide.ts compiles its table when the module loads, and a table with a gap (a situation no row decides)
- * throws there. A module that throws on import fails its test files before any test runs; this test turns
- * that into a failing test, which is what mutation testing (`npm run mutate`) counts.
+ * decide.ts compiles each event's table at its first decision, and a table with a gap (a situation no row
+ * decides) throws there. This test decides every situation of every event in a fresh module, so a gap fails
+ * it whichever event has it, which is what mutation testing (`npm run mutate`) counts.
  */
 import { expect, it } from "vitest";
 
-it("loads: every situation of every event has a row that decides it", async () => {
+it("decides every situation of every event: each has a row that decides it", async () => {
   const { callEvents, decide, situationsOf } = await import("./decide.js");
   const situations = callEvents.flatMap((event) => situationsOf(event));
   expect(situations.length).toBeGreaterThan(0);

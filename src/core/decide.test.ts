@@ -3,6 +3,7 @@ import {
   Action,
   type CallEvent,
   callEvents,
+  compile,
   decide,
   domains,
   firstMatch,
@@ -36,6 +37,14 @@ describe("decide()", () => {
   it("decides every situation of the whole domain, with an action it knows", () => {
     const actions = new Set<string>(Object.values(Action));
     for (const situation of all) expect(actions.has(decide(situation))).toBe(true);
+  });
+
+  it("decides each situation as the first row that matches it", () => {
+    for (const event of callEvents) {
+      const rows = table[event] as readonly Row<CallEvent>[];
+      for (const situation of situationsOf(event))
+        expect(decide(situation)).toBe(firstMatch(rows, situation));
+    }
   });
 
   it("has no dead rows: each row is the first match of some situation", () => {
@@ -188,6 +197,12 @@ describe("decide()", () => {
     expect(() => firstMatch(rows, situation("declared_not_executed"))).toThrow(
       'decide(): no row of tool matches {"event":"tool","outcome":"declared_not_executed","effect":"irreversible"}',
     );
+    // Compiled, the same rows decide alike, and the first situation none of them decides is refused.
+    expect(() => compile("tool", rows)).toThrow(
+      'decide(): no row of tool matches {"event":"tool","outcome":"declared_not_executed","effect":"native-key"}',
+    );
+    const whole = [...rows, { when: {}, act: Action.release, why: "the rest" }] as Row<CallEvent>[];
+    expect(compile("tool", whole).actions).toEqual(situationsOf("tool").map((s) => firstMatch(whole, s)));
   });
 
   it("runs a fresh claim, frees one whose reply was lost, and drops a lease only when refused", () => {

@@ -25,8 +25,7 @@ import {
 import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { type Lease, startLease } from "./lease.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
-import { bindingFor } from "./record-binding.js";
-import { decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
+import { bindingFor, decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 import { iso } from "./time.js";

@@ -9,7 +9,6 @@ import {
   type ToolContext,
   takeOver,
 } from "./call.js";
-import { validateCallKey, validateScope } from "./call-input.js";
 import { Action, decide, found } from "./decide.js";
 import {
   ErrorCode,
@@ -36,6 +35,7 @@ import {
   waitForOutcome,
 } from "./in-flight.js";
 import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
+import { similarMarkerKey, validateCallKey, validateScope } from "./keys.js";
 import {
   type CallOptions,
   type Effect,
@@ -44,11 +44,9 @@ import {
   resolveOptions,
 } from "./options.js";
 import { ReplayedFailureError } from "./outcomes.js";
-import { ownerToken } from "./owner-token.js";
-import { bindingFor } from "./record-binding.js";
-import { decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
-import { type RecentSimilarCall, similarMarkerKey } from "./similar.js";
-import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
+import { bindingFor, decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
+import type { RecentSimilarCall } from "./similar.js";
+import { type ClaimResult, type IdempotencyRecord, ownerToken, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
 /** A tool made safe to call twice. */
 export interface IdempotentTool<A, R> {

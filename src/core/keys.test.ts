@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { type IdempotencyError, isIdempotencyError } from "./errors.js";
-import { keys } from "./keys.js";
+import {
+  compensationKeyPrefix,
+  keys,
+  ownCompensationCall,
+  similarMarkerKey,
+  validateCallKey,
+  validateKey,
+  validateScope,
+} from "./keys.js";
 
 function errorOf(run: () => unknown): IdempotencyError {
   try {
@@ -83,7 +91,39 @@ describe("keys.fromState", () => {
   it("rejects an empty tool name as invalid_arguments", () => {
     const error = errorOf(() => keys.fromState({}, ""));
     expect(error.code).toBe("invalid_arguments");
-    expect(error.message).toMatch(/toolName/);
+    expect(error.message).toBe("keys.fromState needs toolName as a non-empty string, got an empty string.");
+  });
+
+  it.each([null, "state", 7])("rejects a state that is not an object (%s) as invalid_arguments", (state) => {
+    const error = errorOf(() => keys.fromState(state as never, "send_email"));
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toBe("keys.fromState needs the agent state object.");
+  });
+
+  it("accepts a stored key of exactly 255 characters", () => {
+    const stored = "k".repeat(255);
+    expect(keys.fromState({ send_email_idempotency_key: stored }, "send_email")).toBe(stored);
+  });
+
+  it.each([
+    ["", "an empty string"],
+    ["k".repeat(256), "256 characters long, over the 255-character limit"],
+    [42, "a number"],
+    [Array.from({ length: 300 }, () => "k"), "an array"],
+    [{ key: "k" }, "an object"],
+  ])("says what a refused stored key is: %#", (stored, what) => {
+    expect(errorOf(() => keys.fromState({ send_email_idempotency_key: stored }, "send_email")).message).toBe(
+      `state.send_email_idempotency_key must be a non-empty string of at most 255 characters, but is ${what}.`,
+    );
+  });
+
+  it.each([
+    [null, "null"],
+    [undefined, "undefined"],
+  ])("names what create() returned when it is no key: %s", (made, what) => {
+    expect(errorOf(() => keys.fromState({}, "send_email", () => made as never)).message).toBe(
+      `The key returned by keys.fromState's create() must be a non-empty string of at most 255 characters, but is ${what}.`,
+    );
   });
 });
 
@@ -172,6 +212,21 @@ describe("keys.intent", () => {
       /^fields\.to is a Set/,
     );
   });
+
+  it("names the turn id and the helper in what it refuses", () => {
+    expect(errorOf(() => keys.intent("turn-\ud800", fields)).message).toMatch(
+      /^turnId contains a lone surrogate/,
+    );
+    expect(errorOf(() => keys.intent(7 as never, fields)).message).toBe(
+      "keys.intent needs turnId as a non-empty string, got a number.",
+    );
+  });
+
+  it("rejects null fields as invalid_arguments", () => {
+    const error = errorOf(() => keys.intent("turn-7", null as never));
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toMatch(/intent fields/);
+  });
 });
 
 describe("keys.content", () => {
@@ -192,5 +247,114 @@ describe("keys.content", () => {
     const today = keys.content(message);
     const tomorrow = keys.content(message);
     expect(tomorrow).toBe(today); // a legitimate second send would be absorbed as a repeat
+  });
+
+  it("rejects content that is not JSON data, naming it content", () => {
+    expect(errorOf(() => keys.content(Number.NaN)).message).toMatch(/^content is NaN/);
+  });
+});
+
+describe("similarMarkerKey", () => {
+  it("fingerprints the similar fields as the tool's bigint option says", () => {
+    expect(similarMarkerKey("send_email", { cents: 10n }, "string")).toMatch(/^~similar~[0-9a-f]{64}$/);
+    expect(() => similarMarkerKey("send_email", { cents: 10n }, "reject")).toThrow(/BigInt/);
+  });
+});
+
+describe("validateKey", () => {
+  it("returns the key it accepts", () => {
+    expect(validateKey("turn-7-alice", "send_email")).toBe("turn-7-alice");
+    expect(validateKey("k".repeat(255), "send_email")).toBe("k".repeat(255));
+  });
+
+  for (const key of [undefined, null]) {
+    it(`calls a ${String(key)} key missing, and tells the caller to choose one that repeats with the call`, () => {
+      const error = errorOf(() => validateKey(key, "send_email"));
+      expect(error.code).toBe("idempotency_key_missing");
+      expect(error.message).toMatch(/^send_email: no idempotency key\. Pass \{ key \}/);
+      expect(error.message).toContain("stable across every repeat (see keys.fromState and keys.intent)");
+      expect(error.message).toContain("idempotool never makes one up");
+    });
+  }
+
+  it("names the type of a key that is no string", () => {
+    const error = errorOf(() => validateKey(42, "send_email"));
+    expect(error.code).toBe("idempotency_key_invalid");
+    expect(error.message).toBe("send_email: the idempotency key must be a string, got number.");
+  });
+
+  it("names the allowed length and the key's own", () => {
+    const error = errorOf(() => validateKey("k".repeat(256), "send_email"));
+    expect(error.code).toBe("idempotency_key_invalid");
+    expect(error.message).toBe("send_email: the idempotency key must be 1–255 characters, got 256.");
+  });
+
+  it("says why a key cut in the middle of a character is refused", () => {
+    const error = errorOf(() => validateKey("order-\ud83d", "send_email"));
+    expect(error.code).toBe("idempotency_key_invalid");
+    expect(error.message).toContain("lone UTF-16 surrogate at index 6");
+    expect(error.message).toContain(
+      "Stores keep it as U+FFFD, so two keys that differ only there would be one record",
+    );
+  });
+
+  it("refuses idempotool's reserved key spaces, naming each and asking for another key", () => {
+    const marker = errorOf(() => validateKey("~similar~abc", "send_email"));
+    expect(marker.code).toBe("idempotency_key_invalid");
+    expect(marker.message).toBe(
+      'send_email: idempotency keys starting with "~similar~" are reserved for idempotool\'s near-duplicate markers; choose another key.',
+    );
+    const compensation = errorOf(() => validateKey(`${compensationKeyPrefix}abc`, "send_email"));
+    expect(compensation.message).toBe(
+      'send_email: idempotency keys starting with "~compensation~" are reserved for idempotool\'s saga compensations; choose another key.',
+    );
+  });
+});
+
+describe("validateCallKey", () => {
+  const key = `${compensationKeyPrefix}${"0".repeat(64)}`;
+
+  it("lets idempotool's own compensation call use a compensation key, and nobody else", () => {
+    const own = { key };
+    expect(ownCompensationCall(own)).toBe(own);
+    expect(validateCallKey(key, "refund", own)).toBe(key);
+    expect(errorOf(() => validateCallKey(key, "refund", { key })).code).toBe("idempotency_key_invalid");
+  });
+
+  it("still refuses a near-duplicate marker's key on idempotool's own call", () => {
+    const own = ownCompensationCall({});
+    expect(errorOf(() => validateCallKey("~similar~abc", "refund", own)).code).toBe(
+      "idempotency_key_invalid",
+    );
+  });
+});
+
+describe("validateScope", () => {
+  it("defaults to the default scope and returns a scope it accepts", () => {
+    expect(validateScope(undefined)).toBe("default");
+    expect(validateScope("tenant-a")).toBe("tenant-a");
+    expect(validateScope("s".repeat(255))).toBe("s".repeat(255));
+  });
+
+  const bad: [string, unknown, string][] = [
+    ["empty", "", "got 0 characters"],
+    ["over 255 characters", "s".repeat(256), "got 256 characters"],
+    ["a number", 7, "got number"],
+    ["null", null, "got object"],
+  ];
+  for (const [label, scope, got] of bad) {
+    it(`refuses a scope that is ${label}, saying what a scope must be and what it got`, () => {
+      const error = errorOf(() => validateScope(scope));
+      expect(error.code).toBe("invalid_arguments");
+      expect(error.message).toBe(`The scope must be a string of 1–255 characters, ${got}.`);
+    });
+  }
+
+  it("says where a scope's lone surrogate is and why it is refused", () => {
+    const error = errorOf(() => validateScope("tenant-\udc00"));
+    expect(error.code).toBe("invalid_arguments");
+    expect(error.message).toBe(
+      "The scope has a lone UTF-16 surrogate at index 7: stores keep it as U+FFFD, so two scopes that differ only there would be one.",
+    );
   });
 });

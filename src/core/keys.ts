@@ -1,13 +1,134 @@
 /**
- * Idempotency keys: helpers that derive one key per logical operation (docs/keys.md).
+ * Idempotency keys: the checks a caller's key and scope pass before the store or the tool is touched (bad
+ * input gets a typed error and no side effect), the prefixes idempotool keeps for its own records, and the
+ * helpers that derive one key per logical operation (docs/keys.md).
  * @module
  */
 import { canonicalJson } from "./canonical-json.js";
-import { IdempotencyError } from "./errors.js";
+import { ErrorCode, IdempotencyError } from "./errors.js";
 import { fingerprint, sha256Hex } from "./fingerprint.js";
+import { fingerprintWith, type ResolvedFingerprintKeys } from "./keyed-fingerprint.js";
+import { loneSurrogateIndex } from "./option-checks.js";
 
-/** The longest key the helpers accept or make; derived keys are far shorter (a prefix and 64 hex). */
+/** The longest key: a caller's, or one the helpers accept or make (derived keys are far shorter). */
 const maxKeyLength = 255;
+
+/**
+ * Every key of a saga's compensation record starts with this; a caller's key may not, so no call's record
+ * can sit where a compensation goes (to block it, or to be replayed as its outcome).
+ */
+export const compensationKeyPrefix = "~compensation~";
+
+/**
+ * Every near-duplicate marker's key starts with this; a caller's key may not, so no call's record can sit
+ * where a marker goes.
+ */
+export const similarMarkerPrefix = "~similar~";
+
+/**
+ * Where the near-duplicate marker for these similar fields lives (similar.ts reads and writes it). Its name
+ * is a record key, plaintext in every store: with fingerprint keys it is made from the keyed fingerprint, so
+ * a dump cannot test guesses of the fields (after a key rotation, markers made under the old key are simply
+ * not found: a lost hint).
+ */
+export function similarMarkerKey(
+  tool: string,
+  args: unknown,
+  bigint: "reject" | "string",
+  fingerprintKeys?: ResolvedFingerprintKeys,
+): string {
+  const print = fingerprintWith(fingerprintKeys, args, { bigint });
+  return `${similarMarkerPrefix}${sha256Hex(`${tool}\u0000${print}`)}`;
+}
+
+// The call options idempotool made for its own compensation calls. A set, not a flag on the object: no
+// caller can forge membership (a Proxy answers any property, never this).
+const ownCompensationCalls = new WeakSet<object>();
+
+/**
+ * Mark call options as idempotool's own call under a compensation key (a saga's compensation). No entry
+ * point exports it, so no caller can make one.
+ */
+export function ownCompensationCall<C extends object>(call: C): C {
+  ownCompensationCalls.add(call);
+  return call;
+}
+
+/**
+ * Check a caller's key: a string of 1–255 characters. A missing key is an error, never a fresh UUID.
+ * @example
+ * validateKey("turn-7-alice", "send_email"); // "turn-7-alice"
+ */
+export function validateKey(key: unknown, tool: string): string {
+  return checkKey(key, tool, false);
+}
+
+/** {@link validateKey} for `idempotent()`'s calls: idempotool's own compensation call may use its key. */
+export function validateCallKey(key: unknown, tool: string, call: object): string {
+  return checkKey(key, tool, ownCompensationCalls.has(call));
+}
+
+function checkKey(key: unknown, tool: string, ownCompensation: boolean): string {
+  if (key === undefined || key === null) {
+    throw new IdempotencyError(
+      ErrorCode.keyMissing,
+      `${tool}: no idempotency key. Pass { key }, chosen by the caller before the call and stable across ` +
+        "every repeat (see keys.fromState and keys.intent); idempotool never makes one up.",
+    );
+  }
+  if (typeof key !== "string") {
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: the idempotency key must be a string, got ${typeof key}.`,
+    );
+  }
+  if (key.length === 0 || key.length > maxKeyLength) {
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: the idempotency key must be 1–${maxKeyLength} characters, got ${key.length}.`,
+    );
+  }
+  if (key.startsWith(similarMarkerPrefix))
+    throw reserved(tool, similarMarkerPrefix, "near-duplicate markers");
+  if (key.startsWith(compensationKeyPrefix) && !ownCompensation) {
+    throw reserved(tool, compensationKeyPrefix, "saga compensations");
+  }
+  const lone = loneSurrogateIndex(key);
+  if (lone !== -1) {
+    throw new IdempotencyError(
+      ErrorCode.keyInvalid,
+      `${tool}: the idempotency key has a lone UTF-16 surrogate at index ${lone} (a string cut in the middle ` +
+        "of a character?). Stores keep it as U+FFFD, so two keys that differ only there would be one record.",
+    );
+  }
+  return key;
+}
+
+function reserved(tool: string, prefix: string, what: string): IdempotencyError {
+  return new IdempotencyError(
+    ErrorCode.keyInvalid,
+    `${tool}: idempotency keys starting with "${prefix}" are reserved for idempotool's ${what}; choose another key.`,
+  );
+}
+
+export function validateScope(scope: unknown): string {
+  if (scope === undefined) return "default";
+  if (typeof scope !== "string" || scope.length === 0 || scope.length > maxKeyLength) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `The scope must be a string of 1–${maxKeyLength} characters, got ${typeof scope === "string" ? `${scope.length} characters` : typeof scope}.`,
+    );
+  }
+  const lone = loneSurrogateIndex(scope);
+  if (lone !== -1) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `The scope has a lone UTF-16 surrogate at index ${lone}: stores keep it as U+FFFD, so two scopes that ` +
+        "differ only there would be one.",
+    );
+  }
+  return scope;
+}
 
 /**
  * Reuse the key kept in agent state for `toolName`, or make one and write it into the state (OP-6).
@@ -151,8 +272,9 @@ function requireText(value: unknown, helper: string, name: string): void {
 
 function requireKey(value: unknown, where: string): string {
   if (typeof value === "string" && value.length > 0 && value.length <= maxKeyLength) return value;
+  // A string refused here is empty or too long.
   const problem =
-    typeof value === "string" && value.length > maxKeyLength
+    typeof value === "string" && value !== ""
       ? `${value.length} characters long, over the ${maxKeyLength}-character limit`
       : describe(value);
   throw new IdempotencyError(
@@ -161,8 +283,9 @@ function requireKey(value: unknown, where: string): string {
   );
 }
 
+/** What a refused value is, in words; the one string that reaches here is the empty one. */
 function describe(value: unknown): string {
-  if (typeof value === "string") return value.length === 0 ? "an empty string" : JSON.stringify(value);
+  if (value === "") return "an empty string";
   if (value === null || value === undefined) return String(value);
   const kind = Array.isArray(value) ? "array" : typeof value;
   return kind === "array" || kind === "object" ? `an ${kind}` : `a ${kind}`;

@@ -1,5 +1,4 @@
 import { StoreFullError } from "./errors.js";
-import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "./list-paging.js";
 import { sizeOption } from "./option-checks.js";
 import {
   type ClaimRequest,
@@ -219,12 +218,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       return remove(recordId.scope, recordId.key);
     },
 
+    // Listing and purging are for operators (the CLI, a reconciler, a scheduled job): the code they share
+    // with the other stores loads at the first list or purge, not when idempotool is imported.
     async list(query) {
+      const paging = await import("./list-paging.js");
       const slots = query.scope === undefined ? allSlots(scopes) : (scopes.get(query.scope)?.values() ?? []);
-      return listPage(recordsOf(slots), query);
+      return listPage(paging, recordsOf(slots), query);
     },
 
     async purge(request) {
+      const { purgeLimit } = await import("./list-paging.js");
       return { deleted: removeExpired(request.now, purgeLimit("memoryStore", request.limit)) };
     },
   };
@@ -284,7 +287,11 @@ function freeze(
 }
 
 /** A page of `inScope` (the records of the query's scope, or of all), filtered by the rest of the query. */
-function listPage(inScope: Iterable<IdempotencyRecord>, query: ListQuery): ListPage {
+function listPage(
+  { listLimit, decodeListCursor, encodeListCursor }: typeof import("./list-paging.js"),
+  inScope: Iterable<IdempotencyRecord>,
+  query: ListQuery,
+): ListPage {
   const limit = listLimit("memoryStore", query.limit);
   const after = query.cursor === undefined ? undefined : decodeListCursor("memoryStore", query.cursor);
   const matches: IdempotencyRecord[] = [];

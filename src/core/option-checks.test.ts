@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isIdempotencyError } from "./errors.js";
-import { durationOption, maxTimerMs, maxTtlMs, sizeOption } from "./option-checks.js";
+import { durationOption, loneSurrogateIndex, maxTimerMs, maxTtlMs, sizeOption } from "./option-checks.js";
 
 function thrown(run: () => unknown): Error {
   try {
@@ -41,5 +41,18 @@ describe("option checks", () => {
 
   it("keeps ten years plus the longest lease a date from any time this century", () => {
     expect(Number.isNaN(new Date(Date.UTC(2099, 11, 31) + maxTtlMs + maxTimerMs).getTime())).toBe(false);
+  });
+});
+
+describe("loneSurrogateIndex", () => {
+  it("finds the first lone surrogate, high or low, and passes pairs", () => {
+    expect(loneSurrogateIndex("")).toBe(-1);
+    expect(loneSurrogateIndex("plain ascii")).toBe(-1);
+    expect(loneSurrogateIndex("é 漢字 \ud83d\ude00")).toBe(-1);
+    expect(loneSurrogateIndex("\ud83d")).toBe(0);
+    expect(loneSurrogateIndex("ab\ude00")).toBe(2);
+    expect(loneSurrogateIndex("\ud83d\ude00x\ud83d")).toBe(3);
+    expect(loneSurrogateIndex("\ude00\ud83d")).toBe(0);
+    expect(loneSurrogateIndex("\ud83d\ud83d\ude00")).toBe(0);
   });
 });

@@ -5,11 +5,11 @@
  * The limits (see docs/concepts.md, "Limits"): durations are whole milliseconds a timer can hold
  * (at most 2^31 − 1 ms, about 24.8 days; Node fires a longer timer after 1 ms), a record's window
  * at most ten years (so `now + leaseMs + ttlMs` is always a date), and arguments at most
- * {@link maxArgumentDepth} levels deep.
+ * {@link maxArgumentDepth} levels deep. And whether a string is well-formed UTF-16, which every name, key
+ * and value a store keeps must be.
  * @module
  */
 import { ErrorCode, IdempotencyError } from "./errors.js";
-import { loneSurrogateIndex } from "./unicode.js";
 
 /**
  * The longest delay a timer holds: 2^31 − 1 ms (about 24.8 days). Node fires a longer one after 1 ms,
@@ -93,6 +93,33 @@ export function durationOption(
   range: OptionRange = {},
 ): number | undefined {
   return wholeNumber(owner, option, value, fallback, range.min ?? 1, range.max ?? maxTimerMs, "milliseconds");
+}
+
+// String#isWellFormed is Node 20's, newer than the ES2022 lib this package compiles against.
+const isWellFormed = (String.prototype as { isWellFormed?: (this: string) => boolean }).isWellFormed;
+
+/**
+ * The index of the first lone surrogate in `text`, or -1 when it has none (it is well-formed UTF-16). A lone
+ * surrogate has no UTF-8 form, so databases keep it as U+FFFD: two keys that differ only there would become
+ * one record.
+ */
+export function loneSurrogateIndex(text: string): number {
+  // Native, and at once for a one-byte string; the scan below only finds where. Scanning every string costs
+  // ~5.8 M instructions on a 100 KB result (the SQLite store checks each one it settles), under 1% of a call.
+  if (isWellFormed?.call(text)) return -1;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        i++;
+        continue;
+      }
+      return i;
+    }
+    if (unit >= 0xdc00 && unit <= 0xdfff) return i;
+  }
+  return -1;
 }
 
 /** The longest tool name: a name is kept in every record, and a saga's undo adds `:compensate` to it. */

@@ -8,6 +8,7 @@
  * is refused rather than replayed as `undefined` or as a generic failure.
  */
 import { Buffer } from "node:buffer";
+import type { Call } from "./call.js";
 import { ErrorCode } from "./errors.js";
 import type { StoredFailure } from "./outcomes.js";
 import {
@@ -18,6 +19,18 @@ import {
   redactPaths,
   seal,
 } from "./result-codec.js";
+import type { IdempotencyRecord } from "./store.js";
+
+/**
+ * What a value sealed or opened by this call is bound to: the call's own scope, key and tool (never what
+ * the store says they are), and the fingerprint of the record the call holds or replays, which the call
+ * has matched against its arguments (it may be one made under an older fingerprint key). Built only when
+ * encryption is configured: the plain path allocates nothing for it.
+ */
+export function bindingFor<A, R>(c: Call<A, R>, record: IdempotencyRecord): RecordBinding | undefined {
+  if (c.o.codec?.encryption === undefined) return undefined;
+  return { scope: c.scope, key: c.key, tool: c.o.name, fingerprint: record.fingerprint };
+}
 
 /** The status a failure is recorded under: it is sealed with the failure, so it cannot be changed at rest. */
 export type FailureStatus = "failed" | "unknown";

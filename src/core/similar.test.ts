@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { fakeClock } from "../testing/fake-clock.js";
 import { isIdempotencyError } from "./errors.js";
 import { idempotent } from "./idempotent.js";
+import { similarMarkerKey } from "./keys.js";
 import { memoryStore } from "./memory-store.js";
-import { similarMarkerKey } from "./similar.js";
 import type { IdempotencyStore } from "./store.js";
 
 interface Email {

@@ -4,11 +4,10 @@
  * seconds ago, send again?".
  *
  * The hint is advisory. It lives in the same store as a marker record per (scope, tool, similar fields),
- * kept for the window; a lost or raced marker only loses a hint, never an outcome.
+ * kept for the window; a lost or raced marker only loses a hint, never an outcome. The marker's key is made
+ * in keys.ts (`similarMarkerKey`), with the other keys idempotool keeps for itself.
  */
 
-import { sha256Hex } from "./fingerprint.js";
-import { fingerprintWith, type ResolvedFingerprintKeys } from "./keyed-fingerprint.js";
 import type { IdempotencyStore } from "./store.js";
 import { iso } from "./time.js";
 
@@ -27,23 +26,6 @@ export interface ResolvedSimilar<A> {
 
 /** Markers are records of their own tool name, so listings and purges can tell them apart. */
 export const similarMarkerTool = "idempotool:similar";
-
-/** Every marker key starts with this; a caller's key may not, so no call's record can sit where a marker goes. */
-export const similarMarkerPrefix = "~similar~";
-
-/**
- * Where the marker for these similar fields lives. Its name is a record key, plaintext in every store:
- * with fingerprint keys it is made from the keyed fingerprint, so a dump cannot test guesses of the fields
- * (after a key rotation, markers made under the old key are simply not found: a lost hint).
- */
-export function similarMarkerKey(
-  tool: string,
-  args: unknown,
-  bigint: "reject" | "string",
-  keys?: ResolvedFingerprintKeys,
-): string {
-  return `${similarMarkerPrefix}${sha256Hex(`${tool}\u0000${fingerprintWith(keys, args, { bigint })}`)}`;
-}
 
 /** The similar call recorded under `markerKey`, unless it is this very key. */
 export async function findSimilar(

@@ -4,10 +4,10 @@
  * @module
  */
 
-import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import { validateKey } from "../core/keys.js";
 import { invalidOption } from "../core/option-checks.js";
 import { iso } from "../core/time.js";
 import {

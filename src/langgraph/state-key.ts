@@ -4,8 +4,8 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import { validateKey } from "../core/call-input.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { validateKey } from "../core/keys.js";
 
 /** The state field that holds a tool's key, named `<tool>_idempotency_key`. */
 export type KeyField<T extends string> = `${T}_idempotency_key`;

@@ -4,10 +4,11 @@
  * approved ones.
  * @module
  */
-import { validateKey } from "../core/call-input.js";
+
 import { type Clock, systemClock } from "../core/clock.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import { validateKey } from "../core/keys.js";
 import { iso } from "../core/time.js";
 import { type ApprovalRequest, requestType } from "../tool-calls/approval-decision.js";
 import { type RunApprovedOptions, requireToolName, runApprovedCall } from "../tool-calls/approved-call.js";

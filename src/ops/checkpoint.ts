@@ -6,7 +6,6 @@
  */
 
 import { randomUUID } from "node:crypto";
-import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import {
   ErrorCode,
@@ -25,6 +24,7 @@ import {
   fingerprintMatches,
   fingerprintWith,
 } from "../core/keyed-fingerprint.js";
+import { validateKey } from "../core/keys.js";
 import { startLease } from "../core/lease.js";
 import {
   durationOption,

@@ -3,7 +3,6 @@
  * commits, the key is completed with its result; if it rolls back, the key is free again.
  */
 
-import { validateKey } from "../core/call-input.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, KeyConflictError } from "../core/errors.js";
 import {
@@ -11,6 +10,7 @@ import {
   fingerprintMatches,
   fingerprintWith,
 } from "../core/keyed-fingerprint.js";
+import { validateKey } from "../core/keys.js";
 import {
   durationOption,
   invalidOption,

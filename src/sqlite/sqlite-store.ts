@@ -6,6 +6,7 @@ import {
   listLimit,
   purgeLimit,
 } from "../core/list-paging.js";
+import { loneSurrogateIndex } from "../core/option-checks.js";
 import {
   type ClaimRequest,
   type ClaimResult,
@@ -22,7 +23,6 @@ import {
   type SettleRequest,
   type TakeoverRequest,
 } from "../core/store.js";
-import { loneSurrogateIndex } from "../core/unicode.js";
 import { busyWaitPerAttemptMs, lockWaiter } from "./lock-wait.js";
 import { openSqliteFile } from "./open-sqlite-file.js";
 import {

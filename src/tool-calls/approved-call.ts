@@ -3,10 +3,10 @@
  * approvals shares (LangGraph's `runApproved`, Mastra's), and the request they pause with.
  */
 import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-import { validateKey } from "../core/call-input.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
+import { validateKey } from "../core/keys.js";
 import { type ApprovedDecision, readDecision } from "./approval-decision.js";
 
 /** Options of `runApproved`. */
