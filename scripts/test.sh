@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# npm test: type-check, lint, build, check the model of the record protocol, then run the whole suite once on
-# each Node version the package claims (package.json "engines"), with both SQLite drivers required: Node's
+# npm run test:all: type-check, lint, build, check the model of the record protocol, then run the whole
+# suite (servers, processes and all; `npm test` is the quick part) once on each Node version the package claims (package.json "engines"), with both SQLite drivers required: Node's
 # built-in node:sqlite and better-sqlite3. Each Node comes from scripts/node.sh (installed from the npm
 # registry into a cache folder the first time), whatever Node runs npm.
 #
-# Usage: npm test [-- <vitest options…>]
+# Usage: npm run test:all [-- <vitest options…>]
 #   Options go to every vitest run. A JSON report (--outputFile.json=F) is written once per Node version:
 #   F with ".node<major>" before its extension (results.json → results.node24.json).
 #   IDEMPOTOOL_TEST_NODES="24" runs the suite on a subset (default: "24 22"). The first run also runs the
@@ -13,8 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 step() {
-  echo "npm test: $*" >&2
-  "$@" || { echo "npm test: failed: $*" >&2; exit 1; }
+  echo "npm run test:all: $*" >&2
+  "$@" || { echo "npm run test:all: failed: $*" >&2; exit 1; }
 }
 step npm run typecheck --silent
 step npm run lint --silent
@@ -36,10 +36,10 @@ for major in ${IDEMPOTOOL_TEST_NODES:-24 22}; do
     fi
     args+=("$arg")
   done
-  echo "npm test: the whole suite on Node $major" >&2
+  echo "npm run test:all: the whole suite on Node $major" >&2
   if ! IDEMPOTOOL_SQLITE_DRIVERS=node:sqlite,better-sqlite3 \
     scripts/node.sh "$major" --with-better-sqlite3 node_modules/vitest/vitest.mjs run ${args[@]+"${args[@]}"}; then
-    echo "npm test: the suite failed on Node $major" >&2
+    echo "npm run test:all: the suite failed on Node $major" >&2
     status=1
   fi
 done
