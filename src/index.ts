@@ -30,8 +30,10 @@ export type { IdempotencyEvent } from "./core/events.js";
 export type { ArgumentField, FieldList } from "./core/field-list.js";
 export { fingerprint, sha256Hex } from "./core/fingerprint.js";
 export {
+  type CallWithKey,
   type Envelope,
   type IdempotentTool,
+  type IdempotentToolWithDerivedKey,
   idempotent,
   type Tool,
   type ToolContext,
@@ -39,6 +41,7 @@ export {
 export type { FingerprintKeyOptions } from "./core/keyed-fingerprint.js";
 export { keys, validateKey } from "./core/keys.js";
 export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
+export { neverSent } from "./core/never-sent.js";
 export { maxArgumentDepth, maxTimerMs, maxTtlMs } from "./core/option-checks.js";
 export {
   type CallOptions,

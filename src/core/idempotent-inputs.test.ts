@@ -65,6 +65,7 @@ function probeTool(options: Partial<IdempotentOptions<unknown, string>> = {}) {
 describe("bad input is rejected before any side effect", () => {
   it("a missing key is idempotency_key_missing (400), never a generated key", async () => {
     const { tool, calls, runs } = probeTool();
+    // @ts-expect-error -- a JavaScript caller: TypeScript requires the key (test/idempotent-types.test.ts)
     const error = await rejection(tool({ name: "Alice" }));
     expect(isIdempotencyError(error, "idempotency_key_missing")).toBe(true);
     expect((error as IdempotencyError).httpStatus).toBe(400);
@@ -162,12 +163,24 @@ describe("bad input is rejected before any side effect", () => {
   }
 
   it("derives the key with the key option when the call gives none", async () => {
-    const { tool, runs } = probeTool({ key: (args) => `record-${(args as { name: string }).name}` });
+    let runs = 0;
+    const tool = idempotent(
+      async (_args: { name: string }) => {
+        runs++;
+        return "ran";
+      },
+      {
+        name: "create_record",
+        store: memoryStore(),
+        clock: fakeClock(),
+        key: (args) => `record-${args.name}`,
+      },
+    );
     const first = await tool({ name: "Alice" });
     const again = await tool({ name: "Alice" });
     expect(first.idempotency_key).toBe("record-Alice");
     expect(again.was_replay).toBe(true);
-    expect(runs()).toBe(1);
+    expect(runs).toBe(1);
   });
 });
 

@@ -48,9 +48,8 @@ import { bindingFor, decodeFailure, decodeResult, decodeResultProblem } from "./
 import type { RecentSimilarCall } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, ownerToken, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
-/** A tool made safe to call twice. */
-export interface IdempotentTool<A, R> {
-  (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;
+/** What every tool made by {@link idempotent} tells about itself. */
+export interface IdempotentToolInfo {
   readonly toolName: string;
   readonly effect: Effect;
   readonly ttlMs: number;
@@ -58,9 +57,58 @@ export interface IdempotentTool<A, R> {
 }
 
 /**
+ * The options of a call to a tool whose `idempotent()` has no `key` option: the key is not optional.
+ * (Named so a compiler error reads as the fix: a call needs `{ key }`.)
+ */
+export interface CallWithKey extends CallOptions {
+  /**
+   * Required: no `key` option of this tool's `idempotent()` derives it. Pass `{ key }`, chosen before the
+   * call and stable across every repeat (see `keys.fromState`, `keys.intent`), or give `idempotent()` a
+   * `key` option that derives it from the arguments.
+   */
+  readonly key: string;
+}
+
+/**
+ * A tool made safe to call twice. Each call gives its key: `tool(args, { key })`. Every tool made by
+ * {@link idempotent} is one, including one whose `key` option derives the key
+ * ({@link IdempotentToolWithDerivedKey}), so a function taking an `IdempotentTool` takes either.
+ */
+export interface IdempotentTool<A, R> extends IdempotentToolInfo {
+  (args: A, callWithKey: CallWithKey): Promise<Envelope<Awaited<R>>>;
+}
+
+/** A tool made safe to call twice whose `key` option derives the key: the call options may be left out. */
+export interface IdempotentToolWithDerivedKey<A, R> extends IdempotentToolInfo {
+  (args: A, call?: CallOptions): Promise<Envelope<Awaited<R>>>;
+}
+
+/** The `key` option of {@link idempotent}: derives the key from the arguments when the call gives none. */
+export type KeyOption<A> = (args: A, call: CallOptions) => string | undefined;
+
+/**
+ * How `idempotent()` sees whether its `key` option was given: `K` is inferred from it (`unknown` when it
+ * is left out), and picks the tool's type.
+ */
+export interface KeyOptionOf<K> {
+  readonly key?: K;
+}
+
+/**
+ * The tool `idempotent()` returns: one whose calls may leave the key out only when a `key` option that
+ * is certainly a function was given (an options object typed with `key` optional gets the strict one).
+ */
+export type IdempotentToolFor<A, R, K> = [K] extends [KeyOption<A>]
+  ? IdempotentToolWithDerivedKey<A, R>
+  : IdempotentTool<A, R>;
+
+/**
  * Wrap a side-effectful tool so every repeat of one intended action becomes a no-op that
  * returns the original outcome.
  *
+ * Without a `key` option, each call must give `{ key }`: leaving it out is a compile error (and, from
+ * JavaScript, `idempotency_key_missing` at run time). With a `key` option, the call options are optional.
+ * @typeParam K - the type of the `key` option, inferred; it decides whether a call may leave out `{ key }`.
  * @example
  * import { idempotent, memoryStore } from "idempotool";
  *
@@ -72,10 +120,10 @@ export interface IdempotentTool<A, R> {
  * const again = await sendEmail({ to: "alice@example.com", subject: "Hi" }, { key: "turn-7-alice" });
  * // again.was_replay === true, again.result equals first.result, and one email went out.
  */
-export function idempotent<A, R>(
+export function idempotent<A, R, K = unknown>(
   fn: Tool<A, R>,
-  options: IdempotentOptions<A, Awaited<R>>,
-): IdempotentTool<A, R> {
+  options: IdempotentOptions<A, Awaited<R>> & KeyOptionOf<K>,
+): IdempotentToolFor<A, R, K> {
   if (typeof fn !== "function") {
     throw new IdempotencyError(
       ErrorCode.invalidOptions,
@@ -85,12 +133,15 @@ export function idempotent<A, R>(
   const resolved = resolveOptions(options);
   const flights = flightsOf(resolved.store);
   const wrapped = (args: A, call: CallOptions = {}) => callOnce(fn, resolved, flights, args, call);
-  return Object.assign(wrapped, {
+  const tool: IdempotentToolWithDerivedKey<A, R> = Object.assign(wrapped, {
     toolName: resolved.name,
     effect: resolved.effect,
     ttlMs: resolved.ttlMs,
     waitMs: resolved.waitMs,
   });
+  // Only the type differs: a call without a key still fails at run time with `idempotency_key_missing`
+  // (a JavaScript caller, or a `key` option that derives none), before the store or the tool is touched.
+  return tool as IdempotentToolFor<A, R, K>;
 }
 
 async function callOnce<A, R>(
