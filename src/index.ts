@@ -41,7 +41,6 @@ export {
 export type { FingerprintKeyOptions } from "./core/keyed-fingerprint.js";
 export { keys, validateKey } from "./core/keys.js";
 export { type MemoryStoreOptions, memoryStore } from "./core/memory-store.js";
-export { neverSent } from "./core/never-sent.js";
 export { maxArgumentDepth, maxTimerMs, maxTtlMs } from "./core/option-checks.js";
 export {
   type CallOptions,
@@ -56,6 +55,7 @@ export {
   DefinitiveFailure,
   definitiveFailure,
   NotExecuted,
+  neverSent,
   notExecuted,
   ReplayedFailureError,
   type StoredFailure,

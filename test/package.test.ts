@@ -146,11 +146,11 @@ describe("the package", () => {
     });
   }
 
-  // A cold import of the root entry loads 25 files. So does @aws-lambda-powertools/idempotency 2.35.0 on the same
+  // A cold import of the root entry loads 24 files; @aws-lambda-powertools/idempotency 2.35.0 loads 25 on the same
   // Node, counted the same way (its file: URLs as a resolve hook sees them): bench/cold-import.ts counts both.
-  it("keeps a cold import of the root entry to at most 25 files, as many as Powertools' idempotency loads", () => {
+  it("keeps a cold import of the root entry to fewer files than Powertools' idempotency loads (25)", () => {
     const graph = runtimeImportGraph(join(root, "dist/index.js"));
-    expect(graph.loadedOnImport.size).toBeLessThanOrEqual(25);
+    expect(graph.loadedOnImport.size).toBeLessThanOrEqual(24);
   });
 
   it("counts the files of that import as Node loads them: every one the walk names, and no other", async () => {

@@ -4,8 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { isIdempotencyError } from "./errors.js";
 import { idempotent } from "./idempotent.js";
 import { memoryStore } from "./memory-store.js";
-import { neverSent } from "./never-sent.js";
-import { notExecuted } from "./outcomes.js";
+import { neverSent, notExecuted } from "./outcomes.js";
 
 const servers: Server[] = [];
 
@@ -247,11 +246,18 @@ describe("neverSent: everything else is false", () => {
     expect(neverSent(reset)).toBe(false);
   });
 
-  it("an AggregateError with one attempt that is not proof, or none at all", () => {
+  it("an AggregateError that is not Node's for one host: an attempt that is not proof, none, a hole, or a list of its own", () => {
     const refused = systemError("ECONNREFUSED", "connect");
-    expect(neverSent(new AggregateError([refused, systemError("ECONNRESET", "read")]))).toBe(false);
-    expect(neverSent(new AggregateError([]))).toBe(false);
-    expect(neverSent(new AggregateError([refused, refused]))).toBe(true);
+    const nodes = (errors: unknown[]) => Object.assign(new AggregateError(errors), { code: "ECONNREFUSED" });
+    expect(neverSent(nodes([refused, refused]))).toBe(true);
+    expect(neverSent(nodes([refused, systemError("ECONNRESET", "read")]))).toBe(false);
+    expect(neverSent(nodes([]))).toBe(false);
+    expect(neverSent(nodes(new Array(2)))).toBe(false);
+    // A tool's own AggregateError over several requests (Promise.allSettled to two recipients): one of
+    // them may have gone out, whatever the others say.
+    expect(neverSent(new AggregateError([refused, refused]))).toBe(false);
+    // A wrapper with a code of its own is never looked past, even with a list of refusals.
+    expect(neverSent(Object.assign(new AggregateError([refused]), { code: "UND_ERR_SOCKET" }))).toBe(false);
   });
 
   it("a proof buried deeper than the bound (20 wrappers), or a cause that loops", () => {

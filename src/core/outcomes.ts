@@ -1,6 +1,6 @@
 /**
- * How a tool states the outcome of its own failure (docs/concepts.md, "Declaring outcomes"), and how a
- * replayed failure looks.
+ * How a tool states the outcome of its own failure (docs/concepts.md, "Declaring outcomes"), how a
+ * replayed failure looks, and whether an error proves a request never left ("When a request never left").
  */
 
 /** Thrown by a tool: the call failed definitively (a card declined). It is recorded and replayed to every repeat. */
@@ -75,4 +75,105 @@ export interface StoredFailure {
   readonly message: string;
   readonly code?: string | number;
   readonly data?: unknown;
+}
+
+/**
+ * How many `cause` links are followed (fetch puts the code one link down). An error buried deeper is
+ * not looked at: the answer is false.
+ */
+const maxCauseDepth = 8;
+
+/**
+ * Name resolution failed (no address, or no answer yet), so no connection was opened. `ENOTFOUND` is
+ * Node's name for EAI_NONAME and EAI_NODATA.
+ */
+const lookupFailures = new Set(["ENOTFOUND", "EAI_AGAIN"]);
+
+/**
+ * True only when `error` proves that the request which failed never left this process, so throwing
+ * `notExecuted(error)` is safe: `catch (e) { throw neverSent(e) ? notExecuted(e) : e }`. False for
+ * everything else, and for anything in doubt: a wrong "never sent" runs the effect twice.
+ *
+ * True for Node's own errors (node:http, node:net, and fetch, which wraps them as
+ * `TypeError("fetch failed", { cause })`), found at the error or down its `cause` chain (the first
+ * error on the chain that carries a `code` decides):
+ * - `ENOTFOUND` or `EAI_AGAIN` from `getaddrinfo`: the host name did not resolve, nothing was connected to;
+ * - `ECONNREFUSED` from `connect`: the connection was refused, so no byte of the request was written
+ *   (or Node's own `AggregateError` when each address of the host refused). An error describing several
+ *   requests (your own `AggregateError` over two recipients) is false: one of them may have gone out.
+ *
+ * False, among others, for `ECONNRESET`, `ETIMEDOUT`, `EPIPE`, "socket hang up" and undici's
+ * `UND_ERR_SOCKET` (bytes may have left), an HTTP error status (the server had the request), an
+ * `AbortError` or `TimeoutError` (fetch rejects with the signal's reason itself, the same object whether
+ * it aborted before the request was sent or after its body went out, so the error cannot tell: check
+ * `signal.aborted` before you send instead), a code some library copied onto its own error without the
+ * `syscall` (axios, node-fetch), and errors of other runtimes' fetch (Deno, Bun, workerd).
+ *
+ * An error describes one connection attempt, not the whole call: it is proof only when nothing else of
+ * this call went out before it. Catch around the one request that makes the effect, and:
+ * - stop fetch following redirects (`redirect: "error"` or `"manual"`): a POST answered `303` whose
+ *   target does not resolve or refuses fails with this same `ENOTFOUND` or `ECONNREFUSED`, after the
+ *   server had the POST;
+ * - turn off the client's own retries (`maxRetries: 0` in most SDKs): a retry refused after a first
+ *   attempt that went out throws the refusal.
+ * @example
+ * import { idempotent, memoryStore, neverSent, notExecuted } from "idempotool";
+ *
+ * const sendSms = idempotent(
+ *   async (args: { to: string; text: string }, context) => {
+ *     const response = await fetch("https://sms.example/messages", {
+ *       method: "POST",
+ *       body: JSON.stringify(args),
+ *       redirect: "error", // a followed redirect's failure would look like this request's own
+ *       signal: context.signal,
+ *     }).catch((error: unknown) => {
+ *       throw neverSent(error) ? notExecuted(error) : error; // anything else: outcome unknown
+ *     });
+ *     if (!response.ok) throw new Error(`sms gateway answered ${response.status}`);
+ *     return (await response.json()) as { sid: string };
+ *   },
+ *   { name: "send_sms", store: memoryStore() },
+ * );
+ */
+export function neverSent(error: unknown): boolean {
+  try {
+    return provesNeverSent(error, 0);
+  } catch {
+    // A getter or a Proxy that throws while being read proves nothing; a catch block must not throw anew.
+    return false;
+  }
+}
+
+function provesNeverSent(error: unknown, depth: number): boolean {
+  if (depth > maxCauseDepth || typeof error !== "object" || error === null) return false;
+  const { code, syscall, errors } = error as { code?: unknown; syscall?: unknown; errors?: unknown };
+  // The outermost code is the most specific word on what happened: a wrapper's own code is never
+  // looked past.
+  if (code !== undefined) {
+    if (typeof code !== "string") return false;
+    if (lookupFailures.has(code)) return syscall === "getaddrinfo";
+    if (code === "ECONNREFUSED" && syscall === "connect") return true;
+    // Node's own AggregateError when it tried every address of one host (autoSelectFamily) and each
+    // refused: the first attempt's code and no syscall. Any other list (a tool's own AggregateError over
+    // several requests, one of which may have gone out) proves nothing.
+    return (
+      code === "ECONNREFUSED" &&
+      syscall === undefined &&
+      error instanceof AggregateError &&
+      Array.isArray(errors) &&
+      everyAttemptRefused(errors, depth)
+    );
+  }
+  return "cause" in error && provesNeverSent(error.cause, depth + 1);
+}
+
+/** Whether every attempt of Node's AggregateError is a refused connect (a hole in the list is not). */
+function everyAttemptRefused(attempts: readonly unknown[], depth: number): boolean {
+  if (attempts.length === 0) return false;
+  for (let i = 0; i < attempts.length; i++) {
+    const attempt = attempts[i] as { code?: unknown; syscall?: unknown } | undefined;
+    if (typeof attempt !== "object" || attempt === null || depth + 1 > maxCauseDepth) return false;
+    if (attempt.code !== "ECONNREFUSED" || attempt.syscall !== "connect") return false;
+  }
+  return true;
 }
