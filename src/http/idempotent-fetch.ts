@@ -66,7 +66,8 @@ const completedCodes = new Set<string>([ErrorCode.resultTooLarge, ErrorCode.resu
  * check `response.ok` as with `fetch`), and rejects with an {@link IdempotentFetchError} when the server
  * answers about the key: 422 (`idempotency_key_conflict`: the key was used for another request), 400 about
  * the key (`idempotency_key_missing` or `_invalid`), 409 `outcome_unknown`, a request still in flight after
- * every retry (`idempotency_key_in_use`), or when no attempt got an answer (`outcome_unknown`: the server
+ * every retry (`idempotency_key_in_use`), a record the server still cannot read after every retry
+ * (`result_undecryptable`: it may have taken effect), or when no attempt got an answer (`outcome_unknown`: the server
  * may have acted; retry later with the same key). A missing key throws `idempotency_key_missing` before
  * anything is sent; the caller's `signal` aborts at once, without a retry.
  *
@@ -153,7 +154,15 @@ export async function idempotentFetch(
                 "Retry later with the same key and the same request.",
               { attempts, idempotencyKey: key, response, retryAfterMs, problem },
             )
-          : result(response, attempts, key);
+          : problem?.code === ErrorCode.resultUndecryptable
+            ? new IdempotentFetchError(
+                ErrorCode.resultUndecryptable,
+                `The server cannot read its own record of the request with idempotency key "${key}" ` +
+                  `after ${attempts} attempts: it may have taken effect. Retry later with the same key and the ` +
+                  "same request, never with a new key.",
+                { attempts, idempotencyKey: key, response, problem },
+              )
+            : result(response, attempts, key);
     }
 
     const delayMs = Math.max(retryAfterMs ?? 0, backoffMs(policy, attempts, random));
