@@ -44,7 +44,9 @@ export function versionsTested(name: string, devDependencies: Record<string, str
     const version =
       dependency === name ? spec : spec.startsWith(`npm:${name}@`) ? spec.slice(name.length + 5) : null;
     const exact =
-      version === null ? null : (semver.valid(version) ?? semver.minVersion(version)?.version ?? null);
+      version === null || semver.validRange(version) === null
+        ? null // not a version (a tag, a git URL, a file): it tests no known release
+        : (semver.valid(version) ?? semver.minVersion(version)?.version ?? null);
     return exact === null ? [] : [exact];
   });
 }

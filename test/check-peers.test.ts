@@ -33,5 +33,9 @@ describe("npm run check:peers", () => {
   it("counts a version tested under an npm alias", () => {
     expect(versionsTested("ai", devDependencies)).toEqual(["7.0.185", "6.0.326"]);
     expect(versionsTested("redis", devDependencies)).toEqual([]);
+    // A spec that names no release (a tag, a git URL) is skipped, not a crash.
+    expect(
+      versionsTested("ai", { ai: "latest", ai6: "npm:ai@github:vercel/ai", ai5: "npm:ai@5.0.1" }),
+    ).toEqual(["5.0.1"]);
   });
 });
