@@ -76,6 +76,7 @@ export const needsServerOrProcess = [
   "test/postgres-cross-process.test.ts",
   "test/postgres-settle-record.test.ts",
   "test/postgres-store.test.ts",
+  "test/provision.test.ts",
   "test/reconcile-stores.test.ts",
   "test/redis-cluster.test.ts",
   "test/redis-commands.test.ts",

@@ -16,6 +16,8 @@ step() {
   echo "npm run test:all: $*" >&2
   "$@" || { echo "npm run test:all: failed: $*" >&2; exit 1; }
 }
+# spin, a C compiler, PostgreSQL and Redis: installed or started where allowed, else named (scripts/provision.sh).
+step scripts/provision.sh
 step npm run typecheck --silent
 step npm run lint --silent
 step npm run build --silent
