@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { idempotentTools as idempotentToolsOf7 } from "../src/ai-sdk/index.js";
 import { memoryStore } from "../src/index.js";
-import { calls, type StreamPart, text, usage } from "./fixtures/ai-sdk-model.js";
+import { calls, streamedRepeats, text } from "./fixtures/ai-sdk-model.js";
 
 /**
  * idempotentTools, typed for AI SDK 6. Here `import type … from "ai"` in idempotool's declarations resolves to 7,
@@ -116,27 +116,7 @@ describe("idempotentTools on AI SDK 6", () => {
   it("dedupes concurrent duplicates and later repeats while streaming", async () => {
     const { sent, sendEmail } = mailer();
     const tools = idempotentTools({ send_email: sendEmail }, { store: memoryStore() });
-    const finish = (reason: "tool-calls" | "stop"): StreamPart => ({
-      type: "finish",
-      finishReason: { unified: reason, raw: reason },
-      usage,
-    });
-    const toolCall = (id: string): StreamPart => ({
-      type: "tool-call",
-      toolCallId: id,
-      toolName: "send_email",
-      input: JSON.stringify(alice),
-    });
-    const streams: StreamPart[][] = [
-      [toolCall("s1"), toolCall("s2"), finish("tool-calls")],
-      [toolCall("s3"), finish("tool-calls")],
-      [
-        { type: "text-start", id: "t" },
-        { type: "text-delta", id: "t", delta: "Sent." },
-        { type: "text-end", id: "t" },
-        finish("stop"),
-      ],
-    ];
+    const streams = streamedRepeats(alice);
     const model = new MockLanguageModelV3({
       doStream: streams.map((chunks) => ({ stream: simulateReadableStream({ chunks }) })),
     });

@@ -23,7 +23,7 @@ import {
   ReplayedFailureError,
 } from "../src/index.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
-import { calls, type StreamPart, text, usage } from "./fixtures/ai-sdk-model.js";
+import { calls, streamedRepeats, text } from "./fixtures/ai-sdk-model.js";
 
 interface Email {
   to: string;
@@ -603,27 +603,7 @@ describe("streamText", () => {
   it("dedupes concurrent duplicates and later repeats while streaming", async () => {
     const { sent, sendEmail } = mailer();
     const tools = idempotentTools({ send_email: sendEmail }, { store: memoryStore() });
-    const finish = (reason: "tool-calls" | "stop"): StreamPart => ({
-      type: "finish",
-      finishReason: { unified: reason, raw: reason },
-      usage,
-    });
-    const toolCall = (id: string): StreamPart => ({
-      type: "tool-call",
-      toolCallId: id,
-      toolName: "send_email",
-      input: JSON.stringify(alice),
-    });
-    const streams: StreamPart[][] = [
-      [toolCall("s1"), toolCall("s2"), finish("tool-calls")],
-      [toolCall("s3"), finish("tool-calls")],
-      [
-        { type: "text-start", id: "t" },
-        { type: "text-delta", id: "t", delta: "Sent." },
-        { type: "text-end", id: "t" },
-        finish("stop"),
-      ],
-    ];
+    const streams = streamedRepeats(alice);
     const model = new MockLanguageModelV3({
       doStream: streams.map((chunks) => ({ stream: simulateReadableStream({ chunks }) })),
     });
