@@ -128,6 +128,31 @@ describe("serialize with a result codec", () => {
     expect(plain.ok && plain.text).toBe(JSON.stringify(other.plain));
   });
 
+  it("reads a result once, so a getter that answers a Map is refused whichever read it answers it on", () => {
+    const changing = (answers: unknown[]) => {
+      let reads = 0;
+      return {
+        result: {
+          get value() {
+            return answers[Math.min(reads++, answers.length - 1)];
+          },
+        },
+        reads: () => reads,
+      };
+    };
+    // A Map on the first read: refused, not stored as what a second read answered.
+    const mapFirst = changing([new Map([["a", 1]]), { a: 1 }]);
+    expect(encodeResult(mapFirst.result, 1024)).toMatchObject({
+      ok: false,
+      problem: { code: "result_unserializable" },
+    });
+    expect(mapFirst.reads()).toBe(1);
+    // A plain object on the first read: kept as that read answered it, never as a later Map flattened to {}.
+    const plainFirst = changing([{ a: 1 }, new Map([["a", 1]])]);
+    expect(encodeResult(plainFirst.result, 1024)).toEqual({ ok: true, text: '{"value":{"a":1}}' });
+    expect(plainFirst.reads()).toBe(1);
+  });
+
   it("looks at no more of a result than JSON.stringify would before it fails", () => {
     // A result JSON.stringify refuses at its first member: the scan for Maps must not walk all the rest first.
     let reads = 0;

@@ -64,7 +64,7 @@ export function encodeResult(
   const encryption = codec?.encryption;
   let text: string | undefined;
   try {
-    text = mayBeLossy(result) ? JSON.stringify(result, refuseLossy) : JSON.stringify(result);
+    text = JSON.stringify(result, refuseLossy);
     if (text !== undefined && codec !== undefined && codec.redact.length > 0) {
       text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
     }
@@ -100,48 +100,6 @@ function notKept(problem: ResultProblem, codec?: ResultCodec, record?: RecordBin
   const text = JSON.stringify(problem);
   const error = codec?.encryption ? seal(text, codec.encryption, "result-problem", record) : text;
   return { ok: false, error, problem };
-}
-
-/** Nesting below which {@link mayBeLossy} looks no further and leaves the value to the replacer. */
-const lossyScanDepth = 32;
-/** Objects and arrays one scan visits at most before it leaves the value to the replacer. */
-const lossyScanBudget = 4_096;
-let scanBudget = 0;
-
-/**
- * Whether `value` may hold something {@link refuseLossy} refuses, read the way `JSON.stringify` reads it
- * (array elements, own enumerable string keys). Only then does the result go through the replacer: calling
- * it for every value costs a small result's encoding three times as much as this scan and a plain
- * `JSON.stringify`. Anything the scan does not settle on its own takes the replacer's path, which decides as
- * it always has: a `toJSON` (on an object, a function or a BigInt; not called twice), a Map or Set, a nesting
- * deeper than the scan goes (a cycle), a value larger than it visits (so a value that fails early is not
- * walked whole first). A getter is read by the scan and again by `JSON.stringify`.
- */
-function mayBeLossy(value: unknown): boolean {
-  scanBudget = lossyScanBudget;
-  return scan(value, 0);
-}
-
-function scan(value: unknown, depth: number): boolean {
-  if (typeof value !== "object" || value === null) {
-    // JSON.stringify calls the toJSON of a function (a class too) and of a BigInt as well.
-    return (
-      (typeof value === "function" || typeof value === "bigint") &&
-      typeof (value as { toJSON?: unknown }).toJSON === "function"
-    );
-  }
-  if (--scanBudget < 0 || depth >= lossyScanDepth) return true;
-  if (mapOrSetOf(value) !== undefined) return true;
-  if (typeof (value as { toJSON?: unknown }).toJSON === "function") return true;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (scan(value[i], depth + 1)) return true;
-    return false;
-  }
-  const keys = Object.keys(value);
-  for (let i = 0; i < keys.length; i++) {
-    if (scan((value as Record<string, unknown>)[keys[i]!], depth + 1)) return true;
-  }
-  return false;
 }
 
 /**
