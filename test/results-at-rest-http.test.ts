@@ -8,6 +8,7 @@ import { fingerprint } from "../src/core/fingerprint.js";
 import { idempotencyMiddleware, type NextHandler } from "../src/http/index.js";
 import { requestPrint } from "../src/http/request-fingerprint.js";
 import { type IdempotencyStore, memoryStore } from "../src/index.js";
+import { tamper } from "./fixtures/tamper.js";
 
 const k1 = randomBytes(32);
 const encryption = { keys: { k1 }, current: "k1" };
@@ -68,29 +69,8 @@ describe("the HTTP middleware's stored responses at rest", () => {
     await guard(as("tenant-a"), next);
     await guard(as("tenant-b"), next);
     const a = (await store.get({ scope: "tenant-a", key: "k-1" }, Date.now()))!;
-    const b = (await store.get({ scope: "tenant-b", key: "k-1" }, Date.now()))!;
     // Overwrite B's record with A's sealed response, keeping B's own fingerprint.
-    await store.delete({ scope: "tenant-b", key: "k-1" });
-    const now = Date.now();
-    const id = { scope: "tenant-b", key: "k-1" };
-    await store.claim({
-      ...id,
-      tool: b.tool,
-      fingerprint: b.fingerprint,
-      token: "t",
-      leaseMs: 1000,
-      ttlMs: 60_000,
-      now,
-    });
-    await store.settle({
-      ...id,
-      token: "t",
-      status: "completed",
-      result: a.result,
-      error: null,
-      ttlMs: 60_000,
-      now,
-    });
+    await tamper(store, "k-1", { scope: "tenant-b", status: "completed", result: a.result, error: null });
     const replay = await guard(as("tenant-b"), next);
     expect(replay.status).toBe(500);
     expect(await replay.json()).toMatchObject({ code: "result_undecryptable" });

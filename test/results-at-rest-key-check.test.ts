@@ -20,6 +20,7 @@ import {
 } from "../src/http/index.js";
 import { checkpoint, postgresDedupTableSql, postgresTransactionalOnce } from "../src/ops/index.js";
 import { freshTable, testPool } from "./fixtures/pg-helpers.js";
+import { tamper } from "./fixtures/tamper.js";
 
 const k1 = randomBytes(32);
 /** The same key id with other bytes: a server configured with the wrong secret. */
@@ -32,32 +33,6 @@ const keyProblem = { name: "ResultUndecryptableError", reason: "authentication_f
 
 async function storedFingerprint(store: IdempotencyStore, key: string, scope = "default"): Promise<string> {
   return (await store.get({ scope, key }, Date.now()))!.fingerprint;
-}
-
-/** Rewrite a settled record's fingerprint, as someone who can write the store would. */
-async function withFingerprint(store: IdempotencyStore, key: string, print: string): Promise<void> {
-  const record = (await store.get({ scope: "default", key }, Date.now()))!;
-  await store.delete({ scope: "default", key });
-  const now = Date.now();
-  const id = { scope: "default", key };
-  await store.claim({
-    ...id,
-    tool: record.tool,
-    fingerprint: print,
-    token: "t",
-    leaseMs: 1000,
-    ttlMs: 60_000,
-    now,
-  });
-  await store.settle({
-    ...id,
-    token: "t",
-    status: record.status as "completed",
-    result: record.result,
-    error: record.error,
-    ttlMs: 60_000,
-    now,
-  });
 }
 
 describe("idempotent(): wrong key bytes under the same key id", () => {
@@ -187,7 +162,7 @@ describe("the key check value", () => {
     const forged = stored.replace(/^(hmac-sha256:k1:)[0-9a-f]/, (_, head: string) =>
       stored[head.length] === "0" ? `${head}1` : `${head}0`,
     );
-    await withFingerprint(store, "a", forged);
+    await tamper(store, "a", { fingerprint: forged });
     await expect(tool({ cents: 100 }, { key: "a" })).rejects.toMatchObject(keyProblem);
     expect(runs).toBe(1);
   });
@@ -200,7 +175,7 @@ describe("the key check value", () => {
     await idempotent(fn, { name: "t", store, encryption: wrong })({ cents: 100 }, { key: "bad" });
     const goodCheck = (await storedFingerprint(store, "good")).split(":")[2]!;
     const [prefix, id, , mac] = (await storedFingerprint(store, "bad")).split(":");
-    await withFingerprint(store, "bad", [prefix, id, goodCheck, mac].join(":"));
+    await tamper(store, "bad", { fingerprint: [prefix, id, goodCheck, mac].join(":") });
     const tool = idempotent(fn, { name: "t", store, encryption: right });
     await expect(tool({ cents: 100 }, { key: "bad" })).rejects.toBeInstanceOf(KeyConflictError);
     expect(runs).toBe(2);
@@ -212,7 +187,7 @@ describe("the key check value", () => {
     const tool = idempotent(async () => ({ run: ++runs }), { name: "t", store, encryption: right });
     await tool({ cents: 100 }, { key: "a" });
     const [prefix, id, , mac] = (await storedFingerprint(store, "a")).split(":");
-    await withFingerprint(store, "a", [prefix, id, mac].join(":"));
+    await tamper(store, "a", { fingerprint: [prefix, id, mac].join(":") });
     // The fingerprint still matches (it was made with this key for these arguments), but the result was
     // sealed for the record as written: moved to another fingerprint, it is refused, never replayed wrong.
     await expect(tool({ cents: 100 }, { key: "a" })).rejects.toMatchObject({
@@ -227,7 +202,7 @@ describe("the key check value", () => {
     let runs = 0;
     const tool = idempotent(async () => ++runs, { name: "t", store, encryption: right });
     await tool({ cents: 100 }, { key: "a" });
-    await withFingerprint(store, "a", `hmac-sha256:k1:zz:${"0".repeat(64)}`);
+    await tamper(store, "a", { fingerprint: `hmac-sha256:k1:zz:${"0".repeat(64)}` });
     await expect(tool({ cents: 100 }, { key: "a" })).rejects.toMatchObject({ reason: "malformed" });
     expect(runs).toBe(1);
   });
@@ -241,7 +216,7 @@ describe("records keyed by earlier builds, with no key check value", () => {
     const fn = async () => ({ run: ++runs });
     await idempotent(fn, { name: "t", store, fingerprintKeys })({ cents: 100 }, { key: "old" });
     const [prefix, id, , mac] = (await storedFingerprint(store, "old")).split(":");
-    await withFingerprint(store, "old", [prefix, id, mac].join(":"));
+    await tamper(store, "old", { fingerprint: [prefix, id, mac].join(":") });
     const tool = idempotent(fn, { name: "t", store, fingerprintKeys });
     await expect(tool({ cents: 100 }, { key: "old" })).resolves.toMatchObject({ was_replay: true });
     await expect(tool({ cents: 5 }, { key: "old" })).rejects.toBeInstanceOf(KeyConflictError);

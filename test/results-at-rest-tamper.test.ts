@@ -4,41 +4,14 @@ import { idempotent } from "../src/core/idempotent.js";
 import { memoryStore } from "../src/core/memory-store.js";
 import { ReplayedFailureError } from "../src/core/outcomes.js";
 import { ResultUndecryptableError } from "../src/core/result-codec.js";
-import type { IdempotencyStore, SettleRequest } from "../src/core/store.js";
+import type { IdempotencyStore } from "../src/core/store.js";
 import { checkpoint } from "../src/ops/index.js";
 import { reconcileOnce } from "../src/reconcile/index.js";
 import { saga } from "../src/saga/index.js";
+import { tamper } from "./fixtures/tamper.js";
 
 const encryption = { keys: { k1: randomBytes(32) }, current: "k1" };
 const sealed = /^idempotool:aes-256-gcm:v2:k1:/;
-
-/**
- * Rewrite a settled record as anyone who can write the store could, through the store contract: same
- * scope, key, tool and fingerprint, with its status, result or error changed.
- */
-async function tamper(
-  store: IdempotencyStore,
-  key: string,
-  change: { status?: SettleRequest["status"]; result?: string | null; error?: string | null },
-): Promise<void> {
-  const id = { scope: "default", key };
-  const now = Date.now();
-  const record = await store.get(id, now);
-  if (record === undefined) throw new Error(`no record for ${key}`);
-  await store.delete(id);
-  const token = "attacker";
-  const lease = { leaseMs: 60_000, ttlMs: 60_000, now };
-  await store.claim({ ...id, tool: record.tool, fingerprint: record.fingerprint, token, ...lease });
-  await store.settle({
-    ...id,
-    token,
-    status: change.status ?? (record.status as SettleRequest["status"]),
-    result: change.result === undefined ? record.result : change.result,
-    error: change.error === undefined ? record.error : change.error,
-    ttlMs: lease.ttlMs,
-    now,
-  });
-}
 
 async function stored(store: IdempotencyStore, key: string) {
   const record = await store.get({ scope: "default", key }, Date.now());
