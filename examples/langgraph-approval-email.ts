@@ -25,10 +25,9 @@ import {
   START,
   StateGraph,
 } from "@langchain/langgraph";
-import { type IdempotencyStore, idempotent, keys } from "idempotool";
+import { ApprovalMismatchError, type IdempotencyStore, idempotent, keys } from "idempotool";
 import {
   type ApprovalDecision,
-  ApprovalMismatchError,
   type ApprovalRequest,
   approve,
   isApprovalRequest,

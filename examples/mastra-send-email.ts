@@ -21,15 +21,8 @@ import { createTool } from "@mastra/core/tools";
 import { createStep, createWorkflow } from "@mastra/core/workflows";
 import { MockLanguageModelV3 } from "ai/test";
 import { idempotent } from "idempotool";
-import {
-  approvalRequest,
-  approve,
-  idempotentStep,
-  idempotentTool,
-  isApprovalRequest,
-  keyFromStep,
-  runApproved,
-} from "idempotool/mastra";
+import { approve, isApprovalRequest } from "idempotool/langgraph";
+import { approvalRequest, idempotentStep, idempotentTool, keyFromStep, runApproved } from "idempotool/mastra";
 import { sqliteStore } from "idempotool/sqlite";
 import { z } from "zod";
 

@@ -12,6 +12,7 @@
 export { type CanonicalJsonOptions, canonicalJson } from "./core/canonical-json.js";
 export { type Clock, type SleepOptions, systemClock } from "./core/clock.js";
 export {
+  ApprovalMismatchError,
   ErrorCode,
   IdempotencyError,
   isIdempotencyError,
@@ -61,6 +62,7 @@ export {
   type StoredFailure,
 } from "./core/outcomes.js";
 export type { EncryptionOptions } from "./core/result-codec.js";
+export type { RecentSimilarCall } from "./core/similar.js";
 export {
   type ClaimRequest,
   type ClaimResult,
@@ -77,3 +79,7 @@ export {
   type TakeoverRequest,
 } from "./core/store.js";
 export { type TieredStoreOptions, tieredStore } from "./core/tiered-store.js";
+// Types the agent integrations share (what a model reads back, a tool bound to a durable step): one home
+// here, where they cost no import at runtime.
+export type { EnvelopeOutput, MergedOutput, ModelOutput, ReplayMarker } from "./tool-calls/model-output.js";
+export type { StepCall, StepTool } from "./tool-calls/step-bound-tool.js";

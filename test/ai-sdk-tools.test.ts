@@ -7,13 +7,7 @@ import { generateText, type ModelMessage, simulateReadableStream, stepCountIs, s
 import { MockLanguageModelV3 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import {
-  idempotentTool,
-  idempotentTools,
-  ToolCallError,
-  toolContextOf,
-  turnIdFromMessages,
-} from "../src/ai-sdk/index.js";
+import { idempotentTool, idempotentTools, toolContextOf, turnIdFromMessages } from "../src/ai-sdk/index.js";
 import type { IdempotencyEvent, IdempotencyStore } from "../src/index.js";
 import {
   definitiveFailure,
@@ -22,6 +16,7 @@ import {
   memoryStore,
   ReplayedFailureError,
 } from "../src/index.js";
+import { ToolCallError } from "../src/loops/index.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
 import { calls, streamedRepeats, text } from "./fixtures/ai-sdk-model.js";
 

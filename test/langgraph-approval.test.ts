@@ -4,10 +4,9 @@
  */
 import { Command, interrupt, MemorySaver } from "@langchain/langgraph";
 import { describe, expect, it } from "vitest";
-import { fingerprint, isIdempotencyError, memoryStore } from "../src/index.js";
+import { ApprovalMismatchError, fingerprint, isIdempotencyError, memoryStore } from "../src/index.js";
 import {
   type ApprovalDecision,
-  ApprovalMismatchError,
   type ApprovalRequest,
   approve,
   isApprovalRequest,

@@ -15,7 +15,6 @@ describe("idempotool/langgraph", () => {
   it("exports exactly its documented values", () => {
     expect(Object.keys(langgraph).sort()).toEqual(
       [
-        "ApprovalMismatchError",
         "KeySource",
         "approve",
         "isApprovalRequest",

@@ -9,17 +9,9 @@ import { InMemoryStore, type InMemoryStore as MastraStorage } from "@mastra/core
 import { createStep, createWorkflow, type Step } from "@mastra/core/workflows";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { idempotent, memoryStore } from "../src/index.js";
-import {
-  ApprovalMismatchError,
-  approvalRequest,
-  approve,
-  idempotentStep,
-  isApprovalRequest,
-  keyFromStep,
-  reject,
-  runApproved,
-} from "../src/mastra/index.js";
+import { ApprovalMismatchError, idempotent, memoryStore } from "../src/index.js";
+import { approve, isApprovalRequest, reject } from "../src/langgraph/index.js";
+import { approvalRequest, idempotentStep, keyFromStep, runApproved } from "../src/mastra/index.js";
 import { savedRuns, storageWith } from "./fixtures/mastra-mailer.js";
 
 const input = z.object({ to: z.string() });

@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RunState, run } from "@openai/agents";
 import { afterEach, describe, expect, it } from "vitest";
-import { isIdempotencyError, memoryStore } from "../src/index.js";
-import { ApprovalMismatchError, approvalRequest, approve } from "../src/openai-agents/index.js";
+import { ApprovalMismatchError, isIdempotencyError, memoryStore } from "../src/index.js";
+import { approvalRequest, approve } from "../src/openai-agents/index.js";
 import { call, type Email, mailer, says, scriptedModel } from "./fixtures/openai-agents-mailer.js";
 import { startWorker } from "./fixtures/worker-process.js";
 

@@ -61,6 +61,7 @@ const expected: Record<string, string[]> = {
     "keys",
     "isIdempotencyError",
     "IdempotencyError",
+    "ApprovalMismatchError",
     "fingerprint",
   ],
   "./sqlite": ["sqliteStore"],
@@ -87,7 +88,7 @@ const expected: Record<string, string[]> = {
   "./mcp": ["registerIdempotentTool"],
   "./mcp-client": ["idempotentClient", "idempotentMcpTools"],
   "./ai-sdk": ["idempotentTool", "idempotentTools", "turnIdFromMessages"],
-  "./openai-agents": ["idempotentTool", "approvalRequest", "approve", "ApprovalMismatchError"],
+  "./openai-agents": ["idempotentTool", "approvalRequest", "approve"],
   "./mastra": [
     "idempotentTool",
     "idempotentStep",
@@ -95,9 +96,7 @@ const expected: Record<string, string[]> = {
     "toolApprovalRequest",
     "bindToolApproval",
     "approvalRequest",
-    "approve",
     "runApproved",
-    "ApprovalMismatchError",
   ],
   "./loops": [
     "loopTool",

@@ -7,7 +7,9 @@
  * conversation, so the repeats get the first call's outcome (`was_replay: true`) and the effect happens
  * once. A new user message is a new turn and runs again (Case 2 in docs/operation-models.md).
  *
- * Only types are imported from `ai`: this entry loads no part of the AI SDK at runtime.
+ * Only types are imported from `ai`: this entry loads no part of the AI SDK at runtime. The helpers every
+ * agent integration shares are exported once: `ToolCallError`, `OutputMode` and `intentKey` from
+ * `idempotool/loops`; the output types (`EnvelopeOutput`, `MergedOutput`, …) from `idempotool`.
  * @example
  * import { generateText, stepCountIs, tool } from "ai";
  * import { z } from "zod";
@@ -29,16 +31,6 @@
  * @module
  */
 
-export { intentKey } from "../tool-calls/intent-key.js";
-export type {
-  EnvelopeOutput,
-  MergedOutput,
-  ModelOutput,
-  RecentSimilarCall,
-  ReplayMarker,
-} from "../tool-calls/model-output.js";
-export { OutputMode } from "../tool-calls/model-output.js";
-export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 export type { IdempotentToolOptions } from "./idempotent-tool.js";
 export { idempotentTool, toolContextOf } from "./idempotent-tool.js";
 export type { IdempotentToolSet, IdempotentToolsOptions, PerToolOptions } from "./idempotent-tools.js";

@@ -1,6 +1,6 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
-import { ApprovalMismatchError } from "./approval-mismatch-error.js";
 import {
+  ApprovalMismatchError,
   IdempotencyError,
   isIdempotencyError,
   KeyConflictError,

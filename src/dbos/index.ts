@@ -13,5 +13,5 @@
 
 export type { DbosContext } from "./step-key.js";
 export { stepKey } from "./step-key.js";
-export type { StepCall, StepTool, StepToolOptions } from "./step-tool.js";
+export type { StepToolOptions } from "./step-tool.js";
 export { stepTool } from "./step-tool.js";

@@ -9,13 +9,13 @@
  * - the tool layer: run the effect through `idempotent()` under that key (`keyFromState`,
  *   `keyFromCheckpoint`, `nodeTool`), so a re-run replays the first outcome.
  * Approvals given at `interrupt()` are bound to the key and the arguments' fingerprint
- * (`requestApproval`, `runApproved`): a re-run with other arguments runs nothing.
+ * (`requestApproval`, `runApproved`): a re-run with other arguments runs nothing, and throws
+ * `ApprovalMismatchError` (exported from `idempotool`).
  *
  * Nothing here imports LangGraph: pass the node's `config` and LangGraph's `interrupt` in.
  * @module
  */
 
-export { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 export type {
   ApprovalDecision,
   ApprovalRequest,

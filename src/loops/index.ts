@@ -9,7 +9,8 @@
  * runs again (Case 2 in docs/operation-models.md). The loops return the provider's own tool-result shapes.
  *
  * No provider SDK is imported: the functions read a few fields of the messages, typed as shapes the SDK
- * types fit.
+ * types fit. `ToolCallError`, `OutputMode` and `intentKey` are exported here for every agent integration
+ * (`idempotool/ai-sdk`, `/openai-agents`, `/mastra` too).
  * @example
  * import { memoryStore } from "idempotool";
  * import { loopTool, runAnthropicToolUses } from "idempotool/loops";
@@ -28,13 +29,6 @@
  */
 
 export { intentKey } from "../tool-calls/intent-key.js";
-export type {
-  EnvelopeOutput,
-  MergedOutput,
-  ModelOutput,
-  RecentSimilarCall,
-  ReplayMarker,
-} from "../tool-calls/model-output.js";
 export { OutputMode } from "../tool-calls/model-output.js";
 export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 export type {

@@ -5,9 +5,8 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { ToolExecutionContext } from "@mastra/core/tools";
-import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 import { type Clock, systemClock } from "../core/clock.js";
-import { ErrorCode, IdempotencyError, isIdempotencyError } from "../core/errors.js";
+import { ApprovalMismatchError, ErrorCode, IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";

@@ -9,7 +9,11 @@
  *   `idempotentStep` and run each effect through `idempotent()` under `keyFromStep(params, name)`:
  *   the re-run replays the first outcome.
  * - Approvals: `toolApprovalRequest` and `bindToolApproval` for a tool with `requireApproval`;
- *   `approvalRequest`, `approve` and `runApproved` for a step that suspends for a human.
+ *   `approvalRequest` and `runApproved` for a step that suspends for a human, who resumes it with
+ *   `approve` or `reject` from `idempotool/langgraph`.
+ *
+ * The helpers every agent integration shares are exported once: `ToolCallError`, `OutputMode` and
+ * `intentKey` from `idempotool/loops`; `ApprovalMismatchError` and the output types from `idempotool`.
  *
  * Only types are imported from `@mastra/core`: this entry loads no part of Mastra at runtime.
  * @example
@@ -36,25 +40,6 @@
  * @module
  */
 
-export { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-export type {
-  ApprovalDecision,
-  ApprovalRequest,
-  ApprovedDecision,
-  RejectedDecision,
-} from "../tool-calls/approval-decision.js";
-export { approve, isApprovalRequest, reject } from "../tool-calls/approval-decision.js";
-export type { RunApprovedOptions } from "../tool-calls/approved-call.js";
-export { intentKey } from "../tool-calls/intent-key.js";
-export type {
-  EnvelopeOutput,
-  MergedOutput,
-  ModelOutput,
-  RecentSimilarCall,
-  ReplayMarker,
-} from "../tool-calls/model-output.js";
-export { OutputMode } from "../tool-calls/model-output.js";
-export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 export type { RequestContextLike } from "./approval-binding.js";
 export type { IdempotentToolOptions, InputOf, MastraToolOptions } from "./idempotent-tool.js";
 export { idempotentTool, toolContextOf } from "./idempotent-tool.js";

@@ -15,7 +15,8 @@ import { type RunApprovedOptions, requireToolName, runApprovedCall } from "../to
 
 /**
  * The request a step suspends with to ask a human to approve `tool(args)` under `key`: its key and the
- * fingerprint of its arguments go into the run's snapshot with it. Resume with `approve(request)`.
+ * fingerprint of its arguments go into the run's snapshot with it. Resume with `approve(request)`
+ * (from `idempotool/langgraph`).
  * @throws IdempotencyError `invalid_options` when `tool` is not wrapped by `idempotent()`; `invalid_arguments`
  *   for a key that is not one.
  * @example

@@ -4,8 +4,7 @@
  * @module
  */
 import type { RunContext } from "@openai/agents";
-import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { ApprovalMismatchError, ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import { iso } from "../core/time.js";
 import { argumentsOfCall, bindApproval } from "./approval-binding.js";

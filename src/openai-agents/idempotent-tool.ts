@@ -5,9 +5,8 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { RunContext, ToolExecuteArgument, ToolInputParameters, ToolOptions } from "@openai/agents";
-import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
 import { type Clock, systemClock } from "../core/clock.js";
-import { IdempotencyError, isIdempotencyError } from "../core/errors.js";
+import { ApprovalMismatchError, IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";

@@ -9,7 +9,9 @@
  * An approval given with `approve(state, item, approvalRequest(...))` travels with the saved `RunState`
  * and lets exactly the approved call run, once.
  *
- * Only types are imported from `@openai/agents`: this entry loads no part of the SDK at runtime.
+ * Only types are imported from `@openai/agents`: this entry loads no part of the SDK at runtime. The
+ * helpers every agent integration shares are exported once: `ToolCallError`, `OutputMode` and `intentKey`
+ * from `idempotool/loops`; `ApprovalMismatchError` and the output types from `idempotool`.
  * @example
  * import { Agent, run, tool } from "@openai/agents";
  * import { z } from "zod";
@@ -32,17 +34,6 @@
  * @module
  */
 
-export { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-export { intentKey } from "../tool-calls/intent-key.js";
-export type {
-  EnvelopeOutput,
-  MergedOutput,
-  ModelOutput,
-  RecentSimilarCall,
-  ReplayMarker,
-} from "../tool-calls/model-output.js";
-export { OutputMode } from "../tool-calls/model-output.js";
-export { ToolCallError, ToolCallErrorCode } from "../tool-calls/tool-call-error.js";
 export type { ApprovableState, ApprovalItem, ApprovalRequest } from "./approval.js";
 export { approvalRequest, approve } from "./approval.js";
 export type { AgentToolCall, IdempotentToolOptions } from "./idempotent-tool.js";

@@ -2,8 +2,7 @@
  * Running a call under a human approval bound to (key, fingerprint): the checks every integration with
  * approvals shares (LangGraph's `runApproved`, Mastra's), and the request they pause with.
  */
-import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { ApprovalMismatchError, ErrorCode, IdempotencyError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 import type { Envelope, IdempotentTool } from "../core/idempotent.js";
 import { validateKey } from "../core/keys.js";

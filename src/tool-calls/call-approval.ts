@@ -3,7 +3,7 @@
  * keeps them in the request context, the OpenAI Agents SDK in the run's context): what a human approved
  * for a call, and the key the call runs under once its arguments are checked against it.
  */
-import { ApprovalMismatchError } from "../core/approval-mismatch-error.js";
+import { ApprovalMismatchError } from "../core/errors.js";
 import { fingerprint } from "../core/fingerprint.js";
 
 /** The name the approvals are kept under, by call id. */
