@@ -5,7 +5,7 @@
  *
  *   node --import tsx scripts/exports-report.ts [--json]
  *
- * A name two subpaths export is one of two kinds. Either both subpaths re-export one declaration (a user
+ * A name two subpaths export is one of two kinds. Either two subpaths export one declaration (a user
  * can import the same thing from two places, and docs and examples drift between them), or each subpath
  * declares its own thing under a name the other also uses (`idempotentTool` for each agent framework).
  * The first kind is what the package must not have; the second is listed so it stays a choice.
@@ -35,8 +35,11 @@ export interface SharedName {
   readonly name: string;
   /** The specifiers that export it, sorted. */
   readonly specifiers: readonly string[];
-  /** The same declaration re-exported (true), or a declaration of its own in each (false). */
-  readonly sameDeclaration: boolean;
+  /**
+   * Whether two of those subpaths export one declaration (re-exported from both), or each has a
+   * declaration of its own under this name.
+   */
+  readonly reExported: boolean;
 }
 
 /** What {@link exportsReport} measures. */
@@ -128,7 +131,7 @@ export function exportsReport(packageRoot = root): ExportsReport {
     .filter(([, specifiers]) => specifiers.length > 1)
     .map(([name, specifiers]) => {
       const symbols = new Set(specifiers.map((specifier) => declarations.get(specifier)!.get(name)));
-      return { name, specifiers: [...specifiers].sort(), sameDeclaration: symbols.size === 1 };
+      return { name, specifiers: [...specifiers].sort(), reExported: symbols.size < specifiers.length };
     })
     .sort((a, b) => a.name.localeCompare(b.name));
 
@@ -149,13 +152,13 @@ export function formatReport(report: ExportsReport, packageRoot = root): string 
     );
     lines.push(`  ${entry.names.join(", ")}`);
   }
-  const reExported = report.shared.filter((name) => name.sameDeclaration);
-  const ownEach = report.shared.filter((name) => !name.sameDeclaration);
+  const reExported = report.shared.filter((name) => name.reExported);
+  const ownEach = report.shared.filter((name) => !name.reExported);
   lines.push(
     "",
     `exported names: ${report.exportedNames} (${report.distinctNames} distinct)`,
     `names exported from 2+ subpaths: ${report.shared.length}`,
-    `  one declaration re-exported: ${reExported.length}`,
+    `  one declaration exported from two subpaths: ${reExported.length}`,
     ...reExported.map((name) => `    ${name.name}: ${name.specifiers.join(", ")}`),
     `  a declaration of its own in each: ${ownEach.length}`,
     ...ownEach.map((name) => `    ${name.name}: ${name.specifiers.join(", ")}`),
