@@ -27,6 +27,7 @@ import {
   keyDescription,
   MetaKey,
   registerIdempotentTool,
+  type ToolExtraOf,
 } from "../src/mcp/index.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
 import { type Connected, callTool, connectInMemory, textOf } from "./fixtures/mcp-harness.js";
@@ -46,7 +47,9 @@ interface SlackPost {
 
 /** A server with `send_slack_message`, whose every run is recorded in `posts`. */
 function slackServer(
-  options: Partial<IdempotentToolOptions<{ channel: string; text: string }>> & { delayMs?: number } = {},
+  options: Partial<IdempotentToolOptions<{ channel: string; text: string }, ToolExtraOf<McpServer>>> & {
+    delayMs?: number;
+  } = {},
 ) {
   const posts: SlackPost[] = [];
   const { delayMs = 0, ...rest } = options;
@@ -869,18 +872,18 @@ describe("configuration errors, thrown when the tool is registered", () => {
     expect(String(error)).toContain("`inputSchema` already has `idempotency_key`");
   });
 
-  it("refuses a zod object where a raw shape is expected", () => {
+  it("refuses a zod schema that is not an object", () => {
     const error = registerError(() =>
       registerIdempotentTool(
         server(),
         "t",
-        { inputSchema: z.object({ to: z.string() }) as unknown as { to: z.ZodString } },
+        { inputSchema: z.string() as unknown as { to: z.ZodString } },
         handler,
         { store: memoryStore() },
       ),
     );
     expect(isIdempotencyError(error, "invalid_options")).toBe(true);
-    expect(String(error)).toContain("pass its `.shape`");
+    expect(String(error)).toContain("must be a zod object (z.object({ … })) or a raw shape");
   });
 
   it("refuses a shape that mixes zod 3 and zod 4", () => {

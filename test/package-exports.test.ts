@@ -28,7 +28,6 @@ const ownDeclarationInEach = [
   "IdempotentToolOptions",
   "KeyField",
   "StepToolOptions",
-  "ToolAnnotations",
   "approvalRequest",
   "approve",
   "idempotentTool",

@@ -3,7 +3,6 @@
  * taken out of it), the call run through `idempotent()` on the store, and the outcome in the words an
  * `idempotool/mcp` tool uses (replay note, conflict, in flight, outcome unknown, near-duplicate hint).
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { idempotent } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
@@ -11,6 +10,7 @@ import { NotExecuted, notExecuted } from "../core/outcomes.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { callKey } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
+import type { ToolResult } from "../mcp/mcp-types.js";
 import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
 
 /** A JSON-RPC error the server answered a request with. */
@@ -44,7 +44,7 @@ export interface GuardedCallOptions {
 }
 
 /** The body of a JSON-RPC answer: a result, or the server's own error passed on as it was. */
-export type CallAnswer = { readonly result: CallToolResult } | { readonly error: UpstreamError["error"] };
+export type CallAnswer = { readonly result: ToolResult } | { readonly error: UpstreamError["error"] };
 
 /** Answers guarded calls; it keeps one `idempotent()` per tool and effect class. */
 export type GuardedCalls = (
@@ -73,13 +73,13 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
   const calls = new WeakMap<object, CallState>();
 
   const wrap = (name: string, effect: Effect) =>
-    idempotent<Record<string, unknown>, CallToolResult>(
+    idempotent<Record<string, unknown>, ToolResult>(
       async (args) => {
         const call = calls.get(args);
         if (!call) throw new Error("idempotool proxy: a call reached the server without its request");
         const meta = call.meta && Object.keys(call.meta).length > 0 ? { _meta: call.meta } : {};
         try {
-          return (await options.forward({ name, arguments: args, ...meta })) as CallToolResult;
+          return (await options.forward({ name, arguments: args, ...meta })) as ToolResult;
         } catch (error) {
           if (error instanceof NotExecuted) {
             call.thrown = "not_executed";

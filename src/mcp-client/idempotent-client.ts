@@ -1,7 +1,5 @@
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type { CallToolRequest, CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { invalidOption } from "../core/option-checks.js";
+import type { ToolResult } from "../mcp/mcp-types.js";
 import { callKeyOf } from "./call-key-of.js";
 import {
   type Judged,
@@ -13,8 +11,42 @@ import {
 
 const owner = "idempotentClient()";
 
-/** The part of an MCP SDK `Client` we use; an SDK 1.x `Client` fits. */
-export type McpClientLike = Pick<Client, "callTool">;
+/** A `tools/call` request's params: the tool, its arguments, and `_meta`. */
+export interface ToolCallParams {
+  readonly name: string;
+  readonly arguments?: Record<string, unknown> | undefined;
+  readonly _meta?: Record<string, unknown> | undefined;
+}
+
+/**
+ * The part of an MCP SDK `Client` we use: `callTool`. The 1.x SDK's `Client` (`@modelcontextprotocol/sdk`,
+ * `callTool(params, resultSchema, options)`) and the 2.x SDK's (`@modelcontextprotocol/client`,
+ * `callTool(params, options)`) both fit; which one it is, is told by the client itself.
+ */
+export interface McpClientLike {
+  // Each SDK declares its own parameter types after params: never lets either client in.
+  callTool(params: ToolCallParams, ...rest: never[]): Promise<unknown>;
+}
+
+/** What a call resolves with on this client: its SDK's `CallToolResult`. */
+export type CallResultOf<Client> = Client extends { callTool(...args: never[]): Promise<infer Result> }
+  ? Extract<Result, { content: unknown }> extends never
+    ? ToolResult
+    : Extract<Result, { content: unknown }>
+  : ToolResult;
+
+/** Options passed to the SDK on each attempt, beside the timeout and signal this wrapper sets. */
+export interface SdkRequestOptions {
+  /** Called with each progress notification the server sends for the call. */
+  readonly onprogress?:
+    | ((progress: { progress: number; total?: number; message?: string }) => void)
+    | undefined;
+  /** Restart the attempt's timeout on each progress notification. */
+  readonly resetTimeoutOnProgress?: boolean | undefined;
+  /** The longest an attempt may take however much progress arrives (ms). */
+  readonly maxTotalTimeout?: number | undefined;
+  readonly [option: string]: unknown;
+}
 
 /** Options of {@link idempotentClient}. */
 export interface IdempotentClientOptions extends RetryCallOptions {
@@ -36,23 +68,37 @@ export interface IdempotentCallOptions {
   /** Aborts the call at once, without a retry; its outcome is then unknown to the caller. */
   readonly signal?: AbortSignal | undefined;
   /** Passed to the SDK on each attempt (`onprogress`, `resetTimeoutOnProgress`, …). */
-  readonly request?: Omit<RequestOptions, "timeout" | "signal"> | undefined;
+  readonly request?: SdkRequestOptions | undefined;
 }
 
 /** An MCP client whose tool calls are safe to retry. */
-export interface IdempotentClient {
+export interface IdempotentClient<Result = ToolResult> {
   /**
    * Call a tool once per logical call: every attempt sends the same key in `_meta`. Resolves with the
    * server's result (a replay, a conflict, a call in flight: as the server said it), or, when no attempt
    * got an answer, with an `isError` result saying the outcome is unknown, with the key to retry under.
    * Rejects with the server's error when it answers with one, and at once when `signal` aborts.
    */
-  callTool(params: CallToolRequest["params"], options?: IdempotentCallOptions): Promise<CallToolResult>;
+  callTool(params: ToolCallParams, options?: IdempotentCallOptions): Promise<Result>;
 }
 
-/** JSON-RPC codes the SDK uses for "no answer came": the connection closed, the request timed out. */
+/** JSON-RPC codes the 1.x SDK uses for "no answer came": the connection closed, the request timed out. */
 const connectionClosed = -32000;
 const requestTimeout = -32001;
+
+/**
+ * How the 2.x SDK's local errors (`SdkError`, never sent by the server) end an attempt: the connection is
+ * gone, or no answer came. Every other `SdkError` is a definite local answer (an auth refusal, a result
+ * that failed validation, a method this protocol revision lacks): passed on, not retried.
+ */
+const sdkErrorJudgement: Readonly<Record<string, Judged>> = {
+  CONNECTION_CLOSED: "connection_lost",
+  NOT_CONNECTED: "connection_lost",
+  REQUEST_TIMEOUT: "no_answer",
+  SEND_FAILED: "no_answer",
+  CLIENT_HTTP_UNEXPECTED_CONTENT: "no_answer",
+  CLIENT_HTTP_FAILED_TO_OPEN_STREAM: "no_answer",
+};
 
 /**
  * Wrap an MCP SDK `Client` so that each tool call gets one idempotency key, sent in `_meta` on every
@@ -61,8 +107,7 @@ const requestTimeout = -32001;
  * not have happened", with its key, and never retried under a new key. The server (an `idempotool/mcp`
  * tool, or `idempotool proxy`) runs the call once and replays its outcome to every retry.
  * @example
- * import { Client } from "@modelcontextprotocol/sdk/client/index.js";
- * import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+ * import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
  * import { idempotentClient } from "idempotool/mcp-client";
  *
  * const url = new URL("https://mcp.example.com/mcp");
@@ -74,7 +119,10 @@ const requestTimeout = -32001;
  * });
  * const result = await mcp.callTool({ name: "send_email", arguments: { to: "ann@example.com", body: "Hi" } });
  */
-export function idempotentClient(client: McpClientLike, options?: IdempotentClientOptions): IdempotentClient {
+export function idempotentClient<Client extends McpClientLike>(
+  client: Client,
+  options?: IdempotentClientOptions,
+): IdempotentClient<CallResultOf<Client>> {
   if (typeof client !== "object" || client === null || typeof client.callTool !== "function") {
     invalidOption(owner, "client", "must be an MCP SDK Client");
   }
@@ -83,6 +131,10 @@ export function idempotentClient(client: McpClientLike, options?: IdempotentClie
   if (reconnect !== undefined && typeof reconnect !== "function") {
     invalidOption(owner, "reconnect", "must be a function");
   }
+  // The 2.x Client takes (params, options); the 1.x one (params, resultSchema, options). Only 2.x
+  // clients negotiate a protocol era.
+  const takesOptionsSecond = typeof (client as { getProtocolEra?: unknown }).getProtocolEra === "function";
+  const callTool = client.callTool as (params: ToolCallParams, ...rest: unknown[]) => Promise<unknown>;
 
   return {
     async callTool(params, callOptions = {}) {
@@ -90,33 +142,47 @@ export function idempotentClient(client: McpClientLike, options?: IdempotentClie
       const sent = { ...params, _meta: meta };
       const outcome = await retryCall(
         config,
-        async (timeoutMs) =>
-          (await client.callTool(sent, undefined, {
+        (timeoutMs) => {
+          const requestOptions = {
             ...callOptions.request,
             // 0 is "no limit" for us; the SDK reads a timeout of 0 as "time out at once".
             timeout: timeoutMs === 0 ? 2 ** 31 - 1 : timeoutMs,
             ...(callOptions.signal === undefined ? {} : { signal: callOptions.signal }),
-          })) as CallToolResult,
+          };
+          return takesOptionsSecond
+            ? callTool.call(client, sent, requestOptions)
+            : callTool.call(client, sent, undefined, requestOptions);
+        },
         judge,
         callOptions.signal,
         reconnect,
       );
-      if (outcome.answered) return outcome.value;
-      return unknownOutcomeResult(params.name, key, outcome.attempts, outcome.lastError);
+      if (outcome.answered) return outcome.value as CallResultOf<Client>;
+      return unknownOutcomeResult(
+        params.name,
+        key,
+        outcome.attempts,
+        outcome.lastError,
+      ) as CallResultOf<Client>;
     },
   };
 }
 
 /**
- * A JSON-RPC error the server sent is its answer; the SDK's "connection closed" and "not connected" mean
- * the connection is gone; a timeout or a transport's own failure is no answer. Anything unrecognised is
- * retried: under the same key a retry is at worst a replay.
+ * A JSON-RPC error the server sent is its answer (1.x `McpError`, 2.x `ProtocolError`); the SDK's
+ * "connection closed" and "not connected" mean the connection is gone; a timeout or a transport's own
+ * failure is no answer. Anything unrecognised is retried: under the same key a retry is at worst a replay.
  */
 function judge(error: unknown): Judged {
-  const code = (error as { code?: unknown } | null)?.code;
+  if (!(error instanceof Error)) return "no_answer";
+  const code = (error as { code?: unknown }).code;
+  if (error.name === "SdkError" || error.name === "SdkHttpError") {
+    return typeof code === "string" ? (sdkErrorJudgement[code] ?? "answer") : "no_answer";
+  }
   if (code === connectionClosed) return "connection_lost";
   if (code === requestTimeout) return "no_answer";
-  if (error instanceof Error && error.name === "McpError" && typeof code === "number") return "answer";
-  if (error instanceof Error && error.message === "Not connected") return "connection_lost";
+  if ((error.name === "McpError" || error.name === "ProtocolError") && typeof code === "number")
+    return "answer";
+  if (error.message === "Not connected") return "connection_lost";
   return "no_answer";
 }

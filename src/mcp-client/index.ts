@@ -6,16 +6,19 @@
  * never got an answer is reported as "may or may not have happened", with its key, never retried under a
  * new one.
  *
- * `idempotentClient` wraps the MCP SDK's `Client`; `idempotentMcpTools` the AI SDK's MCP client
+ * `idempotentClient` wraps the MCP SDK's `Client` (1.x or 2.x); `idempotentMcpTools` the AI SDK's MCP client
  * (`@ai-sdk/mcp`). This entry imports neither, nor any server code, at runtime.
  * @module
  */
 export {
+  type CallResultOf,
   type IdempotentCallOptions,
   type IdempotentClient,
   type IdempotentClientOptions,
   idempotentClient,
   type McpClientLike,
+  type SdkRequestOptions,
+  type ToolCallParams,
 } from "./idempotent-client.js";
 export {
   type IdempotentMcpTools,

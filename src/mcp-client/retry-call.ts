@@ -2,11 +2,11 @@
  * The retry loop both MCP client wrappers share: one key for every attempt, bounded attempts with
  * backoff, and an answer the model can read when no attempt got one.
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode } from "../core/errors.js";
 import { invalidOption } from "../core/option-checks.js";
 import { backoffMs, type RetryOptions, type RetryPolicy, resolveRetry } from "../http/retry-policy.js";
+import type { ToolResult } from "../mcp/mcp-types.js";
 
 /** The `_meta` key of the error info on a result (the one an `idempotool/mcp` server writes too). */
 export const errorMetaKey = "idempotool/error";
@@ -137,7 +137,7 @@ export function unknownOutcomeResult(
   key: string,
   attempts: number,
   lastError: unknown,
-): CallToolResult {
+): ToolResult {
   const k = JSON.stringify(key);
   const text =
     `Outcome unknown: no answer came from the server for this call of ${tool} (idempotency_key ${k}) after ` +

@@ -4,10 +4,25 @@
  * dedup window, dedupes through an idempotency store, and tells the model when a result is a replay and what
  * to do on a conflict, a call in flight or an unknown outcome.
  *
- * The MCP SDK (1.x) and zod are the user's: this entry imports neither at runtime.
+ * The MCP SDK (1.x `@modelcontextprotocol/sdk` or 2.x `@modelcontextprotocol/server`) and zod are the
+ * user's: this entry imports neither at runtime, and its types need only the one the user has.
  * @module
  */
 export { keyDescription } from "./key-description.js";
+export type {
+  AnySchema,
+  ArgsOf,
+  ContentBlock,
+  InputRequiredResult,
+  McpServerLike,
+  ObjectSchema,
+  RawShape,
+  RegisteredToolOf,
+  RequestContextFields,
+  ToolExtraOf,
+  ToolResult,
+  ToolSchema,
+} from "./mcp-types.js";
 export {
   type IdempotentToolConfig,
   type IdempotentToolHandler,
@@ -15,9 +30,7 @@ export {
   type KeyArgument,
   type KeyFrom,
   keyField,
-  type McpServerLike,
   registerIdempotentTool,
-  type ToolExtra,
 } from "./register-idempotent-tool.js";
 export { type IdempotencyErrorInfo, type IdempotencyInfo, MetaKey, structuredField } from "./tool-results.js";
 export type { ZodNamespace, ZodObjectBuilder, ZodStringBuilder } from "./zod-namespace.js";

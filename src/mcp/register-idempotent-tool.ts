@@ -1,25 +1,28 @@
-import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type {
-  AnySchema,
-  ShapeOutput,
-  ZodRawShapeCompat,
-} from "@modelcontextprotocol/sdk/server/zod-compat.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import type {
-  CallToolResult,
-  ServerNotification,
-  ServerRequest,
-  ToolAnnotations,
-} from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
-import { DefinitiveFailure, NotExecuted } from "../core/outcomes.js";
+import { DefinitiveFailure, NotExecuted, notExecuted } from "../core/outcomes.js";
 import { type CallKey, callKey, type KeySources, metaKeyFields } from "./call-key.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
+import {
+  type AnySchema,
+  type ArgsOf,
+  authenticatedClient,
+  type InputRequiredResult,
+  isInputRequired,
+  type McpServerLike,
+  type ObjectSchema,
+  type RawShape,
+  type RegisteredToolOf,
+  type RequestContextFields,
+  requestMeta,
+  type ToolExtraOf,
+  type ToolResult,
+  type ToolSchema,
+} from "./mcp-types.js";
 import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
-import { flavourOf, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
+import { flavourOf, type ZodFlavour, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
 
 const owner = "registerIdempotentTool()";
 
@@ -28,40 +31,46 @@ export const keyField = "idempotency_key";
 
 const maxKeyLength = 255;
 
-/** What a tool handler gets beside its arguments: the SDK's request context (signal, authInfo, sessionId, …). */
-export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+/** MCP's tool annotations; `idempotentHint` is set to true on every idempotent tool. */
+export interface ToolAnnotations {
+  readonly title?: string | undefined;
+  readonly readOnlyHint?: boolean | undefined;
+  readonly destructiveHint?: boolean | undefined;
+  readonly idempotentHint?: boolean | undefined;
+  readonly openWorldHint?: boolean | undefined;
+  readonly [hint: string]: unknown;
+}
 
-/** The part of an `McpServer` we use; an SDK 1.x `McpServer` fits. */
-export type McpServerLike = Pick<McpServer, "registerTool">;
-
-/** The tool's definition, as `McpServer.registerTool` takes it; schemas are raw zod shapes. */
-export interface IdempotentToolConfig<
-  InputShape extends ZodRawShapeCompat,
-  OutputShape extends ZodRawShapeCompat = ZodRawShapeCompat,
-> {
+/**
+ * The tool's definition, as `McpServer.registerTool` takes it. Schemas are raw zod shapes
+ * (`{ to: z.string() }`) or zod objects (`z.object({ to: z.string() })`).
+ */
+export interface IdempotentToolConfig<Input extends ToolSchema, Output extends ToolSchema = RawShape> {
   readonly title?: string;
   readonly description?: string;
   /** The tool's own arguments, without `idempotency_key` (it is added). Zod 3 or zod 4, not both. */
-  readonly inputSchema: InputShape;
+  readonly inputSchema: Input;
   /** The shape of `structuredContent`, if the tool returns one. `_idempotency` is added to it. */
-  readonly outputSchema?: OutputShape;
+  readonly outputSchema?: Output;
   /** Kept as given, except `idempotentHint`, which is true: repeats of one key do not run again. */
   readonly annotations?: ToolAnnotations;
   readonly _meta?: Record<string, unknown>;
 }
 
 /**
- * The tool's body. It gets its arguments without `idempotency_key`, the SDK's `extra`, and the
- * idempotency context (`context.key` to pass downstream, `context.attempt`, `context.signal`).
- * What it returns is the outcome: recorded, and replayed to every repeat of the key, `isError` or not.
+ * The tool's body. It gets its arguments without `idempotency_key`, what the SDK hands a tool beside them
+ * (SDK 1.x: `extra`; SDK 2.x: `ctx`), and the idempotency context (`context.key` to pass downstream,
+ * `context.attempt`, `context.signal`). What it returns is the outcome: recorded, and replayed to every
+ * repeat of the key, `isError` or not. An input-required answer (SDK 2.x `inputRequired(…)`) is a question,
+ * not an outcome: it goes to the client unrecorded, and the client's continuation runs the tool again.
  * Throw `notExecuted(error)` when nothing happened (a retry may run), `definitiveFailure(error)` for a
  * failure every repeat should get again; any other throw is judged by the effect class.
  */
-export type IdempotentToolHandler<InputShape extends ZodRawShapeCompat> = (
-  args: ShapeOutput<InputShape>,
-  extra: ToolExtra,
+export type IdempotentToolHandler<Args, Extra = RequestContextFields> = (
+  args: Args,
+  extra: Extra,
   context: ToolContext,
-) => CallToolResult | Promise<CallToolResult>;
+) => ToolResult | InputRequiredResult | Promise<ToolResult | InputRequiredResult>;
 
 /**
  * How the tool advertises its `idempotency_key` argument: `"required"` (listed, and the SDK refuses a call
@@ -82,12 +91,14 @@ export interface KeyFrom {
 }
 
 /** Options of {@link registerIdempotentTool}: those of `idempotent()`, the tool name aside, plus the scope. */
-export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, CallToolResult>, "name" | "key"> {
+export interface IdempotentToolOptions<A, Extra = RequestContextFields>
+  extends Omit<IdempotentOptions<A, ToolResult>, "name" | "key"> {
   /**
-   * The namespace a key lives in, from the request. Default: the OAuth client id
-   * (`extra.authInfo?.clientId`), else `"default"`, so one client can never read another's results.
+   * The namespace a key lives in, from the request. Default: the authenticated OAuth client id (SDK 1.x
+   * `extra.authInfo?.clientId`, SDK 2.x `ctx.http?.authInfo?.clientId`), else `"default"`, so one client
+   * can never read another's results.
    */
-  readonly scope?: ((extra: ToolExtra) => string) | undefined;
+  readonly scope?: ((extra: Extra) => string) | undefined;
   /**
    * The zod namespace the tool's schemas are built with (`import { z } from "zod"`). Default: the
    * matching entry (`zod/v3` or `zod/v4`) of the zod installed beside the MCP SDK.
@@ -137,16 +148,17 @@ export interface IdempotentToolOptions<A> extends Omit<IdempotentOptions<A, Call
  * );
  */
 export function registerIdempotentTool<
-  InputShape extends ZodRawShapeCompat,
-  OutputShape extends ZodRawShapeCompat = ZodRawShapeCompat,
+  Server extends McpServerLike,
+  Input extends ToolSchema,
+  Output extends ToolSchema = RawShape,
 >(
-  server: McpServerLike,
+  server: Server,
   name: string,
-  config: IdempotentToolConfig<InputShape, OutputShape>,
-  handler: IdempotentToolHandler<InputShape>,
-  options: IdempotentToolOptions<ShapeOutput<InputShape>>,
-): RegisteredTool {
-  type Args = ShapeOutput<InputShape>;
+  config: IdempotentToolConfig<Input, Output>,
+  handler: IdempotentToolHandler<ArgsOf<Input>, ToolExtraOf<Server>>,
+  options: IdempotentToolOptions<ArgsOf<Input>, ToolExtraOf<Server>>,
+): RegisteredToolOf<Server> {
+  type Args = ArgsOf<Input>;
   if (typeof server !== "object" || server === null || typeof server.registerTool !== "function") {
     invalidOption(owner, "server", "must be an McpServer");
   }
@@ -157,19 +169,19 @@ export function registerIdempotentTool<
   const keyFrom = resolveKeyFrom(keyFromOption);
   if (scopeOption !== undefined && typeof scopeOption !== "function")
     invalidOption(owner, "scope", "must be a function");
-  const scopeOf = scopeOption ?? defaultScope;
+  const scopeOf: (extra: ToolExtraOf<Server>) => string = scopeOption ?? ((extra) => defaultScope(extra));
 
-  const inputShape = rawShape(config.inputSchema, "inputSchema");
-  if (Object.hasOwn(inputShape, keyField)) {
+  const input = toolSchema(config.inputSchema, "inputSchema");
+  if (Object.hasOwn(input.shape, keyField)) {
     invalidOption(
       owner,
       "inputSchema",
       `already has \`${keyField}\`: leave it out, registerIdempotentTool adds it`,
     );
   }
-  const outputShape =
-    config.outputSchema === undefined ? undefined : rawShape(config.outputSchema, "outputSchema");
-  if (outputShape && Object.hasOwn(outputShape, structuredField)) {
+  const output =
+    config.outputSchema === undefined ? undefined : toolSchema(config.outputSchema, "outputSchema");
+  if (output && Object.hasOwn(output.shape, structuredField)) {
     invalidOption(
       owner,
       "outputSchema",
@@ -179,15 +191,17 @@ export function registerIdempotentTool<
 
   // The handler needs its request's `extra`, which idempotent() does not carry: each call's arguments
   // are a fresh object, and idempotent() hands that very object to the tool, so it can find its call here.
-  const calls = new WeakMap<object, CallState>();
-  const tool = idempotent<Args, CallToolResult>(
+  const calls = new WeakMap<object, CallState<ToolExtraOf<Server>>>();
+  const tool = idempotent<Args, ToolResult>(
     async (args, context) => {
       const call = calls.get(args as object);
       if (!call) {
         throw new Error("registerIdempotentTool: a call reached the tool without its request context");
       }
+      let answer: unknown;
       try {
-        return await handler(args, call.extra, context);
+        // The arguments are the tool's, parsed by the SDK against its schema; the extra is the SDK's own.
+        answer = await handler(args, call.extra, context);
       } catch (error) {
         call.thrown =
           error instanceof DefinitiveFailure
@@ -197,34 +211,40 @@ export function registerIdempotentTool<
               : "error";
         throw error;
       }
+      if (isInputRequired(answer)) {
+        // A question to the client, not an outcome: nothing is recorded, the key is free again, and the
+        // client's continuation (the same call, with the answers) claims it and runs the tool anew.
+        call.inputRequired = answer;
+        throw notExecuted(new Error("the tool asked the client for input"));
+      }
+      return answer as ToolResult;
     },
     { ...core, name },
   );
 
-  const outputFlavour = outputShape && flavourOf(outputShape, "outputSchema");
-  const inputFlavour = flavourOf(inputShape, "inputSchema") ?? outputFlavour;
+  const outputFlavour = output?.flavour;
+  const inputFlavour = input.flavour ?? outputFlavour;
   const inputZ = zodNamespace(inputFlavour, zOption);
   const keySchema = inputZ
     .string({ message: keyRequiredMessage })
     .min(1, keyRequiredMessage)
     .max(maxKeyLength, `idempotency_key must be at most ${maxKeyLength} characters.`);
-  const inputSchema: ZodRawShapeCompat =
+  const inputSchema =
     keyFrom.argument === "hidden"
-      ? inputShape
-      : {
-          ...inputShape,
+      ? input.schema
+      : withFields(input, "inputSchema", {
           [keyField]: (keyFrom.argument === "optional" ? keySchema.optional() : keySchema).describe(
             keyDescription(tool.ttlMs),
           ),
-        };
-  let outputSchema: ZodRawShapeCompat | undefined;
-  if (outputShape) {
+        });
+  let outputSchema: ToolSchema | undefined;
+  if (output) {
     // Input and output are separate objects to the SDK, so each may have its own flavour.
     const outputZ =
       outputFlavour === undefined || outputFlavour === inputFlavour
         ? inputZ
         : zodNamespace(outputFlavour, undefined);
-    outputSchema = { ...outputShape, [structuredField]: infoSchema(outputZ) };
+    outputSchema = withFields(output, "outputSchema", { [structuredField]: infoSchema(outputZ) });
   }
 
   const definition = {
@@ -236,38 +256,48 @@ export function registerIdempotentTool<
     ...(config._meta === undefined ? {} : { _meta: config._meta }),
   };
 
-  return server.registerTool(name, definition, async (input: Record<string, unknown>, extra: ToolExtra) => {
-    let parsed: CallKey;
-    try {
-      // The same reader as the proxy's: the same fields, the same checks, whichever copy carries the key.
-      parsed = callKey(input, extra._meta, keyFrom.sources);
-      if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyFrom.missing);
-    } catch (error) {
-      return errorResult(error, "", undefined, tool.effect);
-    }
-    const key = parsed.key;
-    const args = parsed.args as Args;
-    const call: CallState = { extra };
-    calls.set(args as object, call);
-    try {
-      // extra.signal is not passed on: a client that timed out cancels its request and then retries under
-      // the same key, and cutting the effect short would turn that retry's replay into an unknown outcome.
-      // The handler still gets extra.signal, to honour cancellation where that is safe.
-      const envelope: Envelope<CallToolResult> = await tool(args, {
-        key,
-        scope: scopeOf(extra),
-      });
-      return envelopeResult(envelope);
-    } catch (error) {
-      return errorResult(error, key, call.thrown, tool.effect);
-    }
-  });
+  const registered = server.registerTool(
+    name,
+    definition,
+    async (input: unknown, extra: ToolExtraOf<Server>) => {
+      const fields = (typeof extra === "object" && extra !== null ? extra : {}) as RequestContextFields;
+      let parsed: CallKey;
+      try {
+        // The same reader as the proxy's: the same fields, the same checks, whichever copy carries the key.
+        parsed = callKey(input, requestMeta(fields), keyFrom.sources);
+        if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyFrom.missing);
+      } catch (error) {
+        return errorResult(error, "", undefined, tool.effect);
+      }
+      const key = parsed.key;
+      const call: CallState<ToolExtraOf<Server>> = { extra };
+      // The SDK parsed the arguments against the tool's schema before calling us.
+      const args = parsed.args as Args;
+      calls.set(args as object, call);
+      try {
+        // The request's abort signal is not passed on: a client that timed out cancels its request and then
+        // retries under the same key, and cutting the effect short would turn that retry's replay into an
+        // unknown outcome. The handler still gets the SDK's signal, to honour cancellation where that is safe.
+        const envelope: Envelope<ToolResult> = await tool(args, {
+          key,
+          scope: scopeOf(extra),
+        });
+        return envelopeResult(envelope);
+      } catch (error) {
+        if (call.inputRequired) return call.inputRequired;
+        return errorResult(error, key, call.thrown, tool.effect);
+      }
+    },
+  );
+  return registered as RegisteredToolOf<Server>;
 }
 
 /** One request on its way through idempotent(): its SDK context, and how the tool's throw ended if it threw. */
-interface CallState {
-  readonly extra: ToolExtra;
+interface CallState<Extra> {
+  readonly extra: Extra;
   thrown?: ThrownKind;
+  /** Set when the tool answered with a question for the client instead of an outcome. */
+  inputRequired?: InputRequiredResult;
 }
 
 /** The `keyFrom` option, checked: what `callKey` reads, what the argument looks like, what a missing key is told. */
@@ -313,8 +343,9 @@ function resolveKeyFrom(option: KeyFrom | undefined): ResolvedKeyFrom {
   return { argument, sources: { argument: argument !== "hidden", metaFields: [...meta] }, missing };
 }
 
-function defaultScope(extra: ToolExtra): string {
-  return extra.authInfo?.clientId ?? "default";
+function defaultScope(extra: unknown): string {
+  if (typeof extra !== "object" || extra === null) return "default";
+  return authenticatedClient(extra) ?? "default";
 }
 
 /** The `_idempotency` field of `structuredContent`, as the output schema declares it. */
@@ -334,16 +365,60 @@ function infoSchema(z: ZodNamespace): AnySchema {
   });
 }
 
-function rawShape<S extends ZodRawShapeCompat>(shape: S, option: string): S {
-  if (typeof shape !== "object" || shape === null || Array.isArray(shape)) {
-    invalidOption(owner, option, "must be a raw shape of zod schemas ({ field: z.string() })");
-  }
-  if ("_zod" in shape || "_def" in shape) {
+/** A tool's schema as given, and the fields it declares. */
+interface GivenSchema {
+  readonly schema: ToolSchema;
+  readonly shape: RawShape;
+  /** True for a zod object, false for a raw shape. */
+  readonly isObject: boolean;
+  readonly flavour: ZodFlavour | undefined;
+}
+
+function toolSchema(schema: ToolSchema, option: string): GivenSchema {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
     invalidOption(
       owner,
       option,
-      "must be a raw shape ({ field: z.string() }), not a zod object: pass its `.shape`",
+      "must be a zod object or a raw shape of zod schemas ({ field: z.string() })",
     );
   }
-  return shape;
+  if (!("_zod" in schema || "_def" in schema)) {
+    return {
+      schema,
+      shape: schema as RawShape,
+      isObject: false,
+      flavour: flavourOf(schema as RawShape, option),
+    };
+  }
+  const shape = (schema as { shape?: unknown }).shape;
+  if (typeof shape !== "object" || shape === null) {
+    invalidOption(
+      owner,
+      option,
+      "must be a zod object (z.object({ … })) or a raw shape ({ field: z.string() })",
+    );
+  }
+  return { schema, shape: shape as RawShape, isObject: true, flavour: "_zod" in schema ? "v4" : "v3" };
+}
+
+/**
+ * The schema with `fields` added: a raw shape gets them as keys; a zod object is extended by its own
+ * zod, so its strictness and catch-all stay as the user built them.
+ */
+function withFields(given: GivenSchema, option: string, fields: Record<string, AnySchema>): ToolSchema {
+  if (!given.isObject) return { ...(given.schema as RawShape), ...fields };
+  const object = given.schema as ObjectSchema & {
+    safeExtend?: (shape: Record<string, AnySchema>) => ObjectSchema;
+    extend?: (shape: Record<string, AnySchema>) => ObjectSchema;
+  };
+  // zod 4 refuses extend() on an object with refinements and offers safeExtend() for it.
+  const extend = object.safeExtend ?? object.extend;
+  if (typeof extend !== "function") {
+    invalidOption(
+      owner,
+      option,
+      "is a zod object that cannot be extended (zod/mini?): pass a raw shape ({ field: z.string() }) instead",
+    );
+  }
+  return extend.call(object, fields);
 }

@@ -1,4 +1,3 @@
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import {
   IdempotencyError,
   KeyConflictError,
@@ -13,6 +12,7 @@ import type { Effect } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import type { RecentSimilarCall } from "../core/similar.js";
 import { aboutDuration, iso } from "../core/time.js";
+import type { ToolResult } from "./mcp-types.js";
 
 /** What every successful result carries, in `structuredContent._idempotency` and `_meta`. */
 export interface IdempotencyInfo {
@@ -62,7 +62,7 @@ export type ThrownKind = "definitive" | "not_executed" | "error";
  * The tool's result as the client gets it: the original result, plus what happened. The stored result
  * never carries these additions, so a replay is decorated afresh (with `was_replay: true`).
  */
-export function envelopeResult(envelope: Envelope<CallToolResult>): CallToolResult {
+export function envelopeResult(envelope: Envelope<ToolResult>): ToolResult {
   const similar = envelope.recent_similar_call;
   const info: IdempotencyInfo = {
     was_replay: envelope.was_replay,
@@ -71,11 +71,11 @@ export function envelopeResult(envelope: Envelope<CallToolResult>): CallToolResu
     expires_at: envelope.expires_at,
     ...(similar === undefined ? {} : { recent_similar_call: { ...similar } }),
   };
-  const original: CallToolResult = isObject(envelope.result) ? envelope.result : { content: [] };
+  const original: ToolResult = isObject(envelope.result) ? envelope.result : { content: [] };
   const content = Array.isArray(original.content) ? [...original.content] : [];
   if (info.was_replay) content.push({ type: "text", text: replayNote(info) });
   else if (similar !== undefined) content.push({ type: "text", text: similarNote(info, similar) });
-  const result: CallToolResult = {
+  const result: ToolResult = {
     ...original,
     content,
     _meta: { ...(isObject(original._meta) ? original._meta : {}), [MetaKey.envelope]: info },
@@ -118,7 +118,7 @@ export function errorResult(
   key: string,
   thrown: ThrownKind | undefined,
   effect: Effect,
-): CallToolResult {
+): ToolResult {
   const { code, text, wasReplay, retryAfterMs } = explain(error, key, thrown, effect);
   const info: IdempotencyErrorInfo = {
     code,

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
-import type { AnySchema, ZodRawShapeCompat } from "@modelcontextprotocol/sdk/server/zod-compat.js";
 import { IdempotencyError } from "../core/errors.js";
 import { invalidOption } from "../core/option-checks.js";
+import type { AnySchema, RawShape } from "./mcp-types.js";
 
 const owner = "registerIdempotentTool()";
 
@@ -38,7 +38,7 @@ const loaded = new Map<ZodFlavour, ZodNamespace>();
  * The flavour of a raw shape's schemas, or undefined for an empty shape. The MCP SDK refuses a shape
  * that mixes flavours ("Mixed Zod versions"), so every schema we add must match the user's.
  */
-export function flavourOf(shape: ZodRawShapeCompat, option: string): ZodFlavour | undefined {
+export function flavourOf(shape: RawShape, option: string): ZodFlavour | undefined {
   let flavour: ZodFlavour | undefined;
   for (const [field, schema] of Object.entries(shape)) {
     const own = schemaFlavour(schema);
@@ -70,7 +70,7 @@ function schemaFlavour(value: unknown): ZodFlavour | undefined {
 
 /**
  * The zod namespace to build our schemas with: the caller's `z` if given (checked against the flavour),
- * else the matching entry of the zod installed beside the MCP SDK (zod 4 for a flavourless, empty shape).
+ * else the matching entry of the zod installed beside idempotool (zod 4 for a flavourless, empty shape).
  *
  * Why load it rather than import it: this entry must not import zod at runtime (the root package never
  * needs it, and which flavour is right depends on the user's shape). Why synchronously, through

@@ -1,0 +1,180 @@
+/**
+ * idempotool/mcp on the MCP TypeScript SDK 2.x over HTTP, through the SDK's stateless `createMcpHandler`
+ * (a new McpServer per request), with a v2 Client pinned to the 2026-07-28 revision: multi-round-trip
+ * calls, and the scope of a key taken from the authenticated client.
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import {
+  acceptedContent,
+  createMcpHandler,
+  inputRequired,
+  McpServer,
+  type ServerContext,
+} from "@modelcontextprotocol/server";
+import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
+import { z } from "zod";
+import { type IdempotencyStore, memoryStore } from "../src/index.js";
+import { type IdempotencyInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
+});
+
+type Result = Awaited<ReturnType<Client["callTool"]>>;
+const envelope = (result: Result) => result._meta?.[MetaKey.envelope] as IdempotencyInfo | undefined;
+const textOf = (result: Result) =>
+  result.content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("\n");
+
+/** A mail server's tools on a fresh v2 McpServer; every run of send_email is counted in `sent`. */
+function mailServer(store: IdempotencyStore, sent: string[]) {
+  const server = new McpServer(
+    { name: "mail", version: "1.0.0" },
+    { supportedProtocolVersions: ["2026-07-28", "2025-11-25"] },
+  );
+  registerIdempotentTool(
+    server,
+    "send_email",
+    { description: "Send an email.", inputSchema: { to: z.string() } },
+    async ({ to }, ctx) => {
+      expectTypeOf(ctx).toEqualTypeOf<ServerContext>();
+      sent.push(`${to} (request ${ctx.mcpReq.id})`);
+      return { content: [{ type: "text", text: `sent #${sent.length} to ${to}` }] };
+    },
+    { store, keyFrom: { argument: "hidden" } },
+  );
+  return server;
+}
+
+/**
+ * The SDK's stateless HTTP handler on a local port, a new McpServer per request from `factory`. A request's
+ * `x-client` header stands in for its verified OAuth client, as a real auth layer would set `authInfo`.
+ */
+async function serveStateless(factory: () => McpServer): Promise<URL> {
+  const handler = createMcpHandler(factory);
+  const server = serve({
+    fetch: (request: Request) => {
+      const clientId = request.headers.get("x-client");
+      return handler.fetch(
+        request,
+        clientId === null ? {} : { authInfo: { token: clientId, clientId, scopes: [] } },
+      );
+    },
+    port: 0,
+    hostname: "127.0.0.1",
+    createServer,
+  });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  cleanups.push(async () => {
+    await handler.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`);
+}
+
+/** A v2 Client on the 2026-07-28 revision (multi-round-trip calls), answering elicitations with `answer`. */
+async function modernClient(
+  url: URL,
+  answer: () => Record<string, string | number | boolean>,
+  headers: Record<string, string> = {},
+) {
+  const client = new Client(
+    { name: "agent", version: "1.0.0" },
+    { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: "2026-07-28" } } },
+  );
+  client.setRequestHandler("elicitation/create", async () => ({ action: "accept", content: answer() }));
+  await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers } }));
+  cleanups.push(() => client.close());
+  return client;
+}
+
+describe("stateless HTTP on the 2026-07-28 revision (createMcpHandler)", () => {
+  /** A purchase tool that asks the client to confirm (a multi-round-trip call) before it buys. */
+  function shopFactory(store: IdempotencyStore, bought: string[]) {
+    return () => {
+      const server = new McpServer(
+        { name: "shop", version: "1.0.0" },
+        { supportedProtocolVersions: ["2026-07-28", "2025-11-25"] },
+      );
+      registerIdempotentTool(
+        server,
+        "buy",
+        { description: "Buy an item.", inputSchema: z.object({ item: z.string() }) },
+        async ({ item }, ctx) => {
+          const confirmation = acceptedContent(
+            ctx.mcpReq.inputResponses,
+            "confirm",
+            z.object({ confirm: z.boolean() }),
+          );
+          if (confirmation?.confirm !== true) {
+            return inputRequired({
+              inputRequests: {
+                confirm: inputRequired.elicit({
+                  message: `Buy ${item}?`,
+                  requestedSchema: {
+                    type: "object",
+                    properties: { confirm: { type: "boolean" } },
+                    required: ["confirm"],
+                  },
+                }),
+              },
+            });
+          }
+          bought.push(item);
+          return { content: [{ type: "text", text: `bought ${item} (#${bought.length})` }] };
+        },
+        { store },
+      );
+      return server;
+    };
+  }
+
+  it("never records the input-required answer: the continuation buys once, a repeat replays the purchase", async () => {
+    const bought: string[] = [];
+    const url = await serveStateless(shopFactory(memoryStore(), bought));
+    let asked = 0;
+    const client = await modernClient(url, () => {
+      asked++;
+      return { confirm: true };
+    });
+    expect(client.getProtocolEra()).toBe("modern");
+    const call = { name: "buy", arguments: { item: "lamp", idempotency_key: "order-1" } };
+
+    const first = await client.callTool(call);
+    const repeat = await client.callTool(call);
+
+    expect(textOf(first)).toBe("bought lamp (#1)");
+    expect(envelope(first)?.was_replay).toBe(false);
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(textOf(repeat)).toContain("bought lamp (#1)");
+    expect(bought).toEqual(["lamp"]);
+    expect(asked).toBe(1);
+  });
+
+  it("scopes keys by the authenticated client the handler was given (ctx.http.authInfo)", async () => {
+    const sent: string[] = [];
+    const store = memoryStore();
+    const url = await serveStateless(() => mailServer(store, sent));
+    const alice = await modernClient(url, () => ({}), { "x-client": "alice" });
+    const bob = await modernClient(url, () => ({}), { "x-client": "bob" });
+    const call = {
+      name: "send_email",
+      arguments: { to: "team@example.com" },
+      _meta: { idempotency_key: "k-1" },
+    };
+
+    const fromAlice = await alice.callTool(call);
+    const fromBob = await bob.callTool(call);
+    const fromAliceAgain = await alice.callTool(call);
+
+    expect(envelope(fromAlice)?.was_replay).toBe(false);
+    expect(envelope(fromBob)?.was_replay).toBe(false);
+    expect(envelope(fromAliceAgain)?.was_replay).toBe(true);
+    expect(sent).toHaveLength(2);
+    expect(await store.get({ scope: "alice", key: "k-1" }, Date.now())).toBeDefined();
+    expect(await store.get({ scope: "bob", key: "k-1" }, Date.now())).toBeDefined();
+  });
+});

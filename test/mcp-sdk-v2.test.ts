@@ -1,0 +1,195 @@
+/**
+ * idempotool/mcp and idempotool/mcp-client on the MCP TypeScript SDK 2.x (`@modelcontextprotocol/server`,
+ * `@modelcontextprotocol/client`): a real v2 McpServer and Client, over the SDK's in-memory link (the 2025
+ * era a v2 client speaks by default) and over HTTP through the SDK's stateless `createMcpHandler`, where a
+ * client pinned to the 2026-07-28 revision runs multi-round-trip calls.
+ */
+
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  Client,
+  type InMemoryTransport as ClientInMemoryTransport,
+  ProtocolError,
+} from "@modelcontextprotocol/client";
+import { InMemoryTransport, McpServer, type ServerContext } from "@modelcontextprotocol/server";
+import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
+import { z } from "zod";
+import { type IdempotencyStore, memoryStore } from "../src/index.js";
+import { type IdempotencyInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+import { idempotentClient } from "../src/mcp-client/index.js";
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
+});
+
+type Result = Awaited<ReturnType<Client["callTool"]>>;
+const envelope = (result: Result) => result._meta?.[MetaKey.envelope] as IdempotencyInfo | undefined;
+const textOf = (result: Result) =>
+  result.content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("\n");
+
+/** A mail server's tools on a fresh v2 McpServer; every run of send_email is counted in `sent`. */
+function mailServer(store: IdempotencyStore, sent: string[]) {
+  const server = new McpServer(
+    { name: "mail", version: "1.0.0" },
+    { supportedProtocolVersions: ["2026-07-28", "2025-11-25"] },
+  );
+  registerIdempotentTool(
+    server,
+    "send_email",
+    { description: "Send an email.", inputSchema: { to: z.string() } },
+    async ({ to }, ctx) => {
+      expectTypeOf(ctx).toEqualTypeOf<ServerContext>();
+      sent.push(`${to} (request ${ctx.mcpReq.id})`);
+      return { content: [{ type: "text", text: `sent #${sent.length} to ${to}` }] };
+    },
+    { store, keyFrom: { argument: "hidden" } },
+  );
+  return server;
+}
+
+/** A v2 Client connected to `server` over the SDK's in-memory link. */
+async function connectInMemory(server: McpServer): Promise<Client> {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: "agent", version: "1.0.0" });
+  await client.connect(clientSide as unknown as ClientInMemoryTransport);
+  cleanups.push(
+    () => client.close(),
+    () => server.close(),
+  );
+  return client;
+}
+
+describe("registerIdempotentTool on a v2 McpServer", () => {
+  it("reads the key from the request's _meta, where v2 puts it (ctx.mcpReq._meta): two calls, one email", async () => {
+    const sent: string[] = [];
+    const client = await connectInMemory(mailServer(memoryStore(), sent));
+    const call = {
+      name: "send_email",
+      arguments: { to: "ann@example.com" },
+      _meta: { idempotency_key: "k-1" },
+    };
+
+    const first = await client.callTool(call);
+    const again = await client.callTool(call);
+
+    expect(first.isError).toBeFalsy();
+    expect(textOf(first)).toBe("sent #1 to ann@example.com");
+    expect(envelope(again)?.was_replay).toBe(true);
+    expect(sent).toHaveLength(1);
+  });
+
+  it("takes a zod object as the input schema, adds idempotency_key to it and keeps it strict", async () => {
+    const server = new McpServer({ name: "shop", version: "1.0.0" });
+    let runs = 0;
+    registerIdempotentTool(
+      server,
+      "refund",
+      { inputSchema: z.object({ order: z.string(), cents: z.number().int() }).strict() },
+      async ({ order, cents }) => {
+        runs++;
+        return { content: [{ type: "text", text: `refunded ${cents} on ${order}` }] };
+      },
+      { store: memoryStore() },
+    );
+    const client = await connectInMemory(server);
+
+    const [tool] = (await client.listTools()).tools;
+    expect(tool?.inputSchema.required).toEqual(["order", "cents", "idempotency_key"]);
+    expect(tool?.inputSchema.additionalProperties).toBe(false);
+    const call = { name: "refund", arguments: { order: "o-1", cents: 250, idempotency_key: "r-1" } };
+    await client.callTool(call);
+    const again = await client.callTool(call);
+    const stray = await client.callTool({ name: "refund", arguments: { ...call.arguments, note: "x" } });
+
+    expect(envelope(again)?.was_replay).toBe(true);
+    expect(stray.isError).toBe(true);
+    expect(runs).toBe(1);
+  });
+});
+
+describe("idempotentClient around a v2 Client", () => {
+  it("passes its per-attempt timeout to the v2 callTool(params, options): the retry replays, one email", async () => {
+    const sent: string[] = [];
+    const server = new McpServer({ name: "mail", version: "1.0.0" });
+    let release: () => void = () => {};
+    const slowFirstRun = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    registerIdempotentTool(
+      server,
+      "send_email",
+      { inputSchema: { to: z.string() } },
+      async ({ to }) => {
+        sent.push(to);
+        await slowFirstRun;
+        return { content: [{ type: "text", text: `sent to ${to}` }] };
+      },
+      { store: memoryStore(), keyFrom: { argument: "hidden" } },
+    );
+    const client = await connectInMemory(server);
+    let attempts = 0;
+    const mcp = idempotentClient(client, {
+      retry: { maxAttempts: 3, timeoutMs: 50, initialDelayMs: 1 },
+      // The first attempt times out while the tool runs; the email finishes before the second is sent.
+      clock: {
+        now: () => Date.now(),
+        sleep: async () => {
+          attempts++;
+          release();
+        },
+      },
+    });
+
+    const result = await mcp.callTool({ name: "send_email", arguments: { to: "ann@example.com" } });
+
+    expect(attempts).toBe(1);
+    expect(textOf(result as Result)).toContain("sent to ann@example.com");
+    expect(envelope(result as Result)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ann@example.com"]);
+  });
+
+  it("takes a v2 ProtocolError as the server's definite answer: passed on at once, not retried", async () => {
+    const server = new McpServer({ name: "mail", version: "1.0.0" });
+    registerIdempotentTool(
+      server,
+      "send_email",
+      { inputSchema: { to: z.string() } },
+      async () => ({ content: [{ type: "text", text: "sent" }] }),
+      { store: memoryStore() },
+    );
+    const client = await connectInMemory(server);
+    let retries = 0;
+    const mcp = idempotentClient(client, {
+      retry: { maxAttempts: 3 },
+      clock: {
+        now: () => Date.now(),
+        sleep: async () => {
+          retries++;
+        },
+      },
+    });
+
+    const call = mcp.callTool({ name: "send_mail_typo", arguments: { to: "ann@example.com" } });
+
+    await expect(call).rejects.toBeInstanceOf(ProtocolError);
+    await expect(call).rejects.toThrow("Tool send_mail_typo not found");
+    expect(retries).toBe(0);
+  });
+});
+
+describe("the types of idempotool/mcp and idempotool/mcp-client", () => {
+  it("import neither SDK, so a project with only one of them compiles against them", () => {
+    const sources = ["src/mcp", "src/mcp-client"].flatMap((folder) =>
+      readdirSync(folder)
+        .filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"))
+        .map((file) => join(folder, file)),
+    );
+    const importing = sources.filter((file) =>
+      /^(?:import|export|\})[^\n]*from "@modelcontextprotocol\//m.test(readFileSync(file, "utf8")),
+    );
+    expect(importing).toEqual([]);
+  });
+});
