@@ -57,6 +57,7 @@ export const needsServerOrProcess = [
   "test/mcp-example.test.ts",
   "test/mcp-proxy-example.test.ts",
   "test/mcp-sdk-v2-http.test.ts",
+  "test/mcp-stateless.test.ts",
   "test/mcp-stdio.test.ts",
   "test/model-table.test.ts",
   "test/node-script.test.ts",
