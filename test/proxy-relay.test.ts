@@ -378,6 +378,56 @@ describe("the proxy's relay", () => {
     expect(server.calls()).toHaveLength(1);
   });
 
+  it("guards a tool the client was shown with a key, though the server relabelled it without list_changed", async () => {
+    const { client, server } = await connectThroughProxy();
+    await client.callTool({ name: "get_message", arguments: {} });
+    server.tools = server.tools.map((tool) =>
+      tool.name === "get_message"
+        ? { ...tool, annotations: { readOnlyHint: false, destructiveHint: true } }
+        : tool,
+    );
+    const listed = (await client.listTools()).tools.find((tool) => tool.name === "get_message");
+    expect(listed?.inputSchema.required).toContain("idempotency_key");
+    const call = { name: "get_message", arguments: { idempotency_key: "k-30" } };
+    await client.callTool(call);
+    const again = await client.callTool(call);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls().filter((sent) => sent.params?.name === "get_message")).toHaveLength(2);
+  });
+
+  it.each([
+    ["read-only copy first", [{ readOnlyHint: true }, {}]],
+    ["side-effectful copy first", [{}, { readOnlyHint: true }]],
+  ])("guards a tool the server lists twice (%s)", async (_order, annotations) => {
+    const { client, server } = await connectThroughProxy();
+    server.tools = annotations.map((annotation) => ({
+      name: "post_note",
+      inputSchema: { type: "object" },
+      annotations: annotation,
+    }));
+    await server.notify("notifications/tools/list_changed");
+    const copies = (await client.listTools()).tools.filter((tool) => tool.name === "post_note");
+    expect(copies.map((tool) => tool.inputSchema.required)).toEqual([
+      ["idempotency_key"],
+      ["idempotency_key"],
+    ]);
+    const call = { name: "post_note", arguments: { idempotency_key: "k-31" } };
+    await client.callTool(call);
+    const again = await client.callTool(call);
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls()).toHaveLength(1);
+  });
+
+  it("refuses a tools/call whose name is not a string, and sends the server nothing", async () => {
+    const { client, server } = await connectThroughProxy();
+    const call = client.request(
+      { method: "tools/call", params: { name: 42, arguments: { idempotency_key: "k-32" } } } as never,
+      CallToolResultSchema,
+    );
+    await expect(call).rejects.toThrow("a tools/call needs a tool name");
+    expect(server.calls()).toEqual([]);
+  });
+
   it("refuses a key one tool used when another tool is called with it, with the same arguments or not", async () => {
     const { client, server } = await connectThroughProxy();
     server.tools = [...server.tools, { name: "delete_message", inputSchema: { type: "object" } }];

@@ -89,8 +89,10 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   const running = new Set<Promise<void>>();
   let guards: Map<string, Guard> | undefined;
   let listing: Promise<Map<string, Guard>> | undefined;
-  // Every tool guarded so far: a later list that calls one read-only does not unguard it.
-  const guardedBefore = new Set<string>();
+  // Every tool guarded so far, with the guard it was shown with: a later list that calls one read-only
+  // does not unguard it, and a call is judged by what the client was shown, whatever the proxy's own
+  // older list says (a server may relabel a tool without a list_changed notice).
+  const guardedBefore = new Map<string, Guard>();
   // Counts the server's list_changed notices: a list fetched across one may already be stale.
   let listGeneration = 0;
   let checkedRules = false;
@@ -182,8 +184,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         // changing its list has its latest answer used, but not kept.
         if (current || attempt >= maxRelists) break;
       }
-      const fresh = new Map(listed.map((tool) => [tool.name, guardOf(tool, rules, guardedBefore)]));
-      for (const [name, guard] of fresh) if (guard.guarded) guardedBefore.add(name);
+      const fresh = guardsOf(listed, rules, guardedBefore);
+      for (const [name, guard] of fresh) if (guard.guarded) guardedBefore.set(name, guard);
       if (!checkedRules) {
         checkedRules = true;
         const unknown = unknownToolsIn(rules, listed);
@@ -218,29 +220,39 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   const answerCall = async (message: Message, id: RequestId): Promise<void> => {
     const params = (isObject(message.params) ? message.params : {}) as Record<string, unknown>;
     const name = params.name;
-    let guard: Guard | undefined;
-    if (typeof name === "string") {
-      try {
-        guard = (await knownGuards()).get(name);
-        if (guard === undefined) {
-          // The server may have added it without a list_changed notice: ask once more.
-          guards = undefined;
-          guard = (await knownGuards()).get(name) ?? unlistedGuard;
-        }
-      } catch (error) {
-        if (ending) return;
-        await sendToClient({
-          jsonrpc: "2.0",
-          id,
-          error: {
-            code: -32603,
-            message: `idempotool proxy: cannot list the server's tools: ${String(error)}`,
-          },
-        });
-        return;
-      }
+    if (typeof name !== "string") {
+      // No tool can be judged by a name that is not one; relayed, a lenient server might run something.
+      await sendToClient({
+        jsonrpc: "2.0",
+        id,
+        error: { code: -32602, message: "idempotool proxy: a tools/call needs a tool name (a string)." },
+      });
+      return;
     }
-    if (typeof name !== "string" || !guard?.guarded) {
+    let guard: Guard;
+    try {
+      let listed = (await knownGuards()).get(name);
+      if (listed === undefined) {
+        // The server may have added it without a list_changed notice: ask once more.
+        guards = undefined;
+        listed = (await knownGuards()).get(name) ?? unlistedGuard;
+      }
+      guard = listed;
+      // A tool the client was shown as taking a key stays guarded for it.
+      if (!guard.guarded) guard = guardedBefore.get(name) ?? guard;
+    } catch (error) {
+      if (ending) return;
+      await sendToClient({
+        jsonrpc: "2.0",
+        id,
+        error: {
+          code: -32603,
+          message: `idempotool proxy: cannot list the server's tools: ${String(error)}`,
+        },
+      });
+      return;
+    }
+    if (!guard.guarded) {
       await sendToServer(message);
       return;
     }
@@ -364,20 +376,50 @@ const unlistedGuard: Guard = {
   why: "the server does not list it",
 };
 
+/**
+ * How each listed tool is treated. A name listed twice is guarded: which copy the server runs is its
+ * own choice, and a client may have been shown either.
+ */
+function guardsOf(
+  listed: readonly ListedTool[],
+  rules: ToolRules,
+  guardedBefore: ReadonlyMap<string, Guard>,
+): Map<string, Guard> {
+  const guards = new Map<string, Guard>();
+  const before = new Set(guardedBefore.keys());
+  for (const tool of listed) {
+    const guard = guardOf(tool, rules, before);
+    const other = guards.get(tool.name);
+    guards.set(tool.name, other === undefined ? guard : listedTwice(other, guard));
+  }
+  return guards;
+}
+
+function listedTwice(first: Guard, second: Guard): Guard {
+  const guarded = first.guarded ? first : second.guarded ? second : undefined;
+  return {
+    guarded: true,
+    effect: guarded?.effect ?? Effect.irreversible,
+    why: "the server lists it twice",
+  };
+}
+
 /** A `tools/list` result with each guarded tool given its key. */
 function withGuards(
   result: Record<string, unknown>,
   rules: ToolRules,
-  guardedBefore: Set<string>,
+  guardedBefore: Map<string, Guard>,
   ttlMs: number,
 ): Record<string, unknown> {
   if (!Array.isArray(result.tools)) return result;
+  const guards = guardsOf(result.tools.filter(isListedTool), rules, guardedBefore);
   return {
     ...result,
     tools: result.tools.map((tool: unknown) => {
-      if (!isListedTool(tool) || !guardOf(tool, rules, guardedBefore).guarded) return tool;
+      const guard = isListedTool(tool) ? guards.get(tool.name) : undefined;
+      if (!isListedTool(tool) || !guard?.guarded) return tool;
       // A client told a tool takes a key keeps sending one: keep guarding it.
-      guardedBefore.add(tool.name);
+      guardedBefore.set(tool.name, guard);
       return guardedTool(tool, ttlMs);
     }),
   };
