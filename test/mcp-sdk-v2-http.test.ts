@@ -18,6 +18,7 @@ import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
 import { type IdempotencyStore, memoryStore } from "../src/index.js";
 import { type IdempotencyInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+import { idempotentClient } from "../src/mcp-client/index.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -52,16 +53,21 @@ function mailServer(store: IdempotencyStore, sent: string[]) {
 /**
  * The SDK's stateless HTTP handler on a local port, a new McpServer per request from `factory`. A request's
  * `x-client` header stands in for its verified OAuth client, as a real auth layer would set `authInfo`.
+ * `replace` may swap the server's response for another on its way out (a gateway's error, say).
  */
-async function serveStateless(factory: () => McpServer): Promise<URL> {
+async function serveStateless(
+  factory: () => McpServer,
+  replace: (request: Request, response: Response) => Promise<Response> = async (_, response) => response,
+): Promise<URL> {
   const handler = createMcpHandler(factory);
   const server = serve({
-    fetch: (request: Request) => {
+    fetch: async (request: Request) => {
       const clientId = request.headers.get("x-client");
-      return handler.fetch(
-        request,
+      const response = await handler.fetch(
+        request.clone(),
         clientId === null ? {} : { authInfo: { token: clientId, clientId, scopes: [] } },
       );
+      return replace(request, response);
     },
     port: 0,
     hostname: "127.0.0.1",
@@ -176,5 +182,35 @@ describe("stateless HTTP on the 2026-07-28 revision (createMcpHandler)", () => {
     expect(sent).toHaveLength(2);
     expect(await store.get({ scope: "alice", key: "k-1" }, Date.now())).toBeDefined();
     expect(await store.get({ scope: "bob", key: "k-1" }, Date.now())).toBeDefined();
+  });
+});
+
+describe("idempotentClient against stateless HTTP", () => {
+  it("retries a call whose reply a gateway turned into HTTP 502 under the same key: one email, replayed", async () => {
+    const sent: string[] = [];
+    const store = memoryStore();
+    let failed = 0;
+    const url = await serveStateless(
+      () => mailServer(store, sent),
+      async (request, response) => {
+        const body = await request.text();
+        if (!body.includes('"tools/call"') || failed > 0) return response;
+        failed++;
+        await response.text(); // the tool ran and its outcome is recorded; its reply is lost
+        return new Response("Bad Gateway", { status: 502 });
+      },
+    );
+    const client = await modernClient(url, () => ({}));
+    const mail = idempotentClient(client, {
+      retry: { maxAttempts: 3, initialDelayMs: 1 },
+      clock: { now: () => Date.now(), sleep: async () => {} },
+    });
+
+    const result = await mail.callTool({ name: "send_email", arguments: { to: "ann@example.com" } });
+
+    expect(failed).toBe(1);
+    expect(result.isError).toBeFalsy();
+    expect(envelope(result)?.was_replay).toBe(true);
+    expect(sent).toHaveLength(1);
   });
 });

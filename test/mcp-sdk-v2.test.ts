@@ -12,6 +12,9 @@ import {
   type InMemoryTransport as ClientInMemoryTransport,
   ProtocolError,
 } from "@modelcontextprotocol/client";
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport as InMemoryTransportV1 } from "@modelcontextprotocol/sdk/inMemory.js";
+import { McpServer as McpServerV1 } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { InMemoryTransport, McpServer, type ServerContext } from "@modelcontextprotocol/server";
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
@@ -107,6 +110,39 @@ describe("registerIdempotentTool on a v2 McpServer", () => {
     expect(envelope(again)?.was_replay).toBe(true);
     expect(stray.isError).toBe(true);
     expect(runs).toBe(1);
+  });
+});
+
+describe("input-required answers on a 1.x McpServer", () => {
+  it("are a result like any other there: recorded and replayed, since 1.x has no multi-round-trip calls", async () => {
+    const server = new McpServerV1({ name: "mail", version: "1.0.0" });
+    const sent: string[] = [];
+    registerIdempotentTool(
+      server,
+      "send_email",
+      { inputSchema: { to: z.string() } },
+      async ({ to }) => {
+        sent.push(to);
+        // An upstream's raw result passed through, say: on 1.x it is what the client gets.
+        return { resultType: "input_required", requestState: "s", content: [{ type: "text", text: "sent" }] };
+      },
+      { store: memoryStore() },
+    );
+    const [clientSide, serverSide] = InMemoryTransportV1.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new ClientV1({ name: "agent", version: "1.0.0" });
+    await client.connect(clientSide);
+    cleanups.push(
+      () => client.close(),
+      () => server.close(),
+    );
+    const call = { name: "send_email", arguments: { to: "ann@example.com", idempotency_key: "k-1" } };
+
+    await client.callTool(call);
+    const again = await client.callTool(call);
+
+    expect(envelope(again as Result)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ann@example.com"]);
   });
 });
 

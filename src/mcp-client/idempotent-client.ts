@@ -87,18 +87,20 @@ const connectionClosed = -32000;
 const requestTimeout = -32001;
 
 /**
- * How the 2.x SDK's local errors (`SdkError`, never sent by the server) end an attempt: the connection is
- * gone, or no answer came. Every other `SdkError` is a definite local answer (an auth refusal, a result
- * that failed validation, a method this protocol revision lacks): passed on, not retried.
+ * The 2.x SDK's local errors (`SdkError`, never sent by the server) that prove the request did not run:
+ * refused before it was sent, or refused by the server's auth before any tool. Every other one (a closed
+ * connection, a timeout, an HTTP 5xx, a result that failed validation) may follow a run, and is retried.
  */
-const sdkErrorJudgement: Readonly<Record<string, Judged>> = {
-  CONNECTION_CLOSED: "connection_lost",
-  NOT_CONNECTED: "connection_lost",
-  REQUEST_TIMEOUT: "no_answer",
-  SEND_FAILED: "no_answer",
-  CLIENT_HTTP_UNEXPECTED_CONTENT: "no_answer",
-  CLIENT_HTTP_FAILED_TO_OPEN_STREAM: "no_answer",
-};
+const refusedBeforeRunning = new Set([
+  "NOT_INITIALIZED",
+  "CAPABILITY_NOT_SUPPORTED",
+  "METHOD_NOT_SUPPORTED_BY_PROTOCOL_VERSION",
+  "CLIENT_HTTP_AUTHENTICATION",
+  "CLIENT_HTTP_FORBIDDEN",
+]);
+
+/** The 2.x SDK's local errors that mean the connection is gone: reconnect before the retry. */
+const connectionGone = new Set(["CONNECTION_CLOSED", "NOT_CONNECTED"]);
 
 /**
  * Wrap an MCP SDK `Client` so that each tool call gets one idempotency key, sent in `_meta` on every
@@ -169,15 +171,21 @@ export function idempotentClient<Client extends McpClientLike>(
 }
 
 /**
- * A JSON-RPC error the server sent is its answer (1.x `McpError`, 2.x `ProtocolError`); the SDK's
- * "connection closed" and "not connected" mean the connection is gone; a timeout or a transport's own
- * failure is no answer. Anything unrecognised is retried: under the same key a retry is at worst a replay.
+ * A JSON-RPC error the server sent is its answer (1.x `McpError`, 2.x `ProtocolError`), as is a 2.x
+ * refusal before anything ran; the SDK's "connection closed" and "not connected" mean the connection is
+ * gone; a timeout, an HTTP error status or a transport's own failure is no answer. Anything unrecognised
+ * is retried: under the same key a retry is at worst a replay.
  */
 function judge(error: unknown): Judged {
   if (!(error instanceof Error)) return "no_answer";
   const code = (error as { code?: unknown }).code;
   if (error.name === "SdkError" || error.name === "SdkHttpError") {
-    return typeof code === "string" ? (sdkErrorJudgement[code] ?? "answer") : "no_answer";
+    if (typeof code !== "string") return "no_answer";
+    return connectionGone.has(code)
+      ? "connection_lost"
+      : refusedBeforeRunning.has(code)
+        ? "answer"
+        : "no_answer";
   }
   if (code === connectionClosed) return "connection_lost";
   if (code === requestTimeout) return "no_answer";

@@ -91,7 +91,9 @@ export type CallOutcome<T> =
 /**
  * Run `attempt` until it resolves or throws an answer, retrying what `judge` calls no answer within the
  * policy's bounds, with backoff. A throw after the caller's `signal` aborted goes to the caller at once.
- * Before a retry after `connection_lost`, `reconnect` runs (a throw there counts as one more failed attempt).
+ * Before a retry after `connection_lost`, `reconnect` runs (a throw there counts as one more failed attempt,
+ * whatever it says). An answer that is an error after an attempt that got none ends the call as unanswered:
+ * the first attempt may have run.
  */
 export async function retryCall<T>(
   config: ResolvedRetryCall,
@@ -103,6 +105,8 @@ export async function retryCall<T>(
   const { policy, clock } = config;
   const startedAt = clock.now();
   let reconnectFirst = false;
+  // Once an attempt went unanswered, the call may have run: a later attempt's error cannot say it did not.
+  let unanswered = false;
   for (let attempts = 1; ; attempts++) {
     signal?.throwIfAborted();
     const elapsedMs = clock.now() - startedAt;
@@ -112,13 +116,23 @@ export async function retryCall<T>(
     try {
       if (reconnectFirst && reconnect) await reconnect();
       reconnectFirst = false;
-      return { answered: true, value: await attempt(timeoutMs), attempts };
     } catch (error) {
+      // The connection is still gone: this attempt is spent reconnecting, whatever the error says.
       if (signal?.aborted) throw error;
-      const judged = judge(error);
-      if (judged === "answer") throw error;
-      reconnectFirst = judged === "connection_lost" || reconnectFirst;
       lastError = error;
+    }
+    if (!reconnectFirst) {
+      try {
+        return { answered: true, value: await attempt(timeoutMs), attempts };
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        const judged = judge(error);
+        if (judged === "answer" && !unanswered) throw error;
+        if (judged === "answer") return { answered: false, lastError: error, attempts };
+        unanswered = true;
+        reconnectFirst = judged === "connection_lost";
+        lastError = error;
+      }
     }
     const delayMs = backoffMs(policy, attempts, config.random);
     const outOfTime = clock.now() - startedAt + delayMs >= policy.maxElapsedMs;

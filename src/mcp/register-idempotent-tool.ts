@@ -211,7 +211,9 @@ export function registerIdempotentTool<
               : "error";
         throw error;
       }
-      if (isInputRequired(answer)) {
+      // Only the 2.x SDK (whose request context has `mcpReq`) speaks multi-round-trip calls; on 1.x such a
+      // shape is just a result, recorded like any other.
+      if (isInputRequired(answer) && call.multiRoundTrip) {
         // A question to the client, not an outcome: nothing is recorded, the key is free again, and the
         // client's continuation (the same call, with the answers) claims it and runs the tool anew.
         call.inputRequired = answer;
@@ -270,7 +272,10 @@ export function registerIdempotentTool<
         return errorResult(error, "", undefined, tool.effect);
       }
       const key = parsed.key;
-      const call: CallState<ToolExtraOf<Server>> = { extra };
+      const call: CallState<ToolExtraOf<Server>> = {
+        extra,
+        multiRoundTrip: typeof fields.mcpReq === "object" && fields.mcpReq !== null,
+      };
       // The SDK parsed the arguments against the tool's schema before calling us.
       const args = parsed.args as Args;
       calls.set(args as object, call);
@@ -295,6 +300,8 @@ export function registerIdempotentTool<
 /** One request on its way through idempotent(): its SDK context, and how the tool's throw ended if it threw. */
 interface CallState<Extra> {
   readonly extra: Extra;
+  /** The request came through an SDK that speaks multi-round-trip calls (2.x). */
+  readonly multiRoundTrip: boolean;
   thrown?: ThrownKind;
   /** Set when the tool answered with a question for the client instead of an outcome. */
   inputRequired?: InputRequiredResult;
