@@ -79,6 +79,7 @@ export const needsServerOrProcess = [
   "test/postgres-settle-record.test.ts",
   "test/postgres-store.test.ts",
   "test/provision.test.ts",
+  "test/proxy-http-guards.test.ts",
   "test/reconcile-stores.test.ts",
   "test/redis-cluster.test.ts",
   "test/redis-commands.test.ts",

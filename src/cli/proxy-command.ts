@@ -8,13 +8,13 @@ import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Command, InvalidArgumentError, Option } from "commander";
-import { commaList, milliseconds } from "./arguments.js";
+import { commaList, milliseconds, positiveInteger } from "./arguments.js";
 import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { startMcpProxy } from "./mcp-proxy.js";
 import { loadOptional } from "./optional-packages.js";
 import { printable } from "./output.js";
-import { serveHttpProxy } from "./proxy-http.js";
+import { defaultMaxSessions, serveHttpProxy } from "./proxy-http.js";
 import { readOnlyRule, readToolRules, type ToolRule, toolRuleFlag } from "./proxy-tools.js";
 import { redactUrl } from "./redact.js";
 import { openStore } from "./store-url.js";
@@ -46,6 +46,7 @@ interface ProxyFlags {
   readonly similar?: number;
   readonly http?: number;
   readonly host: string;
+  readonly maxSessions: number;
 }
 
 const examples = `
@@ -119,6 +120,12 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       portNumber,
     )
     .option("--host <host>", "the address --http listens on", "127.0.0.1")
+    .option(
+      "--max-sessions <n>",
+      "the most --http sessions at once, each with its own copy of the server",
+      positiveInteger,
+      defaultMaxSessions,
+    )
     .option("--wait <ms>", "how long a repeat waits for a call in flight (default 10 s)", milliseconds)
     .addHelpText("after", examples)
     .action(async (upstream: string, args: string[], flags: ProxyFlags) => {
@@ -165,6 +172,7 @@ export function proxyCommand(command: Command, context: CommandContext): void {
             within,
             startServer,
             Transport: StreamableHTTPServerTransport,
+            maxSessions: flags.maxSessions,
           });
         } catch (error) {
           await store.close();

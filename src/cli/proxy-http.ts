@@ -23,7 +23,15 @@ export interface HttpProxyOptions extends Omit<McpProxyOptions, "client" | "serv
   readonly startServer: () => Transport;
   /** The SDK's Node transport class, loaded by the caller (the SDK is an optional peer). */
   readonly Transport: typeof StreamableHTTPServerTransport;
+  /**
+   * The most sessions (each one a copy of the server) alive or starting at once; a new one past it is
+   * refused with 503. Default {@link defaultMaxSessions}.
+   */
+  readonly maxSessions?: number | undefined;
 }
+
+/** How many sessions, each with its own server process, the proxy runs at once unless told. */
+export const defaultMaxSessions = 32;
 
 export interface HttpProxy {
   /** Where clients connect: `http://127.0.0.1:<port>/mcp`. */
@@ -43,7 +51,12 @@ const loopback = new Set(["127.0.0.1", "localhost", "::1"]);
  */
 export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpProxy> {
   const { log } = options;
-  const sessions = new Map<string, { transport: StreamableHTTPServerTransport; proxy: McpProxy }>();
+  const sessions = new Map<
+    string,
+    { transport: StreamableHTTPServerTransport; proxy: McpProxy; credential: string }
+  >();
+  const maxSessions = options.maxSessions ?? defaultMaxSessions;
+  let starting = 0;
   let port = options.port;
 
   const startSession = async (request: IncomingMessage, response: ServerResponse, body: unknown) => {
@@ -58,18 +71,13 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
           }
         : {}),
     });
-    const credential = request.headers.authorization;
+    const credential = credentialOf(request);
     const scope =
       options.scope === "shared"
         ? options.within("default")
         : options.scope === "client"
           ? // Keyed by the credential the client presents, never by a name it could claim.
-            options.within(
-              `client:${createHash("sha256")
-                .update(credential ?? "")
-                .digest("hex")
-                .slice(0, 32)}`,
-            )
+            options.within(`client:${credential}`)
           : () => options.within(`session:${transport.sessionId ?? ""}`);
     let proxy: McpProxy;
     try {
@@ -90,7 +98,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       await proxy.close();
       return;
     }
-    sessions.set(id, { transport, proxy });
+    sessions.set(id, { transport, proxy, credential });
     void proxy.ended.then((end) => {
       sessions.delete(id);
       log(`session ${id} ended: ${end.reason}`);
@@ -118,10 +126,26 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         answer(response, 404, -32001, "Session not found: start a new one with initialize");
         return;
       }
+      if (options.scope === "client" && credentialOf(request) !== session.credential) {
+        // The session's keys are its credential's: another credential, or none, must not read its replays.
+        answer(response, 403, -32001, "Forbidden: this session belongs to another credential");
+        return;
+      }
       await session.transport.handleRequest(request, response, body);
       return;
     }
     if (request.method === "POST" && isInitialize(body)) {
+      // Every check comes before the server is started: a request that would be refused must not cost a
+      // process. A web page can send a no-cors POST here, and a rebound DNS name can point here.
+      const refused = refusal(request, port, loopback.has(options.host));
+      if (refused) {
+        answer(response, refused.status, -32000, refused.message);
+        return;
+      }
+      if (sessions.size + starting >= maxSessions) {
+        answer(response, 503, -32000, `idempotool proxy: ${maxSessions} sessions are open; close one first`);
+        return;
+      }
       if (options.scope === "client" && !request.headers.authorization) {
         // Every client without one would share a namespace, and replay each other's results.
         answer(
@@ -132,7 +156,12 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         );
         return;
       }
-      await startSession(request, response, body);
+      starting++;
+      try {
+        await startSession(request, response, body);
+      } finally {
+        starting--;
+      }
       return;
     }
     answer(response, 400, -32000, "Bad Request: no Mcp-Session-Id; start a session with initialize");
@@ -161,6 +190,51 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** The credential a request presents, hashed: what a `--scope client` session and its keys belong to. */
+function credentialOf(request: IncomingMessage): string {
+  return createHash("sha256")
+    .update(request.headers.authorization ?? "")
+    .digest("hex")
+    .slice(0, 32);
+}
+
+/**
+ * Why a request that would start a session is refused, before anything is started: a Host or Origin that
+ * is not this proxy's own (when it listens on loopback), a body that is not JSON, an Accept header without
+ * both answers Streamable HTTP may give.
+ */
+function refusal(
+  request: IncomingMessage,
+  port: number,
+  local: boolean,
+): { status: number; message: string } | undefined {
+  if (local) {
+    const hosts = [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`];
+    if (!hosts.includes(request.headers.host ?? "")) {
+      return {
+        status: 403,
+        message: `Forbidden: Host ${JSON.stringify(request.headers.host ?? "")} is not this proxy`,
+      };
+    }
+    const origin = request.headers.origin;
+    if (origin !== undefined && !hosts.some((host) => origin === `http://${host}`)) {
+      return { status: 403, message: `Forbidden: requests from ${JSON.stringify(origin)} are not served` };
+    }
+  }
+  const mediaType = (request.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
+  if (mediaType !== "application/json") {
+    return { status: 415, message: "Unsupported Media Type: the body must be application/json" };
+  }
+  const accept = request.headers.accept ?? "";
+  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
+    return {
+      status: 406,
+      message: "Not Acceptable: Accept must list application/json and text/event-stream",
+    };
+  }
+  return undefined;
 }
 
 function isInitialize(body: unknown): boolean {
