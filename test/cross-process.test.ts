@@ -17,34 +17,6 @@ function tempDir(): string {
   return dir;
 }
 
-describe("cross-process: one SQLite file shared by OS processes", () => {
-  it("4 processes × 50 concurrent callers on 20 shared keys run exactly 20 executions", async () => {
-    const dir = tempDir();
-    const db = join(dir, "race.db");
-    const executions = join(dir, "executions.jsonl");
-    // Create the schema first so the workers race on claims, not on CREATE TABLE.
-    sqliteStore({ path: db }).migrate();
-
-    const workers = Array.from({ length: 4 }, () =>
-      startWorker("wrapper-race-worker.ts", [db, executions, "50", "20"]),
-    );
-    // Give every worker time to load before they all start at once.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
-    for (const worker of workers) worker.child.stdin.end("go\n");
-    const results = await Promise.all(workers.map((w) => w.exited));
-
-    for (const result of results) expect(result.code, result.stderr).toBe(0);
-    const outcomes = results.flatMap((r) => JSON.parse(r.stdout) as string[]);
-    expect(outcomes).toHaveLength(200);
-    const ran = jsonLines(executions);
-    expect(ran).toHaveLength(20);
-    expect(new Set(ran.map((e) => e.key)).size).toBe(20);
-    expect(outcomes.filter((o) => o === "ran")).toHaveLength(20);
-    // Every other caller got the original outcome, or an honest in-flight answer.
-    expect(outcomes.every((o) => o === "ran" || o === "replay" || o === "idempotency_key_in_use")).toBe(true);
-  }, 60_000);
-});
-
 describe("crash: a worker SIGKILLed after its effect and before settling", () => {
   async function crash(effect: Effect) {
     const dir = tempDir();

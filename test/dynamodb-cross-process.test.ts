@@ -36,32 +36,6 @@ function startWorker(script: string, args: string[]): WorkerProcess {
   return worker;
 }
 
-describe("dynamoStore across OS processes (one dynalite)", () => {
-  it("4 processes × 50 concurrent callers on 20 shared keys run exactly 20 executions", async () => {
-    const table = await db.table("race");
-    const executions = join(tempDir(), "executions.jsonl");
-    const workers = Array.from({ length: 4 }, () =>
-      startWorker("dynamo-race-worker.ts", [db.endpoint, table, executions, "50", "20"]),
-    );
-    await Promise.all(workers.map((w) => w.waitFor("ready")));
-    for (const worker of workers) worker.child.stdin.end("go\n");
-    const results = await Promise.all(workers.map((w) => w.exited));
-
-    for (const result of results) expect(result.code, result.stderr).toBe(0);
-    const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n").at(-1)!) as string[]);
-    expect(outcomes).toHaveLength(200);
-    const ran = jsonLines(executions);
-    expect(ran).toHaveLength(20);
-    expect(new Set(ran.map((e) => e.key)).size).toBe(20);
-    expect(outcomes.filter((o) => o === "ran")).toHaveLength(20);
-    expect(outcomes.filter((o) => o !== "ran" && o !== "replay")).toEqual([]);
-
-    const records = (await dynamoStore({ client: db.client(), table }).list({ limit: 1000 })).records;
-    expect(records).toHaveLength(20);
-    for (const record of records) expect(record).toMatchObject({ status: "completed", attempts: 1 });
-  }, 180_000);
-});
-
 describe("crash: a worker SIGKILLed after its effect and before settling", () => {
   const leaseMs = 10_000;
   const marginMs = 2_000;

@@ -40,42 +40,6 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-describe("cross-process: one PostgreSQL table shared by OS processes", () => {
-  it("8 processes × 100 concurrent callers on 50 shared keys run exactly 50 executions", async () => {
-    const name = table();
-    const executions = join(tempDir(), "executions.jsonl");
-    // The workers also migrate; doing it first keeps their race on claims.
-    await postgresStore({ client: pool, table: name }).migrate();
-
-    const workers = Array.from({ length: 8 }, () =>
-      startWorker("pg-race-worker.ts", [name, executions, "100", "50"]),
-    );
-    try {
-      await Promise.all(workers.map((w) => w.waitFor("ready")));
-      for (const w of workers) w.child.stdin.end("go\n");
-      const results = await Promise.all(workers.map((w) => w.exited));
-
-      for (const result of results) expect(result.code, result.stderr).toBe(0);
-      const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n")[1]!) as string[]);
-      expect(outcomes).toHaveLength(800);
-      const ran = jsonLines(executions);
-      expect(ran).toHaveLength(50);
-      expect(new Set(ran.map((e) => e.key)).size).toBe(50);
-      expect(outcomes.filter((o) => o === "ran")).toHaveLength(50);
-      // Every other caller got the original outcome, or an honest in-flight answer.
-      const others = outcomes.filter((o) => o !== "ran");
-      expect(others.filter((o) => o !== "replay" && o !== "idempotency_key_in_use")).toEqual([]);
-
-      const { rows } = await pool.query<{ status: string; attempts: number; n: number }>(
-        `SELECT status, attempts, count(*)::int AS n FROM "${name}" GROUP BY status, attempts`,
-      );
-      expect(rows).toEqual([{ status: "completed", attempts: 1, n: 50 }]);
-    } finally {
-      for (const w of workers) if (w.child.exitCode === null) w.child.kill("SIGKILL");
-    }
-  }, 240_000);
-});
-
 describe("crash: a worker SIGKILLed mid-call", () => {
   const leaseMs = 1_000;
 

@@ -51,36 +51,6 @@ function startWorker(script: string, args: string[]): WorkerProcess {
   return worker;
 }
 
-describe("redisStore across OS processes", () => {
-  it("8 processes × 100 concurrent callers on 50 shared keys run exactly 50 executions", async () => {
-    const { prefix, dir } = await fresh("race");
-    const executions = join(dir, "executions.jsonl");
-    const workers = Array.from({ length: 8 }, () =>
-      startWorker("redis-race-worker.ts", [prefix, executions, "100", "50"]),
-    );
-    await Promise.all(workers.map((w) => w.waitFor("ready")));
-    for (const worker of workers) worker.child.stdin.end("go\n");
-    const results = await Promise.all(workers.map((w) => w.exited));
-
-    for (const result of results) expect(result.code, result.stderr).toBe(0);
-    const outcomes = results.flatMap((r) => JSON.parse(r.stdout.trim().split("\n").at(-1)!) as string[]);
-    expect(outcomes).toHaveLength(800);
-    const ran = jsonLines(executions);
-    expect(ran).toHaveLength(50);
-    expect(new Set(ran.map((e) => e.key)).size).toBe(50);
-    expect(outcomes.filter((o) => o === "ran")).toHaveLength(50);
-    // Every other caller got the original outcome, or an honest in-flight answer.
-    expect(outcomes.filter((o) => o !== "ran" && o !== "replay" && o !== "idempotency_key_in_use")).toEqual(
-      [],
-    );
-
-    const store = redisStore({ client, prefix });
-    const records = (await store.list({ limit: 1000 })).records;
-    expect(records).toHaveLength(50);
-    for (const record of records) expect(record).toMatchObject({ status: "completed", attempts: 1 });
-  }, 180_000);
-});
-
 describe("crash: a worker SIGKILLed after its effect and before settling", () => {
   // Long enough that "still within the lease" holds on a loaded machine; the next caller's store jumps
   // its server time past it with clockOffsetMs instead of sleeping.
