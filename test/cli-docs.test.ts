@@ -1,14 +1,13 @@
 /**
  * docs/cli.md's command table lists every command the binary has, and what each needs installed; its
- * Store URLs name every kind of store the CLI opens, and what it says of SQLite holds.
+ * Store URLs name every kind of store the CLI opens, and what it says of SQLite holds (that the record
+ * commands need no better-sqlite3 is run on the built binary, in test/cli-bin.test.ts).
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { buildProgram } from "../src/cli/main.js";
 import { storeOpeners } from "../src/cli/store-url.js";
-import { ensureBuilt, idempotool, root } from "./fixtures/cli-binary.js";
-import { seededSqlite } from "./fixtures/reconcile-seed.js";
 
 const doc = readFileSync(join(import.meta.dirname, "..", "docs", "cli.md"), "utf8");
 const commandTable = doc.slice(doc.indexOf("| command"), doc.indexOf("\n\n", doc.indexOf("| command")));
@@ -72,32 +71,5 @@ describe("docs/cli.md on stores", () => {
     expect(purge).toContain("`--dry-run` removes nothing");
     expect(purge).toContain("On Redis there is nothing to purge");
     expect(doc).toContain("**`--version`** (or `-V`)");
-  });
-});
-
-describe("the command line on SQLite, as docs/cli.md says", () => {
-  beforeAll(ensureBuilt, 180_000);
-
-  // This Node's node:sqlite is what every command opens SQLite with: better-sqlite3 made unloadable
-  // (as where it is not installed) changes nothing. npm test runs this on each Node the package claims.
-  it("needs no better-sqlite3: the record commands run with it unloadable", async () => {
-    const { url } = await seededSqlite({ expired: 2 });
-    const hidden = {
-      nodeArgs: ["--require", join(root, "test", "fixtures", "without-sqlite-drivers.cjs")],
-      env: { IDEMPOTOOL_HIDE_SQLITE_DRIVERS: "better-sqlite3" },
-    };
-    const list = await idempotool(["inspect", "list", "--store", url, "--json"], hidden);
-    expect(list.code, list.stderr).toBe(0);
-    expect(JSON.parse(list.stdout)).toHaveLength(9);
-    const purge = await idempotool(["purge", "--store", url, "--json"], hidden);
-    expect(purge.code, purge.stderr).toBe(0);
-    expect(JSON.parse(purge.stdout)).toMatchObject({ deleted: 2 });
-    // The hiding works: with node:sqlite hidden too, there is no driver left.
-    const neither = await idempotool(["inspect", "list", "--store", url], {
-      ...hidden,
-      env: { IDEMPOTOOL_HIDE_SQLITE_DRIVERS: "better-sqlite3,node:sqlite" },
-    });
-    expect(neither.code).toBe(2);
-    expect(neither.stderr).toContain("needs a SQLite driver");
   });
 });

@@ -1,6 +1,7 @@
 /**
- * The record commands (inspect, purge, reconcile) through the built binary on a DynamoDB table, named by a
- * dynamodb:// URL as an operator would: dynalite started by the test, credentials from the environment.
+ * The record commands (inspect, purge, reconcile), in this process, on a DynamoDB table named by a
+ * dynamodb:// URL as an operator would: dynalite started by the test (in this process, on a port of its
+ * own), credentials from the environment.
  */
 import net from "node:net";
 import { join } from "node:path";
@@ -8,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UsageError } from "../src/cli/errors.js";
 import { openStore, parseStoreUrl } from "../src/cli/store-url.js";
 import { dynamoStore } from "../src/dynamodb/index.js";
-import { cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli } from "./fixtures/cli-binary.js";
 import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
 import { seedRecord } from "./fixtures/reconcile-seed.js";
 
@@ -38,8 +39,7 @@ beforeAll(async () => {
   for (let i = 0; i < 3; i++) {
     await seedRecord(store, { key: `old-${i}`, status: "completed", now: now - 2 * DAY, ttlMs: DAY });
   }
-  await ensureBuilt();
-}, 200_000);
+});
 afterAll(() => db?.close());
 
 describe("dynamodb:// store URLs", () => {
@@ -81,12 +81,9 @@ describe("dynamodb:// store URLs", () => {
 
 describe("the record commands on DynamoDB", () => {
   const list = async (...args: string[]) => {
-    const { code, stdout, stderr } = await idempotool(
-      ["inspect", "list", "--store", url, "--json", ...args],
-      {
-        env,
-      },
-    );
+    const { code, stdout, stderr } = await cli(["inspect", "list", "--store", url, "--json", ...args], {
+      env,
+    });
     expect(code, stderr).toBe(0);
     return (JSON.parse(stdout) as { key: string }[]).map((r) => r.key).sort();
   };
@@ -98,7 +95,7 @@ describe("the record commands on DynamoDB", () => {
   });
 
   it("reconciles as a dry run without changing a record", async () => {
-    const { code, stdout, stderr } = await idempotool(["reconcile", "--store", url, "--hooks", hooks], {
+    const { code, stdout, stderr } = await cli(["reconcile", "--store", url, "--hooks", hooks], {
       env,
     });
     expect(code, stderr).toBe(0);
@@ -115,7 +112,7 @@ describe("the record commands on DynamoDB", () => {
   });
 
   it("purges the expired records and keeps the live ones", async () => {
-    const { code, stdout, stderr } = await idempotool(["purge", "--store", url, "--json"], { env });
+    const { code, stdout, stderr } = await cli(["purge", "--store", url, "--json"], { env });
     expect(code, stderr).toBe(0);
     expect(JSON.parse(stdout)).toMatchObject({ deleted: 3 });
     expect(await list()).toHaveLength(4);
@@ -131,7 +128,7 @@ describe("the record commands on DynamoDB", () => {
       [`dynamodb://no-such-table?endpoint=${encodeURIComponent(db.endpoint)}`, /no DynamoDB table/],
       ["dynamodb://ab?region=us-east-1", /--table must be a DynamoDB table name/],
     ] as const) {
-      const { code, stderr } = await idempotool(["inspect", "list", "--store", store], { env });
+      const { code, stderr } = await cli(["inspect", "list", "--store", store], { env });
       expect(code, store).toBe(2);
       expect(stderr.trim().split("\n"), store).toHaveLength(1);
       expect(stderr, store).toMatch(message);

@@ -1,23 +1,22 @@
-/** `idempotool inspect` through the built binary, on a seeded SQLite store. */
+/** `idempotool inspect` in this process, on a seeded SQLite store (test/cli-bin.test.ts spawns the built binary). */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/sqlite/index.js";
-import { ansi, cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { ansi, cli } from "./fixtures/cli-binary.js";
 import { seededSqlite, seedRecord } from "./fixtures/reconcile-seed.js";
 
 const DAY = 86_400_000;
 
 let url = "";
 beforeAll(async () => {
-  await ensureBuilt();
   url = (await seededSqlite()).url;
-}, 200_000);
+});
 
 describe("idempotool inspect", () => {
   it("lists every record as a plain table without colour when piped", async () => {
-    const { code, stdout } = await idempotool(["inspect", "list", "--store", url]);
+    const { code, stdout } = await cli(["inspect", "list", "--store", url]);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^scope\s+key\s+tool\s+status/);
     expect(stdout).toContain("turn-4-stale");
@@ -28,7 +27,7 @@ describe("idempotool inspect", () => {
 
   it("filters by tool, status, scope, key prefix and age, as JSON", async () => {
     const json = async (...args: string[]) => {
-      const { code, stdout } = await idempotool(["inspect", "list", "--store", url, "--json", ...args]);
+      const { code, stdout } = await cli(["inspect", "list", "--store", url, "--json", ...args]);
       expect(code).toBe(0);
       return (JSON.parse(stdout) as { key: string }[]).map((r) => r.key).sort();
     };
@@ -40,7 +39,7 @@ describe("idempotool inspect", () => {
   });
 
   it("shows one record with its result parsed", async () => {
-    const { code, stdout } = await idempotool([
+    const { code, stdout } = await cli([
       "inspect",
       "show",
       "default",
@@ -54,13 +53,13 @@ describe("idempotool inspect", () => {
       status: "completed",
       result: { messageId: "m-turn-1-alice" },
     });
-    const missing = await idempotool(["inspect", "show", "default", "nope", "--store", url]);
+    const missing = await cli(["inspect", "show", "default", "nope", "--store", url]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('no live record for key "nope"');
   });
 
   it("colours statuses on a terminal only", async () => {
-    const { stdout } = await idempotool(["inspect", "list", "--store", url], { env: { FORCE_COLOR: "1" } });
+    const { stdout } = await cli(["inspect", "list", "--store", url], { env: { FORCE_COLOR: "1" } });
     expect(stdout).toMatch(ansi);
   });
 
@@ -71,7 +70,7 @@ describe("idempotool inspect", () => {
       ["--store", url, "--older-than", "soon"],
       ["--store", "postgres://127.0.0.1:1/none"],
     ]) {
-      const { code, stderr } = await idempotool(["inspect", "list", ...args]);
+      const { code, stderr } = await cli(["inspect", "list", ...args]);
       expect(code, args.join(" ")).toBe(2);
       expect(stderr, args.join(" ")).not.toMatch(/\n\s+at /);
     }
@@ -86,7 +85,7 @@ describe("idempotool inspect", () => {
     await seedRecord(store, { key: "gone-completed", status: "completed", now: twoDaysAgo, ttlMs: DAY });
     await seedRecord(store, { key: "live-unknown", status: "unknown", now });
     await store.close();
-    const { code, stdout } = await idempotool(["inspect", "list", "--store", `sqlite://${path}`]);
+    const { code, stdout } = await cli(["inspect", "list", "--store", `sqlite://${path}`]);
     expect(code).toBe(0);
     const row = (key: string) => stdout.split("\n").find((line) => line.includes(key)) ?? "";
     expect(row("gone-unknown")).toMatch(/expired 1d ago; purge removes it$/);
@@ -119,7 +118,7 @@ describe("idempotool inspect", () => {
   });
 
   it("has help with examples", async () => {
-    const { code, stdout } = await idempotool(["inspect", "list", "--help"]);
+    const { code, stdout } = await cli(["inspect", "list", "--help"]);
     expect(code).toBe(0);
     expect(stdout).toContain("Examples:");
     expect(stdout).toContain("--older-than");

@@ -1,27 +1,25 @@
 /**
  * What every command shares: help with examples, exit codes (0 fine, 1 findings, 2 could not run),
- * one line for an error unless --debug, and runCli() for embedding without a child process.
+ * one line for an error unless --debug, and runCli() for embedding without a child process. In this
+ * process; test/cli-bin.test.ts runs the built binary where the process is the point.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ExitCode, reportError, UsageError } from "../src/cli/errors.js";
 import { runCli } from "../src/cli/main.js";
-import { installAdvice, needsPackages } from "../src/cli/optional-packages.js";
 import { IdempotencyError } from "../src/index.js";
-import { capturedIo as captured, cli, ensureBuilt, idempotool, root } from "./fixtures/cli-binary.js";
+import { capturedIo as captured, cli, root } from "./fixtures/cli-binary.js";
+import { seededSqlite } from "./fixtures/reconcile-seed.js";
 
 const version = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version;
 
-describe("the built binary", () => {
-  beforeAll(ensureBuilt, 180_000);
-
+describe("the command line", () => {
   it.each([[[]], [["audit"]], [["chaos"]], [["demo"]]])(
     "prints help with examples: idempotool %j --help",
     async (command) => {
-      const { code, stdout } = await idempotool([...command, "--help"]);
+      const { code, stdout } = await cli([...command, "--help"]);
       expect(code).toBe(0);
       expect(stdout).toContain("Examples:");
       expect(stdout).toContain("$ idempotool");
@@ -29,7 +27,7 @@ describe("the built binary", () => {
   );
 
   it("documents the global --debug flag and the exit codes", async () => {
-    const { stdout } = await idempotool(["--help"]);
+    const { stdout } = await cli(["--help"]);
     expect(stdout).toContain("--debug");
     expect(stdout).toMatch(/Exit codes: 0 .*; 1 .*\n2 /);
   });
@@ -65,7 +63,7 @@ describe("the built binary", () => {
       "idempotool inspect list",
     ],
   ])("answers a usage error with one line and exit 2: %j", async (argv, what, command) => {
-    const { code, stdout, stderr } = await idempotool(argv);
+    const { code, stdout, stderr } = await cli(argv);
     expect(code).toBe(2);
     expect(stdout).toBe("");
     expect(stderr).toBe(`idempotool: ${what}; see ${command} --help\n`);
@@ -94,7 +92,7 @@ describe("the built binary", () => {
         "inspect list",
       ],
     ] as const) {
-      const { code, stderr } = await idempotool([...argv]);
+      const { code, stderr } = await cli([...argv]);
       expect(code, argv.join(" ")).toBe(2);
       expect(stderr, argv.join(" ")).toMatch(
         new RegExp(
@@ -105,22 +103,9 @@ describe("the built binary", () => {
     }
   });
 
-  it("creates the folder demo --dir names", async () => {
-    const dir = join(mkdtempSync(join(tmpdir(), "idempotool-demo-dir-")), "new-folder", "deeper");
-    const { code, stdout, stderr } = await idempotool(["demo", "--dir", dir]);
-    expect(code, stderr).toBe(0);
-    expect(stdout).toContain(`on SQLite at ${join(dir, "idempotool.db")}`);
-    expect(existsSync(join(dir, "idempotool.db"))).toBe(true);
-  }, 120_000);
-
-  it("prints package.json's version for -V, read from the built dist/ as from the sources", async () => {
-    const { code, stdout, stderr } = await idempotool(["-V"]);
-    expect({ code, stdout, stderr }).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
-  });
-
   it("exits 2 on no command or an unknown one", async () => {
-    expect((await idempotool([])).code).toBe(2);
-    const unknown = await idempotool(["inspekt"]);
+    expect((await cli([])).code).toBe(2);
+    const unknown = await cli(["inspekt"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown command 'inspekt'");
   });
@@ -137,85 +122,6 @@ describe("idempotool --version", () => {
 });
 
 describe("a package a command needs and cannot find", () => {
-  let dir: string;
-  let hook: string;
-  beforeAll(async () => {
-    await ensureBuilt();
-    dir = mkdtempSync(join(tmpdir(), "idempotool-cli-missing-"));
-    // Each package named in IDEMPOTOOL_HIDE_PACKAGES is looked up from a folder with no node_modules, so
-    // Node's own "Cannot find package" error is what the command sees, as where it is not installed.
-    const resolveHook = join(dir, "hide-packages.mjs");
-    writeFileSync(
-      resolveHook,
-      [
-        'const hidden = (process.env.IDEMPOTOOL_HIDE_PACKAGES ?? "").split(",");',
-        "export async function resolve(specifier, context, next) {",
-        '  if (hidden.some((name) => specifier === name || specifier.startsWith(name + "/"))) {',
-        `    return next(specifier, { ...context, parentURL: ${JSON.stringify(pathToFileURL(join(dir, "x.js")).href)} });`,
-        "  }",
-        "  return next(specifier, context);",
-        "}",
-      ].join("\n"),
-    );
-    hook = join(dir, "register.mjs");
-    writeFileSync(
-      hook,
-      `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(resolveHook).href)});\n`,
-    );
-  }, 180_000);
-
-  const without = (packages: string, args: readonly string[], env: Record<string, string> = {}) =>
-    idempotool(args, {
-      nodeArgs: ["--import", pathToFileURL(hook).href],
-      env: { IDEMPOTOOL_HIDE_PACKAGES: packages, ...env },
-    });
-
-  it.each([
-    [
-      "@modelcontextprotocol/sdk",
-      ["audit", "--mcp", "node server.js"],
-      "idempotool audit --mcp needs @modelcontextprotocol/sdk; install @modelcontextprotocol/sdk beside idempotool: npm install @modelcontextprotocol/sdk",
-    ],
-    [
-      "pg",
-      ["inspect", "list", "--store", "postgres://postgres@127.0.0.1:1/test"],
-      "a postgres:// store needs pg; install pg beside idempotool: npm install pg",
-    ],
-    [
-      "ioredis",
-      ["inspect", "list", "--store", "redis://127.0.0.1:1"],
-      "a redis:// store needs ioredis; install ioredis beside idempotool: npm install ioredis",
-    ],
-    [
-      "@aws-sdk/client-dynamodb",
-      ["inspect", "list", "--store", "dynamodb://records?region=us-east-1"],
-      "a dynamodb:// store needs @aws-sdk/client-dynamodb; install @aws-sdk/client-dynamodb beside idempotool: npm install @aws-sdk/client-dynamodb",
-    ],
-  ] as const)("says how to install %s in one wording: %j", async (packages, args, message) => {
-    const { code, stdout, stderr } = await without(packages, args);
-    expect(code).toBe(2);
-    expect(stdout).toBe("");
-    expect(stderr).toBe(`idempotool: ${message}\n`);
-    expect(message).toContain(installAdvice([packages]));
-  });
-
-  it("makes nothing before: a proxy without @modelcontextprotocol/sdk leaves no SQLite file or folder", async () => {
-    const state = join(dir, "state");
-    const { code, stderr } = await without(
-      "@modelcontextprotocol/sdk",
-      ["proxy", "--", "node", "server.js"],
-      {
-        XDG_STATE_HOME: state,
-      },
-    );
-    expect(code).toBe(2);
-    expect(stderr).toBe(`idempotool: ${needsPackages("idempotool proxy", ["@modelcontextprotocol/sdk"])}\n`);
-    expect(
-      existsSync(state),
-      `${state} holds ${existsSync(state) ? readdirSync(state, { recursive: true }) : ""}`,
-    ).toBe(false);
-  });
-
   it("gives that advice only through installAdvice(), so every command words it the same", () => {
     const cliSources = join(root, "src", "cli");
     const elsewhere = readdirSync(cliSources)
@@ -241,6 +147,28 @@ describe("runCli() in process", () => {
     const io = captured();
     expect(await runCli(["node", "idempotool", "audit", "missing.json"], io)).toBe(ExitCode.failure);
     expect(io.err()).toBe("idempotool: cannot read missing.json: no such file\n");
+  });
+});
+
+describe("cli(), which runs the command line in the tests' own process", () => {
+  it("fails a run that writes to the console, which a user of the bin would see and its captured output would not", async () => {
+    const hooks = join(mkdtempSync(join(tmpdir(), "idempotool-cli-stray-")), "hooks.mjs");
+    writeFileSync(hooks, 'console.error("a line of the hooks module");\nexport const tools = {};\n');
+    const { url } = await seededSqlite();
+    const { error } = console;
+    await expect(cli(["reconcile", "--store", url, "--hooks", hooks])).rejects.toThrow(
+      /wrote outside the io it was given:\na line of the hooks module\n$/,
+    );
+    expect(console.error).toBe(error);
+  });
+
+  it("sets the environment it is given for the run only", async () => {
+    const before = process.env.FORCE_COLOR;
+    const coloured = await cli(["audit", "test/fixtures/audit-all-keyed.json"], {
+      env: { FORCE_COLOR: "1" },
+    });
+    expect(coloured.stdout).toContain("\u001b[");
+    expect(process.env.FORCE_COLOR).toBe(before);
   });
 });
 

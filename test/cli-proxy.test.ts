@@ -313,28 +313,6 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
   );
 
   it(
-    "refuses a --namespace with a space or a slash before starting anything",
-    async () => {
-      for (const bad of ["two words", "a/b", ""]) {
-        const child = spawn(
-          process.execPath,
-          ["--import", "tsx", join(root, "src", "cli", "main.ts"), "proxy", "--namespace", bad, "--", "true"],
-          { cwd: root, stdio: ["pipe", "pipe", "pipe"] },
-        );
-        let stderr = "";
-        child.stderr.on("data", (chunk: Buffer) => {
-          stderr += chunk.toString();
-        });
-        const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-        expect(code, bad).toBe(2);
-        expect(stderr, bad).toContain("--namespace");
-        expect(stderr, bad).not.toContain("records in");
-      }
-    },
-    spawnTimeoutMs,
-  );
-
-  it(
     "runs nothing when the call has no key, or two keys that differ",
     async () => {
       const { client } = await proxy(fixture(effects(), "answer"));

@@ -1,7 +1,7 @@
 /**
  * Read commands never write: `inspect` and a reconcile dry run against a missing SQLite file, a
- * misspelled table or an empty Redis prefix say so and exit 2, creating nothing. Through the built
- * binary, against real PostgreSQL and Redis servers.
+ * misspelled table or an empty Redis prefix say so and exit 2, creating nothing. In this process, against
+ * real PostgreSQL and Redis servers.
  */
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync } from "node:fs";
@@ -11,7 +11,7 @@ import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postgresStore } from "../src/postgres/index.js";
-import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli } from "./fixtures/cli-binary.js";
 import { seededSqlite, seedRecord } from "./fixtures/reconcile-seed.js";
 
 const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
@@ -22,14 +22,13 @@ const pgUrl = "postgres://postgres@127.0.0.1:5432/test";
 
 let sqlite = { path: "", url: "" };
 beforeAll(async () => {
-  await ensureBuilt();
   sqlite = await seededSqlite();
   await seedRecord(postgresStore({ client: pool, table }), {
     key: "turn-1",
     status: "completed",
     now: Date.now(),
   });
-}, 200_000);
+});
 
 afterAll(async () => {
   await pool.query(`DROP TABLE IF EXISTS ${table}`);
@@ -62,7 +61,7 @@ describe("read commands on a store that is not there", () => {
       ...reads(sqlite.url, "--table", "idempotool_recrods"),
       ...reads(`${sqlite.url}?table=nope`),
     ]) {
-      const { code, stdout, stderr } = await idempotool(argv);
+      const { code, stdout, stderr } = await cli(argv);
       expect(code, argv.join(" ")).toBe(2);
       expect(stdout, argv.join(" ")).toBe("");
       expect(stderr, argv.join(" ")).toMatch(
@@ -75,7 +74,7 @@ describe("read commands on a store that is not there", () => {
   it("refuse a SQLite file that does not exist, and do not create it", async () => {
     const path = join(mkdtempSync(join(tmpdir(), "idempotool-cli-ro-")), "typo.db");
     for (const argv of [...reads(`sqlite://${path}`), ["purge", "--store", `sqlite://${path}`]]) {
-      const { code, stderr } = await idempotool(argv);
+      const { code, stderr } = await cli(argv);
       expect(code, argv.join(" ")).toBe(2);
       expect(stderr).toBe(`idempotool: no SQLite store at ${path}\n`);
     }
@@ -87,7 +86,7 @@ describe("read commands on a store that is not there", () => {
       ...reads(pgUrl, "--table", misspelled),
       ["purge", "--store", `${pgUrl}?table=${misspelled}`],
     ]) {
-      const { code, stderr } = await idempotool(argv);
+      const { code, stderr } = await cli(argv);
       expect(code, argv.join(" ")).toBe(2);
       expect(stderr, argv.join(" ")).toBe(
         `idempotool: the PostgreSQL store at ${pgUrl} has no table ${misspelled}; check --table\n`,
@@ -96,15 +95,7 @@ describe("read commands on a store that is not there", () => {
     const { rows } = await pool.query("SELECT to_regclass($1) AS found", [misspelled]);
     expect(rows[0].found).toBeNull();
     // The right table still reads.
-    const { code, stdout } = await idempotool([
-      "inspect",
-      "list",
-      "--store",
-      pgUrl,
-      "--table",
-      table,
-      "--json",
-    ]);
+    const { code, stdout } = await cli(["inspect", "list", "--store", pgUrl, "--table", table, "--json"]);
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toHaveLength(1);
   });
@@ -112,7 +103,7 @@ describe("read commands on a store that is not there", () => {
   it("refuse a Redis prefix with no records", async () => {
     const prefix = `idempotool-cli-ro-${randomUUID().slice(0, 8)}:`;
     for (const argv of reads("redis://127.0.0.1:6379", "--prefix", prefix)) {
-      const { code, stderr } = await idempotool(argv);
+      const { code, stderr } = await cli(argv);
       expect(code, argv.join(" ")).toBe(2);
       expect(stderr, argv.join(" ")).toContain(`no records under the prefix "${prefix}"`);
     }

@@ -1,14 +1,13 @@
-/** `idempotool reconcile` through the built binary: a dry run by default, `--apply` to act. */
+/** `idempotool reconcile` in this process: a dry run by default, `--apply` to act (test/cli-bin.test.ts spawns the built binary). */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import module from "node:module";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
-import { cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { describe, expect, it, vi } from "vitest";
+import { cli } from "./fixtures/cli-binary.js";
 import { seededSqlite } from "./fixtures/reconcile-seed.js";
 
 const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
-
-beforeAll(async () => {
-  await ensureBuilt();
-}, 200_000);
 
 async function statusOf(url: string, key: string): Promise<string | undefined> {
   const { stdout } = await cli(["inspect", "list", "--store", url, "--json", "--key-prefix", key]);
@@ -52,15 +51,7 @@ describe("idempotool reconcile", () => {
 
   it("settles and releases with --apply, and summarises as JSON", async () => {
     const { url } = await seededSqlite();
-    const { code, stdout } = await idempotool([
-      "reconcile",
-      "--store",
-      url,
-      "--hooks",
-      hooks,
-      "--apply",
-      "--json",
-    ]);
+    const { code, stdout } = await cli(["reconcile", "--store", url, "--hooks", hooks, "--apply", "--json"]);
     expect(code).toBe(0);
     const summary = JSON.parse(stdout) as {
       dryRun: boolean;
@@ -76,7 +67,7 @@ describe("idempotool reconcile", () => {
 
   it("exits 1 when records need review", async () => {
     const { url } = await seededSqlite();
-    const { code, stdout } = await idempotool([
+    const { code, stdout } = await cli([
       "reconcile",
       "--store",
       url,
@@ -88,7 +79,7 @@ describe("idempotool reconcile", () => {
     expect(code).toBe(0);
     expect(stdout).toContain("0 examined");
     const other = await seededSqlite();
-    const flagged = await idempotool([
+    const flagged = await cli([
       "reconcile",
       "--store",
       other.url,
@@ -105,14 +96,40 @@ describe("idempotool reconcile", () => {
       ["--store", url, "--hooks", "./no-such-hooks.mjs"],
       ["--store", "redis//nope", "--hooks", hooks],
     ]) {
-      const { code, stderr } = await idempotool(["reconcile", ...args]);
+      const { code, stderr } = await cli(["reconcile", ...args]);
       expect(code).toBe(2);
       expect(stderr.trim().split("\n")).toHaveLength(1);
     }
   });
 
+  it("registers tsx once for TypeScript hooks, however many runs in one process load them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "idempotool-cli-ts-hooks-"));
+    const tsHooks = join(dir, "hooks.ts");
+    writeFileSync(
+      tsHooks,
+      'const notSent: { status: "not_executed" } = { status: "not_executed" };\n' +
+        "export const tools = { send_email: { verify: () => notSent } };\n",
+    );
+    // tsx's register() adds its loader hooks to this process's chain, for good: through
+    // module.registerHooks() where Node has it, else module.register().
+    const spies = (["registerHooks", "register"] as const)
+      .filter((name) => typeof module[name] === "function")
+      .map((name) => vi.spyOn(module, name));
+    try {
+      for (let run = 0; run < 3; run++) {
+        const { url } = await seededSqlite();
+        const { code, stdout, stderr } = await cli(["reconcile", "--store", url, "--hooks", tsHooks]);
+        expect(code, stderr).toBe(0);
+        expect(stdout).toContain("2 examined");
+      }
+      expect(spies.reduce((calls, spy) => calls + spy.mock.calls.length, 0)).toBe(1);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  });
+
   it("has help with examples", async () => {
-    const { stdout } = await idempotool(["reconcile", "--help"]);
+    const { stdout } = await cli(["reconcile", "--help"]);
     expect(stdout).toContain("Examples:");
     expect(stdout).toContain("--apply");
   });

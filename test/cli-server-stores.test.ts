@@ -1,17 +1,18 @@
 /**
- * The record commands (inspect, purge, reconcile) through the built binary (and, where the process is
- * not the point, in this process) against the real PostgreSQL and Redis servers, named by URL as an
- * operator would.
+ * The record commands (inspect, purge, reconcile), in this process, against the real PostgreSQL and Redis
+ * servers, named by URL as an operator would.
  */
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { UsageError } from "../src/cli/errors.js";
+import { openStore } from "../src/cli/store-url.js";
 import type { IdempotencyStore } from "../src/index.js";
 import { postgresStore } from "../src/postgres/index.js";
 import { redisStore } from "../src/redis/index.js";
-import { cli, ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli } from "./fixtures/cli-binary.js";
 import { seedRecord } from "./fixtures/reconcile-seed.js";
 
 const DAY = 86_400_000;
@@ -40,10 +41,9 @@ async function seed(store: IdempotencyStore, expired: number): Promise<void> {
 }
 
 beforeAll(async () => {
-  await ensureBuilt();
   await seed(postgresStore({ client: pool, table, clock: "request" }), 5);
   await seed(redisStore({ client: redis, prefix, clock: "request" }), 0);
-}, 200_000);
+});
 
 afterAll(async () => {
   await pool.query(`DROP TABLE IF EXISTS ${table}`);
@@ -66,7 +66,7 @@ describe("the record commands on server stores", () => {
     it(`inspects ${name}: lists and filters the records as JSON`, async () => {
       const store = stores().find((s) => s.url.startsWith(url))!;
       const list = async (...args: string[]) => {
-        const { code, stdout, stderr } = await idempotool([
+        const { code, stdout, stderr } = await cli([
           "inspect",
           "list",
           "--store",
@@ -84,17 +84,11 @@ describe("the record commands on server stores", () => {
 
     it(`reconciles ${name} as a dry run without changing a record`, async () => {
       const store = stores().find((s) => s.url.startsWith(url))!;
-      const { code, stdout, stderr } = await idempotool([
-        "reconcile",
-        "--store",
-        store.url,
-        "--hooks",
-        hooks,
-      ]);
+      const { code, stdout, stderr } = await cli(["reconcile", "--store", store.url, "--hooks", hooks]);
       expect(code, stderr).toBe(0);
       expect(stdout).toContain("dry run, nothing changed");
       expect(stdout).toContain("2 examined");
-      const { stdout: after } = await idempotool([
+      const { stdout: after } = await cli([
         "inspect",
         "list",
         "--store",
@@ -118,19 +112,35 @@ describe("the record commands on server stores", () => {
 
   it("purges the expired PostgreSQL rows and keeps the live ones", async () => {
     const store = stores()[0]!;
-    const { code, stdout, stderr } = await idempotool(["purge", "--store", store.url, "--json"]);
+    const { code, stdout, stderr } = await cli(["purge", "--store", store.url, "--json"]);
     expect(code, stderr).toBe(0);
     expect(JSON.parse(stdout)).toMatchObject({ deleted: 5 });
-    const { stdout: left } = await idempotool(["inspect", "list", "--store", store.url, "--json"]);
+    const { stdout: left } = await cli(["inspect", "list", "--store", store.url, "--json"]);
     expect(JSON.parse(left)).toHaveLength(4);
   });
 
   it("answers an unreachable server with one line and exit 2, never a stack", async () => {
     for (const url of ["postgres://postgres@127.0.0.1:1/test", "redis://127.0.0.1:1"]) {
-      const { code, stderr } = await idempotool(["inspect", "list", "--store", url]);
+      const { code, stderr } = await cli(["inspect", "list", "--store", url]);
       expect(code, url).toBe(2);
       expect(stderr.trim().split("\n"), url).toHaveLength(1);
       expect(stderr, url).toMatch(/cannot reach the (PostgreSQL|Redis) store/);
     }
+  });
+});
+
+describe("openStore on server stores", () => {
+  it("opens PostgreSQL and Redis stores, and turns an unreachable server into one UsageError", async () => {
+    // The commands never create a store: make the default table here rather than hope another test did.
+    const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test" });
+    await postgresStore({ client: pool }).migrate();
+    await pool.end();
+    for (const url of ["postgres://postgres@127.0.0.1:5432/test", "redis://127.0.0.1:6379"]) {
+      const store = await openStore(url);
+      expect(await store.get({ scope: "cli-store-url", key: "nothing-here" }, Date.now())).toBeUndefined();
+      await store.close();
+    }
+    await expect(openStore("postgres://postgres@127.0.0.1:1/test")).rejects.toThrow(UsageError);
+    await expect(openStore("redis://127.0.0.1:1")).rejects.toThrow(/cannot reach the Redis store/);
   });
 });

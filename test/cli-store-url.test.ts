@@ -1,15 +1,14 @@
 /**
  * Store URLs, shared by the commands that work on records: every bad URL or unreachable store is a
- * UsageError (one line, exit 2), never a stack trace.
+ * UsageError (one line, exit 2), never a stack trace. PostgreSQL and Redis are opened in
+ * test/cli-server-stores.test.ts.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { UsageError } from "../src/cli/errors.js";
 import { openStore, parseStoreUrl } from "../src/cli/store-url.js";
-import { postgresStore } from "../src/postgres/index.js";
 
 const dir = mkdtempSync(join(tmpdir(), "idempotool-store-url-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -80,19 +79,5 @@ describe("openStore", () => {
     }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UsageError);
     expect((error as Error).message).toMatch(/^cannot open the SQLite store at /);
-  });
-
-  it("opens PostgreSQL and Redis stores, and turns an unreachable server into one UsageError", async () => {
-    // The commands never create a store: make the default table here rather than hope another test did.
-    const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test" });
-    await postgresStore({ client: pool }).migrate();
-    await pool.end();
-    for (const url of ["postgres://postgres@127.0.0.1:5432/test", "redis://127.0.0.1:6379"]) {
-      const store = await openStore(url);
-      expect(await store.get({ scope: "cli-store-url", key: "nothing-here" }, Date.now())).toBeUndefined();
-      await store.close();
-    }
-    await expect(openStore("postgres://postgres@127.0.0.1:1/test")).rejects.toThrow(UsageError);
-    await expect(openStore("redis://127.0.0.1:1")).rejects.toThrow(/cannot reach the Redis store/);
   });
 });

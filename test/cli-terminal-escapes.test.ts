@@ -1,7 +1,7 @@
 /**
  * Nothing read from a store can drive the terminal: keys come from models, and a key holding an OSC 52
  * clipboard write, a window title or `\r` plus a fake row must reach the screen as visible escapes.
- * `--json` keeps every value exact. Through the built binary, on a SQLite store seeded with such records.
+ * `--json` keeps every value exact. In this process, on a SQLite store seeded with such records.
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { printable, printableLine, terminalJson } from "../src/cli/output.js";
 import { sqliteStore } from "../src/sqlite/index.js";
-import { ensureBuilt, idempotool } from "./fixtures/cli-binary.js";
+import { cli } from "./fixtures/cli-binary.js";
 import { seedRecord } from "./fixtures/reconcile-seed.js";
 
 const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
@@ -28,7 +28,6 @@ const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]
 
 let url = "";
 beforeAll(async () => {
-  await ensureBuilt();
   const path = join(mkdtempSync(join(tmpdir(), "idempotool-cli-escapes-")), "records.db");
   const store = sqliteStore({ path });
   const now = Date.now();
@@ -39,11 +38,11 @@ beforeAll(async () => {
   await seedRecord(store, { key: c1, scope, tool, status: "completed", now });
   await store.close();
   url = `sqlite://${path}`;
-}, 200_000);
+});
 
 describe("store text on the terminal", () => {
   it("inspect list escapes control characters in keys, scopes and tool names", async () => {
-    const { code, stdout, stderr } = await idempotool(["inspect", "list", "--store", url]);
+    const { code, stdout, stderr } = await cli(["inspect", "list", "--store", url]);
     expect(code, stderr).toBe(0);
     expect(stdout + stderr).not.toMatch(raw);
     expect(stdout).toContain("turn-1\\u001b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\\u0007");
@@ -55,7 +54,7 @@ describe("store text on the terminal", () => {
   });
 
   it("keeps only its own colour codes on a colour terminal", async () => {
-    const { stdout } = await idempotool(["inspect", "list", "--store", url], { env: { FORCE_COLOR: "1" } });
+    const { stdout } = await cli(["inspect", "list", "--store", url], { env: { FORCE_COLOR: "1" } });
     // biome-ignore lint/suspicious/noControlCharactersInRegex: removing SGR codes is the point.
     const withoutColour = stdout.replace(/\u001b\[\d+m/g, "");
     expect(withoutColour).not.toMatch(raw);
@@ -68,27 +67,27 @@ describe("store text on the terminal", () => {
       ["default", title],
       [scope, c1],
     ] as const) {
-      const { code, stdout, stderr } = await idempotool(["inspect", "show", s, k, "--store", url]);
+      const { code, stdout, stderr } = await cli(["inspect", "show", s, k, "--store", url]);
       expect(code, stderr).toBe(0);
       expect(stdout + stderr, JSON.stringify(k)).not.toMatch(raw);
     }
-    const missing = await idempotool(["inspect", "show", "default", `${title}-gone`, "--store", url]);
+    const missing = await cli(["inspect", "show", "default", `${title}-gone`, "--store", url]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).not.toMatch(raw);
   });
 
   it("--json stays exact JSON, every value as stored", async () => {
-    const { stdout } = await idempotool(["inspect", "list", "--store", url, "--json"]);
+    const { stdout } = await cli(["inspect", "list", "--store", url, "--json"]);
     expect(stdout).not.toMatch(raw);
     const records = JSON.parse(stdout) as { scope: string; key: string; tool: string }[];
     expect(records.map((r) => r.key).sort()).toEqual([clipboard, title, fakeRow, reversed, c1].sort());
     expect(records.find((r) => r.key === c1)).toMatchObject({ scope, tool });
-    const shown = await idempotool(["inspect", "show", scope, c1, "--store", url, "--json"]);
+    const shown = await cli(["inspect", "show", scope, c1, "--store", url, "--json"]);
     expect(JSON.parse(shown.stdout)).toMatchObject({ scope, key: c1, tool });
   });
 
   it("reconcile escapes keys in its table and its progress lines", async () => {
-    const { stdout, stderr } = await idempotool(["reconcile", "--store", url, "--hooks", hooks]);
+    const { stdout, stderr } = await cli(["reconcile", "--store", url, "--hooks", hooks]);
     expect(stdout).toContain("turn-4\\u202egnp.exe");
     expect(stderr).toContain("reconcile (dry run): default/turn-4\\u202egnp.exe (send_email)");
     expect(stdout + stderr).not.toMatch(raw);

@@ -1,14 +1,17 @@
 /**
- * `idempotool demo` from the built bin: the MCP, proxy, LangGraph and HTTP rows run on the demo's SQLite
- * store and hold, and a user without one of those frameworks gets that row skipped, not a failed demo.
+ * `idempotool demo`: the MCP, proxy, LangGraph and HTTP rows run on the demo's SQLite store and hold, and a
+ * user without one of those frameworks gets that row skipped, not a failed demo. In this process, but for
+ * that last case: hiding a package takes a Node hook in a process of its own, so it runs the built bin. Every
+ * demo starts a process anyway: its crash row SIGKILLs a child after the email went out.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cli, ensureBuilt } from "./fixtures/cli-binary.js";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..");
@@ -25,13 +28,14 @@ const rowOf = (stdout: string, source: string) => stdout.split("\n").find((line)
 
 describe("idempotool demo: the integration rows", () => {
   const dirs: string[] = [];
+  beforeAll(ensureBuilt, 180_000);
   afterAll(() => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
   it("runs the MCP, proxy, LangGraph and HTTP rows, each sending one email, and exits 0", async () => {
-    // execFile rejects on a non-zero exit, so resolving is the exit-0 check.
-    const { stdout } = await run(process.execPath, [bin, "demo"], { cwd: root });
+    const { code, stdout, stderr } = await cli(["demo"]);
+    expect(code, stderr).toBe(0);
     for (const source of rows) {
       const row = rowOf(stdout, source);
       expect(row, `a row for ${source}`).toBeDefined();
@@ -43,7 +47,18 @@ describe("idempotool demo: the integration rows", () => {
     expect(stdout).not.toMatch(/\bNO\b|skipped/);
   }, 60_000);
 
+  it("creates the folder demo --dir names", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "idempotool-demo-dir-"));
+    dirs.push(parent);
+    const dir = join(parent, "new-folder", "deeper");
+    const { code, stdout, stderr } = await cli(["demo", "--dir", dir]);
+    expect(code, stderr).toBe(0);
+    expect(stdout).toContain(`on SQLite at ${join(dir, "idempotool.db")}`);
+    expect(existsSync(join(dir, "idempotool.db"))).toBe(true);
+  }, 120_000);
+
   it("skips the HTTP row when hono is not installed, and still exits 0", async () => {
+    // execFile rejects on a non-zero exit, so resolving is the exit-0 check.
     const dir = mkdtempSync(join(tmpdir(), "idempotool-demo-test-"));
     dirs.push(dir);
     // A resolve hook that looks hono up from a folder with no node_modules, so Node's own

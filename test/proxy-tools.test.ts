@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli/main.js";
 import { guardedTool, guardOf, readToolRules, toolRuleFlag, unknownToolsIn } from "../src/cli/proxy-tools.js";
 import { keyDescription } from "../src/mcp/key-description.js";
+import { cli } from "./fixtures/cli-binary.js";
 
 const none = new Map();
 const schema = (properties: Record<string, unknown> = {}) => ({ type: "object", properties });
@@ -158,5 +159,16 @@ describe("tool rules", () => {
       ["send_mail", "read-only" as const],
     ]);
     expect(unknownToolsIn(rules, [{ name: "send_email" }])).toEqual(["send_mail"]);
+  });
+});
+
+describe("idempotool proxy --namespace", () => {
+  it("refuses a --namespace with a space or a slash before starting anything", async () => {
+    for (const bad of ["two words", "a/b", ""]) {
+      const { code, stderr } = await cli(["proxy", "--namespace", bad, "--", "true"]);
+      expect(code, bad).toBe(2);
+      expect(stderr, bad).toContain("--namespace");
+      expect(stderr, bad).not.toContain("records in");
+    }
   });
 });

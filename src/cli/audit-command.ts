@@ -65,7 +65,7 @@ export function auditCommand(command: Command, context: CommandContext): void {
     .option("--timeout <ms>", "how long the MCP server may take to answer", milliseconds, 30_000)
     .addHelpText("after", examples)
     .action(async (file: string | undefined, flags: AuditFlags) => {
-      const { tools, source } = await readTools(file, flags);
+      const { tools, source } = await readTools(file, flags, () => context.io.stdin ?? process.stdin);
       const report = auditTools(tools, {
         ...(flags.layer ? { layer: flags.layer } : {}),
         ignore: flags.ignore,
@@ -83,6 +83,7 @@ export function auditCommand(command: Command, context: CommandContext): void {
 async function readTools(
   file: string | undefined,
   flags: AuditFlags,
+  stdin: () => NodeJS.ReadableStream,
 ): Promise<{ tools: unknown; source: string }> {
   if (flags.mcp !== undefined && file !== undefined) {
     throw new UsageError("give either a file or --mcp <command>, not both");
@@ -112,7 +113,7 @@ async function readTools(
   const name = file === "-" ? "standard input" : file;
   let text: string;
   try {
-    text = readFileSync(file === "-" ? 0 : file, "utf8");
+    text = file === "-" ? await readAll(stdin()) : readFileSync(file, "utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new UsageError(`cannot read ${name}: ${code === "ENOENT" ? "no such file" : String(error)}`, {
@@ -124,6 +125,13 @@ async function readTools(
   } catch (error) {
     throw new UsageError(`${name} is not JSON: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** A stream's whole text: standard input, read to its end. */
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 function render(report: AuditReport, source: string, flags: AuditFlags, s: Styles): string[] {

@@ -20,10 +20,12 @@ import { purgeCommand } from "./purge-command.js";
 import { reconcileCommand } from "./reconcile-command.js";
 import { scrub, secretsIn } from "./redact.js";
 
-/** Where a command writes. Tests pass their own. */
+/** Where a command writes, and what it reads as standard input. Tests pass their own. */
 export interface CliIo {
   readonly stdout: NodeJS.WritableStream & OutputStream;
   readonly stderr: NodeJS.WritableStream & OutputStream;
+  /** What `audit -` reads; `process.stdin` when not given (and only then touched). */
+  readonly stdin?: NodeJS.ReadableStream;
 }
 
 /** What every command gets. */

@@ -170,15 +170,30 @@ function paintDecision(s: Styles, d: ReconcileDecision): string {
   return s.green(words);
 }
 
+let typeScriptRegistered = false;
+
+/**
+ * Registers tsx for the rest of the process, once; false when it is not installed. Each register() adds
+ * another layer of hooks to Node's loader chain for good: a process that runs the command line again and
+ * again (runCli()) would pile them up.
+ */
+async function registerTypeScript(): Promise<boolean> {
+  if (typeScriptRegistered) return true;
+  const loader = findTypeScriptLoader(process.cwd());
+  if (!loader) return false;
+  const api = (await import(loader.apiUrl)) as { register: () => unknown };
+  // Another run may have registered it while this one imported tsx.
+  if (!typeScriptRegistered) api.register();
+  typeScriptRegistered = true;
+  return true;
+}
+
 /** Import the hooks module and check its `tools`. A saga counts as its `reconciler`. */
 async function loadHooks(spec: string): Promise<Record<string, ReconcileTool>> {
   const path = isAbsolute(spec) ? spec : resolve(process.cwd(), spec);
   if (!existsSync(path)) throw new UsageError(`there is no hooks module at ${path}`);
-  if (/\.(ts|mts|cts)$/.test(path)) {
-    const loader = findTypeScriptLoader(process.cwd());
-    if (!loader) throw new UsageError(needsPackages("a TypeScript hooks module", ["tsx"]));
-    const api = (await import(loader.apiUrl)) as { register: () => unknown };
-    api.register();
+  if (/\.(ts|mts|cts)$/.test(path) && !(await registerTypeScript())) {
+    throw new UsageError(needsPackages("a TypeScript hooks module", ["tsx"]));
   }
   let module: Record<string, unknown>;
   try {
