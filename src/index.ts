@@ -48,6 +48,7 @@ export {
   Effect,
   EventType,
   type IdempotentOptions,
+  type RecordOptions,
   type VerifyContext,
   type VerifyHook,
   type VerifyOutcome,

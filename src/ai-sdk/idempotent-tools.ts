@@ -3,7 +3,7 @@
  */
 import type { InferToolInput, InferToolOutput, Tool, ToolSet } from "ai";
 import { IdempotencyError } from "../core/errors.js";
-import type { IdempotentOptions } from "../core/options.js";
+import type { RecordOptions } from "../core/options.js";
 import type { ModelOutput, OutputMode } from "../tool-calls/model-output.js";
 import { type IdempotentToolOptions, idempotentTool } from "./idempotent-tool.js";
 
@@ -24,7 +24,7 @@ export interface IdempotentToolsOptions<
   TOOLS extends ToolSet,
   MODE extends OutputMode = "envelope",
   NAMES extends keyof TOOLS & string = keyof TOOLS & string,
-> extends Omit<IdempotentOptions<unknown, unknown>, "key" | "name" | "significant" | "verify" | "reconcile"> {
+> extends Omit<RecordOptions<unknown, unknown>, "significant" | "verify" | "reconcile"> {
   /**
    * The tools to wrap; the others are passed through untouched. Default: every tool with an `execute`.
    * Name the side-effectful ones: read-only tools gain nothing from a record per call.

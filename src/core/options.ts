@@ -98,10 +98,14 @@ export interface CallOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
-/** Options of {@link idempotent}. */
-export interface IdempotentOptions<A, R> {
-  /** The tool's name, kept in every record: 1–200 characters of well-formed Unicode. */
-  readonly name: string;
+/**
+ * The options about the records a tool keeps: where they live, how long they hold, what counts as a
+ * repeat, what is stored and how an unknown outcome is resolved. `idempotent()` takes them beside the
+ * tool's name, and each integration's options extend them or pick from them, so every one of them is
+ * documented here once.
+ */
+export interface RecordOptions<A, R> {
+  /** Where the records are kept: `memoryStore()`, `sqliteStore()`, `postgresStore()`, … */
   readonly store: IdempotencyStore;
   /** The class of side effect. Default "irreversible" (fail closed). */
   readonly effect?: Effect | undefined;
@@ -127,8 +131,6 @@ export interface IdempotentOptions<A, R> {
   readonly significant?: FieldList<A> | ((args: A) => unknown) | undefined;
   /** How BigInt arguments are fingerprinted. Default "reject" (`invalid_arguments`). */
   readonly bigint?: "reject" | "string" | undefined;
-  /** Derives the key from the arguments when the call gives none (for integrations). */
-  readonly key?: ((args: A, call: CallOptions) => string | undefined) | undefined;
   /**
    * Resolves an unknown outcome by asking the downstream system (docs/concepts.md, "verify and reconcile").
    */
@@ -177,6 +179,14 @@ export interface IdempotentOptions<A, R> {
   readonly clock?: Clock | undefined;
   /** Called synchronously for every event; a hook that throws is ignored. */
   readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
+}
+
+/** Options of {@link idempotent}: the record options, with the tool's name and how a key is derived. */
+export interface IdempotentOptions<A, R> extends RecordOptions<A, R> {
+  /** The tool's name, kept in every record: 1–200 characters of well-formed Unicode. */
+  readonly name: string;
+  /** Derives the key from the arguments when the call gives none (for integrations). */
+  readonly key?: ((args: A, call: CallOptions) => string | undefined) | undefined;
 }
 
 export interface ResolvedOptions<A, R> {

@@ -10,7 +10,7 @@ import { ApprovalMismatchError, ErrorCode, IdempotencyError, isIdempotencyError 
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
-import type { IdempotentOptions } from "../core/options.js";
+import type { RecordOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { approvedKeyOf } from "../tool-calls/call-approval.js";
 import { intentKey } from "../tool-calls/intent-key.js";
@@ -29,9 +29,9 @@ export interface MastraToolOptions {
 /** The input type of a tool's `execute`. */
 export type InputOf<T extends MastraToolOptions> = Parameters<NonNullable<T["execute"]>>[0];
 
-/** Options of {@link idempotentTool}: those of `idempotent()` (name and key are derived), and the key policy. */
+/** Options of {@link idempotentTool}: the {@link RecordOptions} of `idempotent()`, and the key policy. */
 export interface IdempotentToolOptions<INPUT, MODE extends OutputMode = "envelope">
-  extends Omit<IdempotentOptions<INPUT, unknown>, "key" | "name"> {
+  extends RecordOptions<INPUT, unknown> {
   /** The name in the keys and records. Default: the tool's `id`. */
   readonly name?: string | undefined;
   /**

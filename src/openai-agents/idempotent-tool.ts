@@ -10,7 +10,7 @@ import { ApprovalMismatchError, IdempotencyError, isIdempotencyError } from "../
 import type { FieldList } from "../core/field-list.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
-import type { IdempotentOptions } from "../core/options.js";
+import type { RecordOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
 import { approvedKeyOf } from "../tool-calls/call-approval.js";
 import { intentKey } from "../tool-calls/intent-key.js";
@@ -33,9 +33,9 @@ interface CallDetails {
   readonly signal?: AbortSignal | undefined;
 }
 
-/** Options of {@link idempotentTool}: those of `idempotent()` (name and key are derived), and the key policy. */
+/** Options of {@link idempotentTool}: the {@link RecordOptions} of `idempotent()`, and the key policy. */
 export interface IdempotentToolOptions<INPUT, CONTEXT = unknown, MODE extends OutputMode = "envelope">
-  extends Omit<IdempotentOptions<INPUT, unknown>, "key" | "name"> {
+  extends RecordOptions<INPUT, unknown> {
   /** The name in the keys. Default: the tool's own `name`. */
   readonly name?: string | undefined;
   /**
