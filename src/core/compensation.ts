@@ -7,14 +7,11 @@
  */
 
 import type { CompensateHook } from "../reconcile/hooks.js";
-import type { Clock } from "./clock.js";
-import type { IdempotencyEvent } from "./events.js";
 import { sha256Hex } from "./fingerprint.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "./idempotent.js";
 import { compensationKeyPrefix, ownCompensationCall } from "./keys.js";
-import { Effect } from "./options.js";
-import type { EncryptionOptions } from "./result-codec.js";
-import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
+import { Effect, type RecordOptions } from "./options.js";
+import type { IdempotencyRecord } from "./store.js";
 
 /** One undo: the record, what to undo, and why (the reason is words: it is not fingerprinted). */
 export interface Undo<S> {
@@ -23,17 +20,14 @@ export interface Undo<S> {
   readonly reason: string;
 }
 
-export interface CompensationOptions {
+/** The undone tool's record options that its compensation records share. */
+export interface CompensationOptions
+  extends Pick<
+    RecordOptions<unknown, unknown>,
+    "store" | "ttlMs" | "leaseMs" | "waitMs" | "redact" | "encryption" | "clock" | "onEvent"
+  > {
   /** The name of the tool whose records it undoes. */
   readonly tool: string;
-  readonly store: IdempotencyStore;
-  readonly ttlMs?: number | undefined;
-  readonly leaseMs?: number | undefined;
-  readonly waitMs?: number | undefined;
-  readonly redact?: readonly string[] | undefined;
-  readonly encryption?: EncryptionOptions | undefined;
-  readonly clock?: Clock | undefined;
-  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 /** A tool's compensation, undone at most once per record: call it with {@link undoOnce}. */

@@ -2,7 +2,7 @@
  * What the reconciler asks of a tool: a hook that looks an earlier attempt up downstream, and an optional
  * compensation step. The shapes fit `idempotent({ verify })` too, so one hook serves both paths.
  */
-import type { VerifyOutcome } from "../core/options.js";
+import type { RecordOptions, VerifyOutcome } from "../core/options.js";
 import type { EncryptionOptions } from "../core/result-codec.js";
 import type { IdempotencyRecord } from "../core/store.js";
 
@@ -65,18 +65,16 @@ type BivariantCompensate<R> = {
 
 /**
  * One tool's entry in `reconcile({ tools })`. A tool typed by its result (`ReconcileTool<Refund>`) fits
- * the map of all tools, `ReconcileTool` (of `unknown`).
+ * the map of all tools, `ReconcileTool` (of `unknown`). Give `ttlMs`, `maxResultBytes`, `redact` and
+ * `encryption` as the tool gives them to `idempotent()`, so a record the reconciler settles is kept and
+ * stored alike.
  */
-export interface ReconcileTool<R = unknown> {
+export interface ReconcileTool<R = unknown>
+  extends Pick<RecordOptions<unknown, R>, "ttlMs" | "maxResultBytes" | "redact"> {
   readonly verify: ReconcileHook<R>;
   /** Undo the effect. Without it, a "compensate" answer leaves the record for review. */
   readonly compensate?: BivariantCompensate<R> | undefined;
-  /** How long a record the reconciler settles absorbs repeats. Whole ms from 1 to ten years; default 24 h, as `idempotent()`. */
-  readonly ttlMs?: number | undefined;
-  /** The largest serialized result kept (bytes, a whole number ≥ 1). Default 1 MiB, as `idempotent()`. */
-  readonly maxResultBytes?: number | undefined;
-  /** The tool's `redact`: give the same as `idempotent()`, so a result the reconciler records is stored alike. */
-  readonly redact?: readonly string[] | undefined;
+  // Declared here, not picked: leaving it out has a consequence of its own (plaintext the tool refuses).
   /**
    * The tool's `encryption`: give the same as `idempotent()`. Outcomes the reconciler records are then
    * sealed for their record; without it they are stored in plaintext, which the tool refuses to replay.

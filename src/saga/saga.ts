@@ -5,18 +5,13 @@
  * for stale claims), so the saga adds the external-id contract, compensation, and its reconciler entry.
  */
 
-import type { Clock } from "../core/clock.js";
 import { compensation, undoOnce } from "../core/compensation.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import type { IdempotencyEvent } from "../core/events.js";
-import type { FieldList } from "../core/field-list.js";
 import { type IdempotentTool, idempotent, type ToolContext } from "../core/idempotent.js";
-import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import { invalidOption, invalidOptionFor } from "../core/option-checks.js";
-import { Effect, type VerifyHook } from "../core/options.js";
-import { type EncryptionOptions, resolveCodec } from "../core/result-codec.js";
+import { Effect, type RecordOptions, type VerifyHook } from "../core/options.js";
+import { resolveCodec } from "../core/result-codec.js";
 import { decodeResult, decodeResultProblem } from "../core/serialize.js";
-import type { IdempotencyStore } from "../core/store.js";
 import type { CompensateHook, ReconcileHook, ReconcileTool } from "../reconcile/hooks.js";
 
 const owner = "saga()";
@@ -26,12 +21,30 @@ export interface SagaStep {
   readonly externalId: string;
 }
 
-export interface SagaOptions<A, S extends SagaStep> {
+/**
+ * Options of {@link saga}: the record options it shares with `idempotent()` ({@link RecordOptions}), and
+ * the saga's own hooks. The effect is always `compensatable`; the reconciler entry carries `ttlMs`,
+ * `redact` and `encryption` too.
+ */
+export interface SagaOptions<A, S extends SagaStep>
+  extends Pick<
+    RecordOptions<A, S>,
+    | "store"
+    | "ttlMs"
+    | "leaseMs"
+    | "waitMs"
+    | "significant"
+    | "redact"
+    | "encryption"
+    | "fingerprintKeys"
+    | "clock"
+    | "onEvent"
+  > {
   /** The tool's name, kept in the record; the reconciler finds the saga's hooks by it. */
   readonly name: string;
-  readonly store: IdempotencyStore;
   /** The call itself. Pass `context.key` downstream as a reference, so `verify` can find the effect later. */
   readonly run: (args: A, context: ToolContext) => S | Promise<S>;
+  // Declared here, not picked: a saga's hook is the reconciler's, which may also answer "compensate".
   /**
    * Looks an attempt up downstream (by the reference `run` sent). A retry that finds a stale claim asks it
    * at once; so does the reconciler. Without it, a stale saga fails closed until the reconciler or an
@@ -45,22 +58,6 @@ export interface SagaOptions<A, S extends SagaStep> {
    * other throw leaves the undo's outcome unknown.
    */
   readonly compensate?: CompensateHook<S> | undefined;
-  /** As in `idempotent()`: whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number | undefined;
-  /** As in `idempotent()`: whole ms from 1 to 2^31 − 1; default 60 s. */
-  readonly leaseMs?: number | undefined;
-  /** As in `idempotent()`: whole ms from 0 to 2^31 − 1; default 10 s. */
-  readonly waitMs?: number | undefined;
-  /** Which arguments count for the fingerprint, as in `idempotent()`: field names, or a function picking them. */
-  readonly significant?: FieldList<A> | ((args: A) => unknown) | undefined;
-  /** Result fields never stored, as `idempotent()`'s `redact`. The reconciler entry carries it. */
-  readonly redact?: readonly string[] | undefined;
-  /** Seal stored steps and failures, as `idempotent()`'s `encryption`. The reconciler entry carries it. */
-  readonly encryption?: EncryptionOptions | undefined;
-  /** Keyed fingerprints, as `idempotent()`'s `fingerprintKeys`. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
-  readonly clock?: Clock | undefined;
-  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 /** A saga: call it like any idempotent tool; it also knows how to compensate and how to be reconciled. */
