@@ -1,9 +1,6 @@
 /**
  * Options of the server middleware, resolved and checked once, at configuration time.
  */
-import type { Clock } from "../core/clock.js";
-import type { IdempotencyEvent } from "../core/events.js";
-import type { FingerprintKeyOptions } from "../core/keyed-fingerprint.js";
 import {
   durationOption,
   invalidOption,
@@ -12,17 +9,22 @@ import {
   maxTtlMs,
   sizeOption,
 } from "../core/option-checks.js";
-import { Effect } from "../core/options.js";
-import { type EncryptionOptions, redactionPaths, resolveCodec } from "../core/result-codec.js";
-import type { IdempotencyStore } from "../core/store.js";
+import { Effect, type RecordOptions } from "../core/options.js";
+import { redactionPaths, resolveCodec } from "../core/result-codec.js";
 import { compileRoutes, type RouteMatcher } from "./route-pattern.js";
 import { defaultReplayHeaders, neverReplayedHeaders } from "./stored-response.js";
 
 const owner = "idempotencyMiddleware()";
 
-/** Options every flavour of the middleware shares; the adapters differ only in how `scope` sees the request. */
-export interface SharedMiddlewareOptions {
-  readonly store: IdempotencyStore;
+/**
+ * Options every flavour of the middleware shares; the adapters differ only in how `scope` sees the request.
+ * The record options are those of `idempotent()` ({@link RecordOptions}), a response being the result.
+ */
+export interface SharedMiddlewareOptions
+  extends Pick<
+    RecordOptions<unknown, unknown>,
+    "store" | "ttlMs" | "leaseMs" | "encryption" | "fingerprintKeys" | "clock" | "onEvent"
+  > {
   /** Methods that are guarded. Default `["POST", "PATCH"]`. */
   readonly methods?: readonly string[] | undefined;
   /** Paths that are guarded (`["/payments", "/orders/:id"]`), or a predicate. Default: every path. */
@@ -44,6 +46,8 @@ export interface SharedMiddlewareOptions {
    * `Set-Cookie`, credentials and framing headers are refused here: they are never stored.
    */
   readonly replayHeaders?: readonly string[] | undefined;
+  // `effect`, `waitMs` and `redact` are declared here, not picked: for a request, what a throw means, the
+  // default wait and what can be redacted differ from `idempotent()`'s.
   /**
    * What it means when the handler throws, answers 5xx or its worker dies before it answers. Default
    * `"irreversible"`, as for `idempotent()`: the handler may have acted (sent the email), so that request
@@ -52,10 +56,6 @@ export interface SharedMiddlewareOptions {
    * that dedupes) release the key instead, and a retry runs the handler again. See docs/http.md.
    */
   readonly effect?: Effect | undefined;
-  /** How long a recorded response is replayed. Whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number | undefined;
-  /** How long a claim holds without renewal. Whole ms from 1 to 2^31 − 1; default 60 s. */
-  readonly leaseMs?: number | undefined;
   /**
    * How long a repeat waits for the first request to finish before answering 409, in whole ms from 0 to
    * 2^31 − 1. Default 0: answer at once, as the draft describes, with `Retry-After`.
@@ -73,21 +73,12 @@ export interface SharedMiddlewareOptions {
    */
   readonly redact?: readonly string[] | undefined;
   /**
-   * Encrypt stored responses (AES-256-GCM) with your keys, each bound to its record, as `idempotent()`'s
-   * `encryption`; it also keys the stored request fingerprints. See docs/results-at-rest.md.
-   */
-  readonly encryption?: EncryptionOptions | undefined;
-  /** Keyed request fingerprints (HMAC-SHA-256), as `idempotent()`'s `fingerprintKeys`. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
-  /**
    * Prefix of problem `type` URIs, e.g. `https://api.example.com/problems/` (the code is appended).
    * Default: `about:blank`, with the status phrase as title.
    */
   readonly problemTypeBase?: string | undefined;
   /** The tool name kept in each record. Default `"http"`. */
   readonly name?: string | undefined;
-  readonly clock?: Clock | undefined;
-  readonly onEvent?: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 /** Options of the web-standard {@link idempotencyMiddleware}. */
