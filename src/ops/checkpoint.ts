@@ -6,7 +6,7 @@
  */
 
 import { randomUUID } from "node:crypto";
-import { type Clock, systemClock } from "../core/clock.js";
+import { systemClock } from "../core/clock.js";
 import {
   ErrorCode,
   IdempotencyError,
@@ -19,11 +19,7 @@ import {
   retryAfterMsOf,
   StoreUnavailableError,
 } from "../core/errors.js";
-import {
-  type FingerprintKeyOptions,
-  fingerprintMatches,
-  fingerprintWith,
-} from "../core/keyed-fingerprint.js";
+import { fingerprintMatches, fingerprintWith } from "../core/keyed-fingerprint.js";
 import { validateKey } from "../core/keys.js";
 import { startLease } from "../core/lease.js";
 import {
@@ -33,9 +29,9 @@ import {
   sizeOption,
   toolNameOption,
 } from "../core/option-checks.js";
-import { defaults } from "../core/options.js";
+import { defaults, type RecordOptions } from "../core/options.js";
 import { ReplayedFailureError } from "../core/outcomes.js";
-import { type EncryptionOptions, type RecordBinding, resolveCodec } from "../core/result-codec.js";
+import { type RecordBinding, resolveCodec } from "../core/result-codec.js";
 import {
   decodeFailure,
   decodeResult,
@@ -52,8 +48,15 @@ import {
 } from "../core/store.js";
 import { iso } from "../core/time.js";
 
-/** What a checkpoint guards: one call of one tool under one key. */
-export interface CheckpointOptions {
+/**
+ * What a checkpoint guards: one call of one tool under one key. The record options are those of
+ * `idempotent()` ({@link RecordOptions}).
+ */
+export interface CheckpointOptions
+  extends Pick<
+    RecordOptions<unknown, unknown>,
+    "ttlMs" | "waitMs" | "maxResultBytes" | "redact" | "encryption" | "fingerprintKeys" | "clock"
+  > {
   /** The tool's name, kept in the record. */
   readonly tool: string;
   /** Stable across every repeat of one logical operation (persist it before the loop calls the tool). */
@@ -62,29 +65,14 @@ export interface CheckpointOptions {
   readonly args: unknown;
   /** A namespace (tenant, user, agent). Default "default". */
   readonly scope?: string | undefined;
+  // Declared here, not picked: a checkpoint renews its claim until it is settled or disposed, not while a
+  // tool runs.
   /**
    * How long the claim holds without renewal, whole ms from 1 to 2^31 − 1. The checkpoint renews it every
    * third of `leaseMs` until it is settled or disposed, so a long call stays live; a checkpoint whose process
    * died goes stale (outcome unknown) once `leaseMs` passes. Default 60 s.
    */
   readonly leaseMs?: number | undefined;
-  /** How long a settled record absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number | undefined;
-  /**
-   * How long to wait for another live checkpoint on the key before `idempotency_key_in_use`.
-   * Whole ms from 0 to 2^31 − 1; default 10 s; 0 fails at once.
-   */
-  readonly waitMs?: number | undefined;
-  /** The largest result kept (bytes, a whole number ≥ 1). Default 1 MiB. */
-  readonly maxResultBytes?: number | undefined;
-  /** Result fields never stored (dotted paths). */
-  readonly redact?: readonly string[] | undefined;
-  /** Encrypt stored results and failures, bound to their record (see docs/results-at-rest.md). */
-  readonly encryption?: EncryptionOptions | undefined;
-  /** Key the stored fingerprint (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
-  /** Injectable time, for tests. */
-  readonly clock?: Clock | undefined;
 }
 
 /** A claimed (or already completed) call. Dispose it with `await using`, or call a settle in `finally`. */

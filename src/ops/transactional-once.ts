@@ -5,11 +5,7 @@
 
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, KeyConflictError } from "../core/errors.js";
-import {
-  type FingerprintKeyOptions,
-  fingerprintMatches,
-  fingerprintWith,
-} from "../core/keyed-fingerprint.js";
+import { fingerprintMatches, fingerprintWith } from "../core/keyed-fingerprint.js";
 import { validateKey } from "../core/keys.js";
 import {
   durationOption,
@@ -19,16 +15,20 @@ import {
   sizeOption,
   toolNameOption,
 } from "../core/option-checks.js";
-import { defaults } from "../core/options.js";
-import type { EncryptionOptions, RecordBinding, ResultCodec } from "../core/result-codec.js";
+import { defaults, type RecordOptions } from "../core/options.js";
+import type { RecordBinding, ResultCodec } from "../core/result-codec.js";
 import { resolveCodec } from "../core/result-codec.js";
 import { decodeResult, encodeResult } from "../core/serialize.js";
 import type { IdempotencyRecord } from "../core/store.js";
 import { iso } from "../core/time.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 
-/** What one transactional call is: the dedup table, the key and what it is for. */
-export interface TransactionalOnceOptions {
+/**
+ * What one transactional call is: the dedup table, the key and what it is for. The record options are
+ * those of `idempotent()` ({@link RecordOptions}).
+ */
+export interface TransactionalOnceOptions
+  extends Pick<RecordOptions<unknown, unknown>, "ttlMs" | "redact" | "encryption" | "fingerprintKeys"> {
   /** The dedup table (see `postgresDedupTableSql` / `sqliteDedupTableSql`). Checked, then quoted. */
   readonly table: string;
   /**
@@ -45,19 +45,13 @@ export interface TransactionalOnceOptions {
   readonly args?: unknown | undefined;
   /** Or the fingerprint itself, when you compute it (it is stored as given). Give `args` or `fingerprint`. */
   readonly fingerprint?: string | undefined;
-  /** How long the completed key absorbs repeats. Whole ms from 1 to ten years; default 24 h. */
-  readonly ttlMs?: number | undefined;
+  // `maxResultBytes` and `clock` are declared here, not picked: a result too large rolls the business
+  // write back with it, and only SQLite reads the clock.
   /**
    * The largest result kept (bytes, a whole number ≥ 1). Default 1 MiB; a larger result rolls the
    * transaction back.
    */
   readonly maxResultBytes?: number | undefined;
-  /** Result fields never stored (dotted paths); replays get `"[redacted]"` there. */
-  readonly redact?: readonly string[] | undefined;
-  /** Encrypt the stored result (AES-256-GCM, key rotation by id), bound to its row (scope, key, tool, fingerprint). */
-  readonly encryption?: EncryptionOptions | undefined;
-  /** Key the fingerprint of `args` (HMAC-SHA-256). Default: derived from `encryption` when given; `false`: plain. */
-  readonly fingerprintKeys?: FingerprintKeyOptions | false | undefined;
   /** Injectable time for SQLite (PostgreSQL judges expiry by `now()`). */
   readonly clock?: Clock | undefined;
 }
