@@ -111,7 +111,7 @@ export interface RecordOptions<A, R> {
   readonly effect?: Effect | undefined;
   /**
    * How long a settled record absorbs repeats, in whole ms from 1 to ten years. Default 24 h (Stripe's
-   * window); below 1 h warns. See docs/concepts.md, "Limits".
+   * window); `idempotent()` warns below 1 h. See docs/concepts.md, "Limits".
    */
   readonly ttlMs?: number | undefined;
   /**
