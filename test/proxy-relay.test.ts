@@ -65,6 +65,10 @@ class ScriptedServer {
   }
 }
 
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 function metaOf(result: { _meta?: Record<string, unknown> | undefined }, key: string) {
   return result._meta?.[key] as { was_replay?: boolean; code?: string } | undefined;
 }
@@ -84,6 +88,13 @@ async function connectThroughProxy(
 ) {
   const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
   const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
+  // Every message the proxy sends the client, as it went on the wire.
+  const toClient: Raw[] = [];
+  const send = proxyFacingClient.send.bind(proxyFacingClient);
+  proxyFacingClient.send = (message, options) => {
+    toClient.push(message as Raw);
+    return send(message, options);
+  };
   const server = new ScriptedServer(serverSide);
   await serverSide.start();
   const log: string[] = [];
@@ -100,7 +111,7 @@ async function connectThroughProxy(
   const client = new Client({ name: "relay-test", version: "1.0.0" });
   await client.connect(clientSide);
   running.push({ client, proxy });
-  return { client, server, log, proxy };
+  return { client, server, log, proxy, toClient };
 }
 
 describe("the proxy's relay", () => {
@@ -426,6 +437,52 @@ describe("the proxy's relay", () => {
     );
     await expect(call).rejects.toThrow("a tools/call needs a tool name");
     expect(server.calls()).toEqual([]);
+  });
+
+  it("reads the key from params.idempotencyKey: a repeat is a replay, and the server never sees the field", async () => {
+    const { client, server } = await connectThroughProxy();
+    const send = () =>
+      client.request(
+        {
+          method: "tools/call",
+          params: { name: "send_message", arguments: { to: "pia" }, idempotencyKey: "k-40" },
+        } as never,
+        CallToolResultSchema,
+      );
+    await send();
+    const again = await send();
+    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    expect(server.calls().map((call) => call.params)).toEqual([
+      { name: "send_message", arguments: { to: "pia" } },
+    ]);
+  });
+
+  it("refuses a params.idempotencyKey that disagrees with the key argument, and runs nothing", async () => {
+    const { client, server } = await connectThroughProxy();
+    const result = await client.request(
+      {
+        method: "tools/call",
+        params: {
+          name: "send_message",
+          arguments: { to: "pia", idempotency_key: "k-41" },
+          idempotencyKey: "k-42",
+        },
+      } as never,
+      CallToolResultSchema,
+    );
+    expect(result.isError).toBe(true);
+    expect(metaOf(result, MetaKey.error)?.code).toBe("invalid_arguments");
+    expect(server.calls()).toEqual([]);
+  });
+
+  it("advertises that its tools take keys (capabilities.tools.idempotency), keeping the server's own", async () => {
+    const { toClient } = await connectThroughProxy();
+    // The SDK 1.x client drops capability fields it does not know, so read the answer off the wire.
+    const initialized = toClient.find(
+      (message) => isObject(message.result) && "capabilities" in message.result,
+    );
+    const capabilities = (initialized?.result as { capabilities?: { tools?: unknown } }).capabilities;
+    expect(capabilities?.tools).toEqual({ listChanged: true, idempotency: { retentionSeconds: 86_400 } });
   });
 
   it("refuses a key one tool used when another tool is called with it, with the same arguments or not", async () => {

@@ -8,7 +8,7 @@ import { idempotent } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
 import { NotExecuted, notExecuted } from "../core/outcomes.js";
 import type { IdempotencyStore } from "../core/store.js";
-import { callKey } from "../mcp/call-key.js";
+import { callKey, everyKeySource } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
 import type { ToolResult } from "../mcp/mcp-types.js";
 import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
@@ -117,7 +117,7 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     }
     let parsed: ReturnType<typeof callKey>;
     try {
-      parsed = callKey(params.arguments, params._meta);
+      parsed = callKey(params.arguments, params._meta, everyKeySource, params.idempotencyKey);
       if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyRequiredMessage);
     } catch (error) {
       return { result: errorResult(error, "", undefined, effect) };

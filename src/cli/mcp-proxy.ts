@@ -80,6 +80,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   let nextId = 0;
   const pending = new Map<string, { resolve(result: unknown): void; reject(error: unknown): void }>();
   const clientListings = new Set<RequestId>();
+  const clientInitializations = new Set<RequestId>();
   // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
   // sends the server's progress on that request's stream.
   const progressOwners = new Map<string | number, RequestId>();
@@ -287,6 +288,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         return;
       }
       if (method === "tools/list") clientListings.add(id);
+      if (method === "initialize") clientInitializations.add(id);
     } else if (method === "tools/call") {
       // A call with no id expects no answer, so the guard has nothing to send back; relayed, it would
       // reach the server unguarded (a lenient server runs it). It goes nowhere.
@@ -335,6 +337,15 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       return;
     }
     if (message.method === undefined && id !== undefined) forgetProgress(id);
+    if (
+      message.method === undefined &&
+      id !== undefined &&
+      clientInitializations.delete(id) &&
+      isObject(message.result)
+    ) {
+      void sendToClient({ ...message, result: withIdempotencyCapability(message.result, ttlMs) });
+      return;
+    }
     if (
       message.method === undefined &&
       id !== undefined &&
@@ -401,6 +412,22 @@ function listedTwice(first: Guard, second: Guard): Guard {
     guarded: true,
     effect: guarded?.effect ?? Effect.irreversible,
     why: "the server lists it twice",
+  };
+}
+
+/**
+ * The server's `initialize` result, saying that its tools take idempotency keys (experimental: the field
+ * the MCP spec discussion proposes), and for how long a key's outcome is kept.
+ */
+function withIdempotencyCapability(result: Record<string, unknown>, ttlMs: number): Record<string, unknown> {
+  const capabilities = isObject(result.capabilities) ? result.capabilities : {};
+  const tools = isObject(capabilities.tools) ? capabilities.tools : {};
+  return {
+    ...result,
+    capabilities: {
+      ...capabilities,
+      tools: { ...tools, idempotency: { retentionSeconds: Math.floor(ttlMs / 1000) } },
+    },
   };
 }
 

@@ -34,9 +34,11 @@ export interface CallKey {
 }
 
 /**
- * Read the idempotency key of a `tools/call` request from its `idempotency_key` argument or from its
- * `_meta` (`idempotency_key` / `idempotencyKey` unless `sources` says otherwise), and take every copy
- * out, so the key never reaches the tool and never counts in the fingerprint. Nothing may run under a
+ * Read the idempotency key of a `tools/call` request from its `idempotency_key` argument, from its
+ * `_meta` (`idempotency_key` / `idempotencyKey` unless `sources` says otherwise), or from the request's
+ * own `params.idempotencyKey` (`paramsKey`, the field the MCP spec discussion converged on; pass
+ * undefined where the request has none), and take every copy out, so the key never reaches the tool and
+ * never counts in the fingerprint. Nothing may run under a
  * key the caller did not mean: copies that disagree are an `invalid_arguments` error, as are arguments
  * that are not an object; a copy that is not a string of 1–255 characters, or holds a control
  * character, is `idempotency_key_invalid`, wherever it came from.
@@ -44,7 +46,12 @@ export interface CallKey {
  * const { key, args } = callKey({ path: "a.txt", idempotency_key: "k-1" }, undefined);
  * // key === "k-1", args deepEquals { path: "a.txt" }
  */
-export function callKey(args: unknown, meta: unknown, sources: KeySources = everyKeySource): CallKey {
+export function callKey(
+  args: unknown,
+  meta: unknown,
+  sources: KeySources = everyKeySource,
+  paramsKey?: unknown,
+): CallKey {
   if (args !== undefined && args !== null && !isObject(args)) {
     // Run on no arguments instead, and calls that differ would share a fingerprint and a result.
     throw new IdempotencyError(
@@ -56,6 +63,7 @@ export function callKey(args: unknown, meta: unknown, sources: KeySources = ever
   const metaObject = isObject(meta) ? meta : undefined;
   const found: { where: string; value: string }[] = [];
   let rest = given;
+  if (paramsKey !== undefined) found.push(checked("params.idempotencyKey", paramsKey));
   if (sources.argument) {
     const { [argumentField]: fromArgs, ...others } = given;
     rest = others;
