@@ -1,8 +1,5 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type Effect, idempotent, isIdempotencyError } from "../src/index.js";
+import { idempotent, isIdempotencyError } from "../src/index.js";
 import { type PostgresStore, postgresStore } from "../src/postgres/index.js";
 import { fakeClock } from "../src/testing/index.js";
 import {
@@ -12,110 +9,12 @@ import {
   tcpProxy,
   testPool,
 } from "./fixtures/pg-helpers.js";
-import { jsonLines, startWorker } from "./fixtures/worker-process.js";
+import { rejection } from "./fixtures/tools.js";
 
 const pool = testPool({ max: 6 });
 const table = tablesDroppedAfterEach(pool);
-const dirs: string[] = [];
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "idempotool-pg-"));
-  dirs.push(dir);
-  return dir;
-}
-
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
 afterAll(async () => {
   await pool.end();
-});
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(
-    () => {
-      throw new Error("expected a rejection");
-    },
-    (error: unknown) => error,
-  );
-}
-
-describe("crash: a worker SIGKILLed mid-call", () => {
-  const leaseMs = 1_000;
-
-  async function crash(effect: Effect, when: "mid-call" | "after-settle" = "mid-call") {
-    const name = table();
-    const effects = join(tempDir(), "effects.jsonl");
-    const result = await startWorker("pg-crash-worker.ts", [
-      name,
-      effects,
-      "sms-1",
-      effect,
-      String(leaseMs),
-      when,
-    ]).exited;
-    expect(result.signal, result.stderr).toBe("SIGKILL");
-    expect(jsonLines(effects)).toHaveLength(1);
-    return { name, effects };
-  }
-
-  /** The next caller, on a store whose clock has moved past the dead worker's lease (no sleeping). */
-  function nextCaller(name: string, effects: string, effect: Effect) {
-    const store = postgresStore({ client: pool, table: name, clockOffsetMs: leaseMs + 1_000 });
-    return idempotent(
-      async (args: { to: string }, context) => {
-        const line = JSON.stringify({ to: args.to, key: context.key, attempt: context.attempt });
-        (await import("node:fs")).appendFileSync(effects, `${line}\n`);
-        return "sent";
-      },
-      { name: "send_sms", store, effect },
-    );
-  }
-
-  it("leaves its claim in progress, committed, with the lease it held", async () => {
-    const { name } = await crash("irreversible");
-    const record = await postgresStore({ client: pool, table: name }).get(
-      { scope: "default", key: "sms-1" },
-      0,
-    );
-    expect(record).toMatchObject({ status: "in_progress", attempts: 1, tool: "send_sms" });
-    expect(record!.leaseExpiresAt - record!.createdAt).toBe(leaseMs);
-  });
-
-  it("gives the next caller outcome_unknown under irreversible, and does not run the tool again", async () => {
-    const { name, effects } = await crash("irreversible");
-    const error = await rejection(
-      nextCaller(name, effects, "irreversible")({ to: "+15550100" }, { key: "sms-1" }),
-    );
-    expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
-    expect(jsonLines(effects)).toHaveLength(1);
-  });
-
-  it("lets the next caller take over with the same key under native-key", async () => {
-    const { name, effects } = await crash("native-key");
-    expect(
-      await nextCaller(name, effects, "native-key")({ to: "+15550100" }, { key: "sms-1" }),
-    ).toMatchObject({
-      result: "sent",
-      was_replay: false,
-    });
-    // The downstream sees the same key on the second attempt, and dedupes it.
-    expect(jsonLines(effects).map((e) => [e.key, e.attempt])).toEqual([
-      ["sms-1", 1],
-      ["sms-1", 2],
-    ]);
-  });
-
-  it("loses nothing it committed: a worker killed right after a call leaves a completed record", async () => {
-    const { name, effects } = await crash("irreversible", "after-settle");
-    expect(
-      await nextCaller(name, effects, "irreversible")({ to: "+15550100" }, { key: "sms-1" }),
-    ).toMatchObject({
-      result: "sent",
-      was_replay: true,
-    });
-    expect(jsonLines(effects)).toHaveLength(1);
-  });
 });
 
 describe("fencing: a worker paused past its lease", () => {

@@ -1,23 +1,19 @@
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type Effect, idempotent, isIdempotencyError, LeaseLostError } from "../src/index.js";
+import { idempotent, isIdempotencyError, LeaseLostError } from "../src/index.js";
 import { redisStore } from "../src/redis/index.js";
 import { dropPrefix, freshPrefix, reachable, redisUrl, testClient } from "./fixtures/redis-helpers.js";
 import { type RedisProxy, redisProxy } from "./fixtures/redis-proxy.js";
-import { jsonLines, startWorker as startProcess, type WorkerProcess } from "./fixtures/worker-process.js";
+import { startWorker as startProcess, type WorkerProcess } from "./fixtures/worker-process.js";
 
 const client = testClient();
 const ready = reachable(client);
 ready.catch(() => {});
 
 const prefixes: string[] = [];
-const dirs: string[] = [];
 const children: ChildProcessWithoutNullStreams[] = [];
 const clients: Redis[] = [];
 afterEach(async () => {
@@ -28,20 +24,17 @@ afterEach(async () => {
     }
   }
   for (const extra of clients.splice(0)) extra.disconnect();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 afterAll(async () => {
   await Promise.allSettled(prefixes.map((prefix) => dropPrefix(client, prefix)));
   client.disconnect();
 });
 
-async function fresh(label: string): Promise<{ prefix: string; dir: string }> {
+async function fresh(label: string): Promise<{ prefix: string }> {
   await ready;
   const prefix = freshPrefix(label);
   prefixes.push(prefix);
-  const dir = mkdtempSync(join(tmpdir(), "idempotool-redis-"));
-  dirs.push(dir);
-  return { prefix, dir };
+  return { prefix };
 }
 
 /** A worker process, killed after the test if it is still running. */
@@ -51,82 +44,10 @@ function startWorker(script: string, args: string[]): WorkerProcess {
   return worker;
 }
 
-describe("crash: a worker SIGKILLed after its effect and before settling", () => {
+describe("pause: a worker SIGSTOPped past its lease", () => {
   // Long enough that "still within the lease" holds on a loaded machine; the next caller's store jumps
   // its server time past it with clockOffsetMs instead of sleeping.
   const leaseMs = 10_000;
-
-  async function crash(effect: Effect) {
-    const { prefix, dir } = await fresh("crash");
-    const effects = join(dir, "effects.jsonl");
-    const result = await startWorker("redis-crash-worker.ts", [
-      prefix,
-      effects,
-      "sms-1",
-      effect,
-      String(leaseMs),
-    ]).exited;
-    expect(result.signal, result.stderr).toBe("SIGKILL");
-    expect(jsonLines(effects)).toHaveLength(1);
-    const left = await redisStore({ client, prefix }).get({ scope: "default", key: "sms-1" }, 0);
-    expect(left).toMatchObject({ status: "in_progress", attempts: 1 });
-    return { prefix, effects, dead: left! };
-  }
-
-  /** The next caller, on a store whose server time has moved past the dead worker's lease (no sleeping). */
-  function nextCaller(prefix: string, effects: string, effect: Effect) {
-    const store = redisStore({ client, prefix, clockOffsetMs: leaseMs + 1_000 });
-    const tool = idempotent(
-      async (args: { to: string }, context) => {
-        const line = JSON.stringify({ to: args.to, key: context.key, attempt: context.attempt });
-        (await import("node:fs")).appendFileSync(effects, `${line}\n`);
-        return "sent";
-      },
-      { name: "send_sms", store, effect },
-    );
-    return { tool, store };
-  }
-
-  it("leaves the record in progress, and after its lease the next caller gets outcome_unknown under irreversible", async () => {
-    const { prefix, effects } = await crash("irreversible");
-    // Within the lease, by the server's clock, the record is simply in flight.
-    const patient = idempotent(async () => "sent", {
-      name: "send_sms",
-      store: redisStore({ client, prefix }),
-      effect: "irreversible",
-      waitMs: 0,
-    });
-    const inFlight = await patient({ to: "+15550100" }, { key: "sms-1" }).catch((e: unknown) => e);
-    expect(isIdempotencyError(inFlight, "idempotency_key_in_use")).toBe(true);
-
-    const { tool } = nextCaller(prefix, effects, "irreversible");
-    const error = await tool({ to: "+15550100" }, { key: "sms-1" }).catch((e: unknown) => e);
-    expect(isIdempotencyError(error, "outcome_unknown")).toBe(true);
-    expect(jsonLines(effects)).toHaveLength(1);
-  });
-
-  it("takes over with the same key under native-key, and the dead worker's token is fenced off", async () => {
-    const { prefix, effects, dead } = await crash("native-key");
-    const { tool, store } = nextCaller(prefix, effects, "native-key");
-    expect(await tool({ to: "+15550100" }, { key: "sms-1" })).toMatchObject({
-      result: "sent",
-      was_replay: false,
-    });
-    // The downstream sees the same key on the second attempt, and dedupes it.
-    expect(jsonLines(effects).map((e) => [e.key, e.attempt])).toEqual([
-      ["sms-1", 1],
-      ["sms-1", 2],
-    ]);
-    const settled = await store.get({ scope: "default", key: "sms-1" }, 0);
-    expect(settled).toMatchObject({ status: "completed", attempts: 2, result: '"sent"' });
-    const late = { scope: "default", key: "sms-1", token: dead.token, now: 0 };
-    expect(
-      await store.settle({ ...late, status: "completed", result: '"late"', error: null, ttlMs: 1 }),
-    ).toBeNull();
-    expect(await store.renew({ ...late, leaseMs: 60_000, ttlMs: 86_400_000 })).toBe(false);
-    expect(await store.release(late)).toBe(false);
-    expect(await store.get({ scope: "default", key: "sms-1" }, 0)).toEqual(settled);
-  });
 
   it("a worker paused (SIGSTOP) past its lease wakes up to LeaseLostError: its late settle is rejected", async () => {
     const { prefix } = await fresh("pause");
