@@ -313,14 +313,19 @@ describe("the proxy's relay", () => {
     await client.callTool(call);
     expect(server.calls()).toHaveLength(1);
   });
-  it("guards a call on a tool the server did not list, so a repeat of it is not run again", async () => {
+  it("answers a call on a tool the server does not list as not found, with or without a key; nothing runs", async () => {
     const { client, server } = await connectThroughProxy();
-    const call = { name: "unlisted_send", arguments: { to: "ivy", idempotency_key: "k-11" } };
-    await client.callTool(call);
-    const again = await client.callTool(call);
-    expect(metaOf(again, MetaKey.envelope)?.was_replay).toBe(true);
+    const keyed = { name: "unlisted_send", arguments: { to: "ivy", idempotency_key: "k-11" } };
+    await expect(client.callTool(keyed)).rejects.toThrow("Tool unlisted_send not found");
+    await expect(client.callTool({ name: "unlisted_send", arguments: { to: "ivy" } })).rejects.toThrow(
+      "Tool unlisted_send not found",
+    );
+    expect(server.calls()).toEqual([]);
+    // The key was never used: once the server has the tool, a call under it runs.
+    server.tools = [...server.tools, { name: "unlisted_send", inputSchema: { type: "object" } }];
+    const ran = await client.callTool(keyed);
+    expect(metaOf(ran, MetaKey.envelope)?.was_replay).toBe(false);
     expect(server.calls()).toHaveLength(1);
-    expect(server.calls()[0]?.params).toEqual({ name: "unlisted_send", arguments: { to: "ivy" } });
   });
 
   it("refuses a guarded call whose arguments are not an object, instead of running the tool on none", async () => {

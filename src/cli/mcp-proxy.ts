@@ -230,15 +230,24 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       });
       return;
     }
-    let guard: Guard;
+    let guard: Guard | undefined;
     try {
-      let listed = (await knownGuards()).get(name);
-      if (listed === undefined) {
+      guard = (await knownGuards()).get(name);
+      if (guard === undefined) {
         // The server may have added it without a list_changed notice: ask once more.
         guards = undefined;
-        listed = (await knownGuards()).get(name) ?? unlistedGuard;
+        guard = (await knownGuards()).get(name);
       }
-      guard = listed;
+      if (guard === undefined) {
+        // The server does not have it: say so as a server would, before any key is read or recorded. A
+        // server's own "not found" result would otherwise be kept as the key's outcome.
+        await sendToClient({
+          jsonrpc: "2.0",
+          id,
+          error: { code: -32602, message: `Tool ${name} not found` },
+        });
+        return;
+      }
       // A tool the client was shown as taking a key stays guarded for it.
       if (!guard.guarded) guard = guardedBefore.get(name) ?? guard;
     } catch (error) {
@@ -376,16 +385,6 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     },
   };
 }
-
-/**
- * A tool the server does not list is guarded: nothing says it only reads, and a server that refuses an
- * unknown tool does so with invalid params, which frees the key.
- */
-const unlistedGuard: Guard = {
-  guarded: true,
-  effect: Effect.irreversible,
-  why: "the server does not list it",
-};
 
 /**
  * How each listed tool is treated. A name listed twice is guarded: which copy the server runs is its
