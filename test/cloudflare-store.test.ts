@@ -20,6 +20,7 @@ import { storeConformanceCases } from "../src/testing/conformance.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
 import { claimRequest } from "./fixtures/claim-request.js";
 import { decode, encode } from "./fixtures/cloudflare/json-bridge.js";
+import { rejection } from "./fixtures/tools.js";
 import { startWorker } from "./fixtures/workerd.js";
 
 let mf: Miniflare;
@@ -153,15 +154,6 @@ describe("handleStoreCall", () => {
     }
   });
 });
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a rejection");
-}
 
 describe("durableObjectStore and durableObjectStoreClient options", () => {
   const storage = {

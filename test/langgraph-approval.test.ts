@@ -29,6 +29,7 @@ import {
   splitGraph,
   ticket,
 } from "./fixtures/langgraph-email.js";
+import { rejection } from "./fixtures/tools.js";
 
 const thread = (id: string) => ({ configurable: { thread_id: id } });
 const proposeKey: NodeFn = () => mintKey("send_email");
@@ -68,15 +69,6 @@ async function pausedForApproval(graph: AnyEmailGraph, threadId: string) {
   const request = interruptsOf(paused).find(isApprovalRequest);
   if (!request) throw new Error("the graph did not ask for approval");
   return request as ApprovalRequest<EmailArgs>;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a rejection");
 }
 
 describe("approvals bound to (key, fingerprint)", () => {

@@ -20,6 +20,7 @@ import {
   tablesDroppedAfterEach,
   testPool,
 } from "./fixtures/pg-helpers.js";
+import { rejection } from "./fixtures/tools.js";
 
 const t0 = Date.parse("2026-01-01T00:00:00.000Z");
 const pool = testPool({ max: 10 });
@@ -30,15 +31,6 @@ afterAll(async () => {
 });
 
 const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(
-    () => {
-      throw new Error("expected a rejection");
-    },
-    (error: unknown) => error,
-  );
-}
 
 describe("PostgreSQL on this machine", () => {
   it("is reachable (the tests below need it; CI fails rather than skips without it)", async () => {

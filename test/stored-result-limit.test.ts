@@ -19,6 +19,7 @@ import {
 import { checkpoint } from "../src/ops/index.js";
 import { reconcileOnce } from "../src/reconcile/index.js";
 import { fakeClock } from "../src/testing/index.js";
+import { rejection } from "./fixtures/tools.js";
 
 const limit = 64;
 
@@ -39,15 +40,6 @@ function limitedStore(maxBytes = limit) {
     },
   };
   return { store, refused };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the call to fail");
 }
 
 /** The record is completed, keeps no result, and its note says result_too_large against the store's limit. */
