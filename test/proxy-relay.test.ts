@@ -486,7 +486,8 @@ describe("the proxy's relay", () => {
     const initialized = toClient.find(
       (message) => isObject(message.result) && "capabilities" in message.result,
     );
-    const capabilities = (initialized?.result as { capabilities?: { tools?: unknown } }).capabilities;
+    const capabilities = (initialized?.result as { capabilities?: { tools?: unknown } } | undefined)
+      ?.capabilities;
     expect(capabilities?.tools).toEqual({ listChanged: true, idempotency: { retentionSeconds: 86_400 } });
   });
 
