@@ -217,15 +217,34 @@ describe("idempotentClient around a v2 Client", () => {
 });
 
 describe("the types of idempotool/mcp and idempotool/mcp-client", () => {
+  /** What the non-test sources of `folder` import (types included), by file. */
+  const importsOf = (folder: string) =>
+    readdirSync(folder)
+      .filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"))
+      .map((file) => {
+        const text = readFileSync(join(folder, file), "utf8");
+        const specifiers = [...text.matchAll(/^(?:import|export|\})[^\n]*from "([^"]+)"/gm)].map((m) => m[1]);
+        return { file: join(folder, file), specifiers };
+      });
+
   it("import neither SDK, so a project with only one of them compiles against them", () => {
-    const sources = ["src/mcp", "src/mcp-client"].flatMap((folder) =>
-      readdirSync(folder)
-        .filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"))
-        .map((file) => join(folder, file)),
-    );
-    const importing = sources.filter((file) =>
-      /^(?:import|export|\})[^\n]*from "@modelcontextprotocol\//m.test(readFileSync(file, "utf8")),
+    const importing = [...importsOf("src/mcp"), ...importsOf("src/mcp-client")].filter(({ specifiers }) =>
+      specifiers.some((specifier) => specifier?.startsWith("@modelcontextprotocol/")),
     );
     expect(importing).toEqual([]);
+  });
+
+  it("leave the client's types free of the AI SDK and of zod, which a client-only project may lack", () => {
+    // What idempotool/mcp-client reaches in idempotool/mcp: the result types, nothing of schemas.
+    const reached = [
+      ...importsOf("src/mcp-client"),
+      ...importsOf("src/mcp").filter(({ file }) => file.endsWith("mcp-types.ts")),
+    ];
+    const offending = reached.filter(({ specifiers }) =>
+      specifiers.some(
+        (specifier) => specifier === "ai" || specifier?.startsWith("zod") || specifier?.includes("/ai-sdk/"),
+      ),
+    );
+    expect(offending).toEqual([]);
   });
 });

@@ -1,4 +1,3 @@
-import type { ToolExecutionOptions } from "../ai-sdk/execution-options.js";
 import { invalidOption } from "../core/option-checks.js";
 import { callKeyOf } from "./call-key-of.js";
 import {
@@ -14,9 +13,17 @@ const owner = "idempotentMcpTools()";
 
 /** The part of an AI SDK tool we use: its `execute` and, to see whether it lists a key argument, its schema. */
 export interface McpToolLike {
-  // biome-ignore lint/suspicious/noExplicitAny: the AI SDK's own tools type their input as any.
-  execute?: ((input: any, options: ToolExecutionOptions) => unknown) | undefined;
+  // The AI SDK's own tools type their input as any, and their options by the SDK's major: any lets every
+  // major in without this entry's types naming the `ai` package (a project with only an MCP SDK has none).
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  execute?: ((input: any, options: any) => unknown) | undefined;
   readonly inputSchema?: unknown;
+}
+
+/** What the AI SDK hands `execute` beside the input; this wrapper reads `abortSignal` and passes the rest on. */
+interface ExecuteOptions {
+  readonly abortSignal?: AbortSignal | undefined;
+  readonly [option: string]: unknown;
 }
 
 /** The part of a transport we use: `send`. An AI SDK `MCPTransport` and the MCP SDK's transports fit. */
@@ -84,7 +91,7 @@ export function idempotentMcpTools(options?: RetryCallOptions): IdempotentMcpToo
         const listsKey = listsKeyArgument(tool.inputSchema);
         wrapped[name] = {
           ...tool,
-          async execute(input: unknown, executeOptions: ToolExecutionOptions) {
+          async execute(input: unknown, executeOptions: ExecuteOptions) {
             const given =
               typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {};
             const { key } = callKeyOf({ arguments: given }, undefined, config);
@@ -115,7 +122,7 @@ export function idempotentMcpTools(options?: RetryCallOptions): IdempotentMcpToo
 async function attempt(
   execute: NonNullable<McpToolLike["execute"]>,
   args: Record<string, unknown>,
-  options: ToolExecutionOptions,
+  options: ExecuteOptions,
   caller: AbortSignal | undefined,
   timeoutMs: number,
   clock: ReturnType<typeof resolveRetryCall>["clock"],

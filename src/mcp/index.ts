@@ -10,18 +10,13 @@
  */
 export { keyDescription } from "./key-description.js";
 export type {
-  AnySchema,
-  ArgsOf,
   ContentBlock,
   InputRequiredResult,
   McpServerLike,
-  ObjectSchema,
-  RawShape,
   RegisteredToolOf,
   RequestContextFields,
   ToolExtraOf,
   ToolResult,
-  ToolSchema,
 } from "./mcp-types.js";
 export {
   type IdempotentToolConfig,
@@ -33,4 +28,13 @@ export {
   registerIdempotentTool,
 } from "./register-idempotent-tool.js";
 export { type IdempotencyErrorInfo, type IdempotencyInfo, MetaKey, structuredField } from "./tool-results.js";
-export type { ZodNamespace, ZodObjectBuilder, ZodStringBuilder } from "./zod-namespace.js";
+export type {
+  AnySchema,
+  ArgsOf,
+  ObjectSchema,
+  RawShape,
+  ToolSchema,
+  ZodNamespace,
+  ZodObjectBuilder,
+  ZodStringBuilder,
+} from "./zod-namespace.js";

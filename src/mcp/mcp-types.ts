@@ -1,31 +1,9 @@
 /**
- * The MCP and zod types this entry speaks in, written against what both MCP SDKs share: a user of the
- * 1.x SDK (`@modelcontextprotocol/sdk`) or of the 2.x one (`@modelcontextprotocol/server`) compiles
- * against these without the other installed. What differs between the SDKs (the request context a tool
- * gets, what it may return) is read off the user's own server type.
+ * The MCP types this entry speaks in, written against what both MCP SDKs share: a user of the 1.x SDK
+ * (`@modelcontextprotocol/sdk`) or of the 2.x one (`@modelcontextprotocol/server`) compiles against these
+ * without the other installed, and a client (`idempotool/mcp-client`) without zod. What differs between the
+ * SDKs (the request context a tool gets) is read off the user's own server type.
  */
-import type * as z3 from "zod/v3";
-import type * as z4 from "zod/v4/core";
-
-/** One zod schema, built with zod 3 or zod 4. */
-export type AnySchema = z3.ZodTypeAny | z4.$ZodType;
-
-/** A raw shape: `{ field: z.string() }`, as `registerTool` takes it. */
-export type RawShape = Record<string, AnySchema>;
-
-/** A zod object schema (`z.object({ … })`), built with zod 3 or zod 4. */
-export type ObjectSchema = z3.AnyZodObject | z4.$ZodObject;
-
-/** What a tool's input or output schema may be: a raw shape or a zod object. */
-export type ToolSchema = RawShape | ObjectSchema;
-
-type SchemaOutput<S> = S extends z3.ZodTypeAny ? z3.infer<S> : S extends z4.$ZodType ? z4.output<S> : never;
-
-/** The arguments a tool gets for its input schema. */
-export type ArgsOf<S extends ToolSchema> = S extends ObjectSchema
-  ? SchemaOutput<S>
-  : { [K in keyof S]: SchemaOutput<S[K]> };
-
 /** One content block of a result: `{ type: "text", text }`, an image, a resource link, … */
 export interface ContentBlock {
   type: string;

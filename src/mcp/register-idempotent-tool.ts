@@ -6,23 +6,28 @@ import { DefinitiveFailure, NotExecuted, notExecuted } from "../core/outcomes.js
 import { type CallKey, callKey, type KeySources, metaKeyFields } from "./call-key.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import {
-  type AnySchema,
-  type ArgsOf,
   authenticatedClient,
   type InputRequiredResult,
   isInputRequired,
   type McpServerLike,
-  type ObjectSchema,
-  type RawShape,
   type RegisteredToolOf,
   type RequestContextFields,
   requestMeta,
   type ToolExtraOf,
   type ToolResult,
-  type ToolSchema,
 } from "./mcp-types.js";
 import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
-import { flavourOf, type ZodFlavour, type ZodNamespace, zodNamespace } from "./zod-namespace.js";
+import {
+  type AnySchema,
+  type ArgsOf,
+  flavourOf,
+  type ObjectSchema,
+  type RawShape,
+  type ToolSchema,
+  type ZodFlavour,
+  type ZodNamespace,
+  zodNamespace,
+} from "./zod-namespace.js";
 
 const owner = "registerIdempotentTool()";
 

@@ -1,9 +1,29 @@
 import { createRequire } from "node:module";
+import type * as z3 from "zod/v3";
+import type * as z4 from "zod/v4/core";
 import { IdempotencyError } from "../core/errors.js";
 import { invalidOption } from "../core/option-checks.js";
-import type { AnySchema, RawShape } from "./mcp-types.js";
 
 const owner = "registerIdempotentTool()";
+
+/** One zod schema, built with zod 3 or zod 4. */
+export type AnySchema = z3.ZodTypeAny | z4.$ZodType;
+
+/** A raw shape: `{ field: z.string() }`, as `registerTool` takes it. */
+export type RawShape = Record<string, AnySchema>;
+
+/** A zod object schema (`z.object({ … })`), built with zod 3 or zod 4. */
+export type ObjectSchema = z3.AnyZodObject | z4.$ZodObject;
+
+/** What a tool's input or output schema may be: a raw shape or a zod object. */
+export type ToolSchema = RawShape | ObjectSchema;
+
+type SchemaOutput<S> = S extends z3.ZodTypeAny ? z3.infer<S> : S extends z4.$ZodType ? z4.output<S> : never;
+
+/** The arguments a tool gets for its input schema. */
+export type ArgsOf<S extends ToolSchema> = S extends ObjectSchema
+  ? SchemaOutput<S>
+  : { [K in keyof S]: SchemaOutput<S[K]> };
 
 /** A string schema under construction; zod 3 and zod 4 (classic) both chain this way. */
 export interface ZodStringBuilder {
