@@ -67,6 +67,13 @@ async function race<Report>(
   }
 }
 
+/** How many callers got each outcome, for a failure's message. */
+function tally(outcomes: readonly string[]): string {
+  const counts = new Map<string, number>();
+  for (const outcome of outcomes) counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
+  return JSON.stringify(Object.fromEntries(counts));
+}
+
 const allKeys = (keys: number) => Array.from({ length: keys }, (_, i) => `key-${i}`).sort();
 
 for (const row of URL_STORES) {
@@ -105,7 +112,7 @@ for (const row of URL_STORES) {
       const outcomes = reports.flatMap((r) => r.outcomes);
       expect(outcomes).toHaveLength(processes * callers);
       const ran = jsonLines(executions);
-      expect(ran).toHaveLength(keys);
+      expect(ran, `outcomes: ${tally(outcomes)}`).toHaveLength(keys);
       expect(ran.map((e) => e.key).sort()).toEqual(allKeys(keys));
       expect(outcomes.filter((o) => o === "ran")).toHaveLength(keys);
       // Every other caller waited for the original outcome and got it.
