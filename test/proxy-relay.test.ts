@@ -30,7 +30,10 @@ class ScriptedServer {
   });
   /** How a tools/list is answered; by default from `tools` as they are when it is answered. */
   answerList: () => Promise<Raw> = async () => ({ result: { tools: this.tools } });
-  constructor(readonly transport: InMemoryTransport) {
+  constructor(
+    readonly transport: InMemoryTransport,
+    private readonly capabilities: Record<string, unknown> = { tools: { listChanged: true } },
+  ) {
     transport.onmessage = (message) => void this.receive(message as Raw);
   }
   private async receive(message: Raw): Promise<void> {
@@ -45,7 +48,7 @@ class ScriptedServer {
         return {
           result: {
             protocolVersion: message.params?.protocolVersion,
-            capabilities: { tools: { listChanged: true } },
+            capabilities: this.capabilities,
             serverInfo: { name: "scripted", version: "1.0.0" },
           },
         };
@@ -85,6 +88,7 @@ async function connectThroughProxy(
   rules: [string, ToolRule][] = [],
   tuning: { waitMs?: number; similarWindowMs?: number } = {},
   store = memoryStore(),
+  capabilities?: Record<string, unknown>,
 ) {
   const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
   const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
@@ -95,7 +99,7 @@ async function connectThroughProxy(
     toClient.push(message as Raw);
     return send(message, options);
   };
-  const server = new ScriptedServer(serverSide);
+  const server = new ScriptedServer(serverSide, capabilities);
   await serverSide.start();
   const log: string[] = [];
   const proxy = await startMcpProxy({
@@ -489,6 +493,16 @@ describe("the proxy's relay", () => {
     const capabilities = (initialized?.result as { capabilities?: { tools?: unknown } } | undefined)
       ?.capabilities;
     expect(capabilities?.tools).toEqual({ listChanged: true, idempotency: { retentionSeconds: 86_400 } });
+  });
+
+  it("adds no tools capability to a server that has none", async () => {
+    const { toClient } = await connectThroughProxy([], {}, memoryStore(), { prompts: {} });
+    const initialized = toClient.find(
+      (message) => isObject(message.result) && "capabilities" in message.result,
+    );
+    expect((initialized?.result as { capabilities?: unknown } | undefined)?.capabilities).toEqual({
+      prompts: {},
+    });
   });
 
   it("refuses a key one tool used when another tool is called with it, with the same arguments or not", async () => {

@@ -416,11 +416,13 @@ function listedTwice(first: Guard, second: Guard): Guard {
 
 /**
  * The server's `initialize` result, saying that its tools take idempotency keys (experimental: the field
- * the MCP spec discussion proposes), and for how long a key's outcome is kept.
+ * the MCP spec discussion proposes), and for how long a key's outcome is kept. A server that declares no
+ * tools is left as it is: a `tools` capability would tell the client to list tools it does not have.
  */
 function withIdempotencyCapability(result: Record<string, unknown>, ttlMs: number): Record<string, unknown> {
   const capabilities = isObject(result.capabilities) ? result.capabilities : {};
-  const tools = isObject(capabilities.tools) ? capabilities.tools : {};
+  const tools = capabilities.tools;
+  if (!isObject(tools)) return result;
   return {
     ...result,
     capabilities: {
