@@ -20,7 +20,7 @@ import { storeConformanceCases } from "../src/testing/conformance.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
 import { claimRequest } from "./fixtures/claim-request.js";
 import { decode, encode } from "./fixtures/cloudflare/json-bridge.js";
-import { rejection } from "./fixtures/tools.js";
+import { rejection, thrown } from "./fixtures/tools.js";
 import { startWorker } from "./fixtures/workerd.js";
 
 let mf: Miniflare;
@@ -169,7 +169,7 @@ describe("durableObjectStore and durableObjectStoreClient options", () => {
 
   it("rejects table names that are not plain identifiers, or are Cloudflare's", () => {
     for (const table of ["", "a-b", 'x"; DROP TABLE y; --', "_cf_records", "_CF_records", "a".repeat(64)]) {
-      const error = rejectionSync(() => durableObjectStore({ storage, table }));
+      const error = thrown(() => durableObjectStore({ storage, table }));
       expect(isIdempotencyError(error, "invalid_options"), table).toBe(true);
       expect((error as Error).message).toContain("option `table`");
     }
@@ -209,12 +209,3 @@ describe("durableObjectStore and durableObjectStoreClient options", () => {
     expect(taken).toBe(2);
   });
 });
-
-function rejectionSync(action: () => unknown): unknown {
-  try {
-    action();
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a throw");
-}

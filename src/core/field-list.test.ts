@@ -3,6 +3,7 @@
  * `similar.fields` must never quietly count nothing.
  */
 import { describe, expect, it } from "vitest";
+import { rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import { isIdempotencyError } from "./errors.js";
 import { idempotent } from "./idempotent.js";
@@ -17,15 +18,6 @@ interface Email {
 
 const alice: Email = { to: "alice@example.com", subject: "Hi" };
 const bob: Email = { to: "bob@example.com", subject: "Hi" };
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the call to fail");
-}
 
 /** Options as a JavaScript caller passes them: no type checks the lists. */
 function emailTool(options: Record<string, unknown>) {

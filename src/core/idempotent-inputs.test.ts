@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { gate, rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   ErrorCode,
@@ -15,15 +16,6 @@ import { memoryStore } from "./memory-store.js";
 import { maxArgumentDepth } from "./option-checks.js";
 import type { IdempotentOptions } from "./options.js";
 import type { IdempotencyStore } from "./store.js";
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the call to fail");
-}
 
 /** A memory store that counts every operation, to prove bad input never reaches it. */
 function countingStore() {
@@ -293,10 +285,7 @@ describe("fencing: a worker that lost its claim", () => {
     // Renewals fail (a network partition), so the lease passes while the tool still runs.
     const store: IdempotencyStore = { ...inner, renew: () => Promise.reject(new Error("partition")) };
     const clock = fakeClock();
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const { opened: held, open: release } = gate();
     let aborted = false;
     let runs = 0;
     const tool = idempotent(
@@ -335,10 +324,7 @@ describe("fencing: a worker that lost its claim", () => {
     };
     const clock = fakeClock();
     let signal: AbortSignal | undefined;
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const { opened: held, open: release } = gate();
     let runs = 0;
     const tool = idempotent(
       async (_args: object, context) => {

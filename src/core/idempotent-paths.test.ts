@@ -1,6 +1,7 @@
 // Paths of a call where a change would hand a caller the wrong thing (a double effect, a replay flag on a
 // fresh run, a string where a record belongs) and nothing else in the suite would notice.
 import { describe, expect, it } from "vitest";
+import { gate, rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   type IdempotencyError,
@@ -25,24 +26,6 @@ interface Sms {
 const sms: Sms = { to: "+15550100", body: "Your code is 4711" };
 const LEASE_MS = 60_000;
 const TTL_MS = 86_400_000;
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the call to fail");
-}
-
-/** A promise the test resolves by hand, to hold a tool in flight. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { opened, open };
-}
 
 /** A memory store whose takeovers are recorded: who won, who found the record already moved on. */
 function watchedStore() {

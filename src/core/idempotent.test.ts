@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { gate, rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   type IdempotencyError,
@@ -34,25 +35,7 @@ function emailTool(options: Partial<IdempotentOptions<Email, { messageId: string
   return { send, sent, store, clock, events };
 }
 
-/** A promise the test resolves by hand, to hold a tool in flight. */
-function gate<T = void>() {
-  let open!: (value: T) => void;
-  const opened = new Promise<T>((resolve) => {
-    open = resolve;
-  });
-  return { opened, open };
-}
-
 const alice: Email = { to: "alice@example.com", subject: "Meeting summary" };
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the call to fail");
-}
 
 describe("idempotent: the first call and its repeats", () => {
   it("runs the tool once and replays the stored result to a repeat with the same key", async () => {

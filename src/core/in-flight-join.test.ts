@@ -1,6 +1,7 @@
 // Repeats in one process join the claim of the call already on its way instead of sending their own, and
 // wake on its settle; whatever that call's claim or settle meets, each repeat still gets what the store says.
 import { describe, expect, it } from "vitest";
+import { gate, rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import { isIdempotencyError, KeyConflictError, StoreUnavailableError } from "./errors.js";
 import { fingerprint } from "./fingerprint.js";
@@ -8,15 +9,6 @@ import { idempotent } from "./idempotent.js";
 import { flightCount } from "./in-flight.js";
 import { memoryStore } from "./memory-store.js";
 import type { ClaimRequest, IdempotencyStore } from "./store.js";
-
-/** A promise the test resolves by hand. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { opened, open };
-}
 
 /** A memory store that counts the claims it answers, and can hold or fail the next ones. */
 function countingStore() {
@@ -59,15 +51,6 @@ function countingStore() {
       failSettles = n;
     },
   };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the call to fail");
 }
 
 describe("repeats in one process join the claim on its way", () => {

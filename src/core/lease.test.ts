@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { getEventListeners } from "node:events";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { gate } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import { type Clock, type SleepOptions, systemClock } from "./clock.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
@@ -337,10 +338,7 @@ describe("startLease with renewals unless stopped at once", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     try {
       let renewedAt = 0;
-      let renewed!: () => void;
-      const firstRenewal = new Promise<void>((resolve) => {
-        renewed = resolve;
-      });
+      const { opened: firstRenewal, open: renewed } = gate();
       const store: IdempotencyStore = {
         ...memoryStore(),
         renew: async () => {
@@ -365,10 +363,7 @@ describe("startLease with renewals unless stopped at once", () => {
   it("renews in the async context the lease began in, whatever the tool enters before its first await", async () => {
     const context = new AsyncLocalStorage<string>();
     const seenIn: (string | undefined)[] = [];
-    let renewed!: () => void;
-    const firstRenewal = new Promise<void>((resolve) => {
-      renewed = resolve;
-    });
+    const { opened: firstRenewal, open: renewed } = gate();
     const store: IdempotencyStore = {
       ...memoryStore(),
       renew: async () => {

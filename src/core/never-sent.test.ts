@@ -1,6 +1,7 @@
 import { createServer as createHttpServer, type RequestOptions, request } from "node:http";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { gate, rejection } from "../../test/fixtures/tools.js";
 import { isIdempotencyError } from "./errors.js";
 import { idempotent } from "./idempotent.js";
 import { memoryStore } from "./memory-store.js";
@@ -55,15 +56,6 @@ async function breakingServer(how: "reset" | "close"): Promise<{ port: number; r
     });
   });
   return { port: await listen(server), received: () => received };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the promise to reject");
 }
 
 const post = (url: string, init: RequestInit = {}) =>
@@ -181,10 +173,7 @@ describe("neverSent: everything else is false", () => {
 
     // The same kind of object once the request had reached the server: nothing tells the two apart.
     const controller = new AbortController();
-    let arrived!: () => void;
-    const reached = new Promise<void>((resolve) => {
-      arrived = resolve;
-    });
+    const { opened: reached, open: arrived } = gate();
     const slow = createHttpServer((req) => {
       req.resume();
       arrived();
