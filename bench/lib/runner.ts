@@ -275,7 +275,8 @@ const collect = (globalThis as { gc?: () => void }).gc;
 /**
  * A full GC, when node runs with --expose-gc. Not by default: for a while after a forced one the process runs
  * slower, most of all a subject that allocates more per call, so a 300 ms repetition started right after it
- * measured that spell rather than the steady state (docs/benchmarks.md shows the figures).
+ * measured that spell rather than the steady state (bench/HISTORY.md, "Without a forced GC before each
+ * repetition", shows the figures).
  */
 function gc(): void {
   collect?.();
