@@ -102,6 +102,21 @@ function keepsLessThanItDeclares(keepsBytes: number, declaresBytes?: number): ()
   };
 }
 
+/**
+ * Claim and get look a key up as `lookUp` turns it: folded to one case and normalised (as a case-insensitive
+ * collation would), or cut at a NUL (as a C string would).
+ */
+function looksKeysUp(lookUp: (key: string) => string): () => IdempotencyStore {
+  return () => {
+    const inner = memoryStore();
+    return {
+      ...inner,
+      claim: (request) => inner.claim({ ...request, key: lookUp(request.key) }),
+      get: (id, now) => inner.get({ ...id, key: lookUp(id.key) }, now),
+    };
+  };
+}
+
 async function failingCases(createStore: () => IdempotencyStore): Promise<Set<string>> {
   const failing = new Set<string>();
   const cases = storeConformanceCases({
@@ -190,6 +205,23 @@ describe("the conformance suite catches broken stores", () => {
     }
     // Declaring what it keeps is enough.
     expect(await failingCases(keepsLessThanItDeclares(64 * 1024, 64 * 1024))).not.toContain(largest);
+  });
+
+  it("fails a store that folds case or normalisation, or cuts a key at a NUL", async () => {
+    const folded = await failingCases(looksKeysUp((key) => key.normalize("NFC").toLowerCase()));
+    expect(folded).toContain(
+      caseName(
+        "keys that differ by case, by Unicode normalisation or in the last of 255 characters are different records",
+      ),
+    );
+    expect(folded).not.toContain(caseName(inserts));
+    const cut = await failingCases(looksKeysUp((key) => key.split("\u0000")[0]!));
+    expect(cut).toContain(
+      caseName(
+        "a NUL inside a scope or key makes a different record, or the store refuses it as invalid_arguments",
+      ),
+    );
+    expect(cut).not.toContain(caseName(inserts));
   });
 
   it("passes the store these are broken from", async () => {

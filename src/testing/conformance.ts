@@ -31,7 +31,8 @@
  * - A result as large as the store declares it keeps (`maxStoredResultBytes`; without one, a result at the
  *   default `maxResultBytes` of 1 MiB, sealed) is kept byte-exact, beside the longest scope, key and tool.
  * - With `claimsMayArriveLate`, a claim whose token was released on the key never lands afterwards,
- *   whatever the key held when the release came; other tokens still claim the key.
+ *   whatever the key held when the release came, nor after the record was purged or deleted; other tokens
+ *   still claim the key, and releases by many tokens at once each get their answer.
  * - **get** returns the live record or undefined; **delete** removes a record in any state.
  * - **list** combines its filters with AND (`createdAfter` inclusive, `createdBefore` exclusive, `keyPrefix`
  *   literal and case-sensitive), returns at most `limit` records (default 100; a limit that is not an
@@ -39,6 +40,9 @@
  *   Whether list shows expired records not yet purged is up to the store: the suite does not pin it.
  * - **purge** removes expired records only, at most `limit` per call, and reports how many.
  * - Scopes are isolated, and (scope, key) pairs never run together: ("ab", "c") and ("a", "bc") differ.
+ *   Scopes and keys are kept as sent and compared unit for unit: case, NFC against NFD, and the last of 255
+ *   three-byte characters each make a different record. A NUL inside one does too, or the store refuses
+ *   the call as `invalid_arguments` (PostgreSQL text cannot hold it); it never stands for another key.
  * - Returned records are copies (or frozen): mutating one never changes what the store holds.
  *
  * Each case creates a fresh harness, so the store must start empty, and always calls `cleanup`. Time moves
@@ -68,6 +72,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { isIdempotencyError } from "../core/errors.js";
 import type {
   ClaimRequest,
   IdempotencyRecord,
@@ -228,6 +233,17 @@ async function claimFree(t: Tools, overrides: Partial<ClaimRequest> = {}): Promi
     `claim of the free key (${request.scope}, ${request.key}) must succeed`,
   );
   return outcome.record;
+}
+
+/** Each id still holds the record its own token claimed, under the scope and key it was sent with. */
+async function assertKeptApart(t: Tools, claimed: readonly (RecordId & { token: string })[]): Promise<void> {
+  for (const { scope, key, token } of claimed) {
+    const record = await current(t, scope, key);
+    const shown = JSON.stringify([scope.slice(0, 12), key.slice(0, 12)]);
+    assert.equal(record?.token, token, `${shown} was mixed up with another key`);
+    assert.equal(record?.scope, scope, `${shown}: get returns the scope as it was sent`);
+    assert.equal(record?.key, key, `${shown}: get returns the key as it was sent`);
+  }
 }
 
 async function settled(t: Tools, token: string, overrides: Partial<SettleRequest> = {}) {
@@ -544,6 +560,65 @@ const specs: readonly Spec[] = [
         assert.equal(record?.scope, scope);
         assert.equal(record?.key, key);
       }
+    },
+  ],
+  [
+    "keys that differ by case, by Unicode normalisation or in the last of 255 characters are different records",
+    async (t) => {
+      // The longest scope and key a call accepts, in three-byte characters.
+      const long = "€".repeat(255);
+      const ids = [
+        { scope: SCOPE, key: "Order-1" },
+        { scope: SCOPE, key: "order-1" },
+        { scope: SCOPE, key: "caf\u00e9" },
+        { scope: SCOPE, key: "cafe\u0301" },
+        { scope: "Tenant-A", key: KEY },
+        { scope: "caf\u00e9", key: KEY },
+        { scope: "cafe\u0301", key: KEY },
+        { scope: long, key: long },
+        { scope: long, key: `${long.slice(1)}x` },
+      ];
+      const claimed = ids.map((id, i) => ({ ...id, token: `token-${i}` }));
+      for (const id of claimed) {
+        const record = await claimFree(t, id);
+        assert.equal(record.scope, id.scope, "claim returns the scope as it was sent");
+        assert.equal(record.key, id.key, "claim returns the key as it was sent");
+      }
+      await assertKeptApart(t, claimed);
+    },
+  ],
+  [
+    "a NUL inside a scope or key makes a different record, or the store refuses it as invalid_arguments",
+    async (t) => {
+      // Claimed first: a store that cut a key at its NUL would hand these out again.
+      const claimed = [
+        { scope: SCOPE, key: "k", token: "token-0" },
+        { scope: "t", key: "k", token: "token-1" },
+      ];
+      for (const id of claimed) await claimFree(t, id);
+      const withNul = [
+        { scope: SCOPE, key: "k\u0000one" },
+        { scope: SCOPE, key: "k\u0000two" },
+        { scope: "t\u0000x", key: "k" },
+        { scope: "t\u0000y", key: "k" },
+      ];
+      for (const [i, id] of withNul.entries()) {
+        const request = claimRequest(t, { ...id, token: `token-nul-${i}` });
+        const shown = JSON.stringify([id.scope, id.key]);
+        const outcome = await t.store.claim(request).catch((error: unknown) => {
+          assert.ok(
+            isIdempotencyError(error, "invalid_arguments"),
+            `${shown} is kept or refused as invalid_arguments, not: ${String(error)}`,
+          );
+          return undefined;
+        });
+        if (outcome === undefined) continue;
+        assert.equal(outcome.claimed, true, `${shown} was taken for another key`);
+        assert.equal(outcome.record.scope, id.scope, "claim returns the scope as it was sent");
+        assert.equal(outcome.record.key, id.key, "claim returns the key as it was sent");
+        claimed.push({ ...id, token: request.token });
+      }
+      await assertKeptApart(t, claimed);
     },
   ],
   [
@@ -1205,6 +1280,47 @@ const lateClaimSpecs: readonly Spec[] = [
       await t.store.purge({ now: t.clock.now() });
       await claimNeverLands(t, KEY, late);
       await claimFree(t, { token: "token-d" });
+    },
+  ],
+  [
+    "purge removes an expired record, and delete a live one, whose key keeps a released token; the late claim stays out",
+    async (t) => {
+      const late = "token-late";
+      await claimFree(t, { leaseMs: 1_000, ttlMs: 1_000 });
+      // A claim by token-late was given up on and released while token-a held the key.
+      assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token: late }), false);
+      await t.clock.advance(10_000);
+      assert.deepEqual(
+        await t.store.purge({ now: t.clock.now() }),
+        { deleted: 1 },
+        "purge removes an expired record, whatever its key remembers",
+      );
+      assert.deepEqual(await listIds(t, {}), []);
+      await claimNeverLands(t, KEY, late);
+      await claimFree(t, { token: "token-b" });
+
+      await claimFree(t, { key: "deleted", token: "token-c" });
+      assert.equal(await t.store.release({ scope: SCOPE, key: "deleted", token: late }), false);
+      assert.equal(await t.store.delete({ scope: SCOPE, key: "deleted" }), true);
+      assert.equal(await current(t, SCOPE, "deleted"), undefined);
+      await claimNeverLands(t, "deleted", late);
+      await claimFree(t, { key: "deleted", token: "token-d" });
+    },
+  ],
+  [
+    "releases of many given-up claims on a held key, all at once, each answer false and leave the holder",
+    async (t) => {
+      const holder = await claimFree(t);
+      const tokens = Array.from({ length: 30 }, (_, i) => `token-late-${i}`);
+      const answers = await Promise.allSettled(
+        tokens.map((token) => t.store.release({ scope: SCOPE, key: KEY, token })),
+      );
+      assert.deepEqual(
+        answers.map((answer) => (answer.status === "fulfilled" ? answer.value : String(answer.reason))),
+        tokens.map(() => false),
+      );
+      assert.deepEqual(fields(await current(t)), fields(holder));
+      for (const token of [tokens[0]!, tokens.at(-1)!]) await claimNeverLands(t, KEY, token);
     },
   ],
   [
