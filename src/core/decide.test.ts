@@ -1,13 +1,15 @@
 import { describe, expect, it } from "vitest";
 import {
   Action,
+  actionsOf,
   type CallEvent,
   callEvents,
-  compile,
   decide,
   domains,
   firstMatch,
   found,
+  matches,
+  needs,
   type Request,
   type Row,
   type Situation,
@@ -44,6 +46,20 @@ describe("decide()", () => {
       const rows = table[event] as readonly Row<CallEvent>[];
       for (const situation of situationsOf(event))
         expect(decide(situation)).toBe(firstMatch(rows, situation));
+    }
+  });
+
+  it("chooses at each event only that event's own actions, each where it can be carried out", () => {
+    for (const event of callEvents) {
+      const own: readonly string[] = actionsOf[event];
+      const wanted = (needs[event] ?? {}) as Record<string, Record<string, string | readonly string[]>>;
+      for (const situation of situationsOf(event)) {
+        const action = decide(situation);
+        expect(own).toContain(action);
+        const facts = situation as unknown as Record<string, string>;
+        if (wanted[action])
+          expect(matches(wanted[action], facts), `${action} in ${JSON.stringify(situation)}`).toBe(true);
+      }
     }
   });
 
@@ -197,12 +213,6 @@ describe("decide()", () => {
     expect(() => firstMatch(rows, situation("declared_not_executed"))).toThrow(
       'decide(): no row of tool matches {"event":"tool","outcome":"declared_not_executed","effect":"irreversible"}',
     );
-    // Compiled, the same rows decide alike, and the first situation none of them decides is refused.
-    expect(() => compile("tool", rows)).toThrow(
-      'decide(): no row of tool matches {"event":"tool","outcome":"declared_not_executed","effect":"native-key"}',
-    );
-    const whole = [...rows, { when: {}, act: Action.release, why: "the rest" }] as Row<CallEvent>[];
-    expect(compile("tool", whole).actions).toEqual(situationsOf("tool").map((s) => firstMatch(whole, s)));
   });
 
   it("runs a fresh claim, frees one whose reply was lost, and drops a lease only when refused", () => {

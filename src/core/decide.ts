@@ -130,12 +130,75 @@ type ValueOf<T> = T extends readonly (infer V)[] ? V : never;
 /** One situation: an event and its facts. */
 export type Situation = { [E in CallEvent]: { readonly event: E } & Facts<E> }[CallEvent];
 
-/** One row of the table: when these facts hold (unnamed facts match anything), do this, because. */
+/** Facts a row (or an action's needs) names: one value, or a list any of which matches; unnamed match anything. */
+export type When<E extends CallEvent> = {
+  readonly [F in keyof Facts<E>]?: Facts<E>[F] | readonly Facts<E>[F][];
+};
+
+/** One row of the table: when these facts hold, do this, because. */
 export interface Row<E extends CallEvent> {
-  readonly when: { readonly [F in keyof Facts<E>]?: Facts<E>[F] | readonly Facts<E>[F][] };
-  readonly act: Action;
+  readonly when: When<E>;
+  readonly act: ActionOf<E>;
   readonly why: string;
 }
+
+/**
+ * The actions each event may choose. A row names one of its event's own, and the interpreter carries out
+ * each event with one `switch` over exactly these: the compiler checks that it covers them all.
+ */
+export const actionsOf = {
+  claimed: [Action.run],
+  claim_failed: [Action.releaseUnrun],
+  found: [
+    Action.conflict,
+    Action.run,
+    Action.takeOver,
+    Action.replay,
+    Action.replayFailure,
+    Action.wait,
+    Action.giveUp,
+    Action.outcomeUnknown,
+  ],
+  takeover: [Action.lookAgain, Action.run, Action.verify, Action.outcomeUnknown],
+  tool: [Action.settleCompleted, Action.release, Action.settleFailed, Action.settleUnknown],
+  verified: [Action.leaseLost, Action.run, Action.settleCompleted, Action.settleFailed, Action.settleUnknown],
+  settled: [
+    Action.leaseLost,
+    Action.returnResult,
+    Action.replay,
+    Action.throwFailure,
+    Action.replayFailure,
+    Action.outcomeUnknown,
+  ],
+  renewed: [Action.loseLease, Action.keepLease],
+} as const satisfies { readonly [E in CallEvent]: readonly Action[] };
+
+/** What a call may do next after event `E`. */
+export type ActionOf<E extends CallEvent> = (typeof actionsOf)[E][number];
+
+/**
+ * What an action needs of its situation to be carried out, where that is more than its event: settling a
+ * result needs the result (the tool returned it, or verify found it), running after a takeover needs the
+ * record taken, asking verify needs the hook. The interpreter relies on it; a test holds every row to it.
+ */
+export const needs: {
+  readonly [E in CallEvent]?: { readonly [A in ActionOf<E>]?: When<E> };
+} = {
+  takeover: {
+    run: { taken: "yes" },
+    verify: { taken: "yes", verify: "given" },
+    outcome_unknown: { taken: "yes" },
+  },
+  tool: {
+    settle_completed: { outcome: "returned" },
+    settle_failed: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
+    settle_unknown: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
+  },
+  verified: {
+    settle_completed: { outcome: "completed" },
+    settle_failed: { outcome: "failed" },
+  },
+};
 
 const takesOverEffects = ["native-key", "owned-store"] as const;
 
@@ -294,79 +357,19 @@ export const table: { readonly [E in CallEvent]: readonly Row<E>[] } = {
   ],
 };
 
-/** What a call does next in this situation. */
-export function decide(situation: Situation): Action {
-  compiled[situation.event] ??= compile(situation.event);
-  const event = compiled[situation.event]!;
+/** What a call does next in this situation: the first row of its event whose facts all match. */
+export function decide<S extends Situation>(situation: S): ActionOf<S["event"]> {
   const facts = situation as unknown as Readonly<Record<string, string>>;
-  let cell = 0;
-  for (let i = 0; i < event.facts.length; i++) {
-    const fact = event.facts[i]!;
-    const at = event.positions[i]!.get(facts[fact]!);
-    if (at === undefined) throw new Error(`decide(): ${situation.event} has no ${fact} "${facts[fact]}"`);
-    cell += at * event.strides[i]!;
-  }
-  return event.actions[cell]!;
-}
-
-/**
- * One event's table, read once for every situation of its domain: a call then decides by arithmetic on
- * its facts' positions instead of matching rows (matching cost about 0.5 µs a decision, ~12% of a first call).
- * Each event is compiled at its first decision, not when the module loads: found alone has 2,048 situations,
- * and a process that only imports idempotool, or whose calls find no record, never pays for them.
- */
-export interface CompiledEvent {
-  readonly facts: readonly string[];
-  /** For each fact, each value's position in its domain. */
-  readonly positions: readonly ReadonlyMap<string, number>[];
-  readonly strides: readonly number[];
-  /** The action of every situation, in the order of {@link situationsOf}. */
-  readonly actions: readonly Action[];
-}
-
-/** Compile one event's rows (the table's, unless a test passes others); a situation no row matches throws. */
-export function compile(
-  event: CallEvent,
-  rows: readonly Row<CallEvent>[] = table[event] as readonly Row<CallEvent>[],
-): CompiledEvent {
-  const domain = domains[event] as Readonly<Record<string, readonly string[]>>;
-  const facts = Object.keys(domain);
-  // In the order of situationsOf(): the last fact varies fastest.
-  const strides = facts.map((_, i) =>
-    facts.slice(i + 1).reduce((size, later) => size * domain[later]!.length, 1),
-  );
-  const positions = facts.map((fact) => new Map(domain[fact]!.map((value, at) => [value, at])));
-  const size = facts.reduce((situations, fact) => situations * domain[fact]!.length, 1);
-  const actions: (Action | undefined)[] = [];
-  // The first row that matches a situation decides it (firstMatch): the rows, in order, each fill the cells
-  // of the situations they match that no earlier row filled, by arithmetic on positions instead of matching
-  // each situation against the rows (which costs found's 2,048 situations 2.4 times the instructions).
-  for (const row of rows) {
-    const when = row.when as Readonly<Record<string, string | readonly string[]>>;
-    // For each fact, the positions of the values the row names (one, or a list), or of every value.
-    const matched = facts.map((fact, i) =>
-      fact in when
-        ? [when[fact]!].flat().map((value) => positions[i]!.get(value)!)
-        : [...domain[fact]!.keys()],
-    );
-    const fill = (i: number, cell: number): void => {
-      if (i === facts.length) actions[cell] ??= row.act;
-      else for (const at of matched[i]!) fill(i + 1, cell + at * strides[i]!);
-    };
-    fill(0, 0);
-  }
-  for (let cell = 0; cell < size; cell++) {
-    if (actions[cell] === undefined) {
-      throw new Error(`decide(): no row of ${event} matches ${JSON.stringify(situationsOf(event)[cell])}`);
+  const domain = domains[situation.event] as Readonly<Record<string, readonly string[]>>;
+  for (const fact in domain) {
+    if (!domain[fact]!.includes(facts[fact]!)) {
+      throw new Error(`decide(): ${situation.event} has no ${fact} "${facts[fact]}"`);
     }
   }
-  return { facts, positions, strides, actions: actions as Action[] };
+  return firstMatch(table[situation.event] as readonly Row<CallEvent>[], situation) as ActionOf<S["event"]>;
 }
 
-/**
- * The table's rule: the first row whose facts all match decides. A situation no row matches throws, and so
- * does compiling a table with a gap (every event's last row matches everything, and a test checks it).
- */
+/** The table's rule: the first row whose facts all match decides; a situation no row matches throws. */
 export function firstMatch(rows: readonly Row<CallEvent>[], situation: Situation): Action {
   const facts = situation as unknown as Readonly<Record<string, string>>;
   for (const row of rows) {
@@ -375,12 +378,12 @@ export function firstMatch(rows: readonly Row<CallEvent>[], situation: Situation
   throw new Error(`decide(): no row of ${situation.event} matches ${JSON.stringify(situation)}`);
 }
 
-function matches(
+/** Whether a situation has the facts a row (or an action's needs) names: one value, or any of a list. */
+export function matches(
   when: Readonly<Record<string, string | readonly string[]>>,
   facts: Readonly<Record<string, string>>,
 ): boolean {
   for (const fact in when) {
-    // One value, or a list of values any of which matches.
     if (![when[fact]!].flat().includes(facts[fact]!)) return false;
   }
   return true;
@@ -434,5 +437,3 @@ export function situationsOf<E extends CallEvent>(event: E): Situation[] {
 
 /** Every event, in the table's order. */
 export const callEvents = Object.keys(domains) as CallEvent[];
-
-const compiled: { [E in CallEvent]?: CompiledEvent } = {};

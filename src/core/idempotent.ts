@@ -3,13 +3,11 @@ import {
   type Envelope,
   emit,
   envelope,
-  releaseUnrun,
-  storeFailure,
   type Tool,
   type ToolContext,
-  takeOver,
+  unreachable,
 } from "./call.js";
-import { Action, decide, found } from "./decide.js";
+import { decide, found } from "./decide.js";
 import {
   ErrorCode,
   IdempotencyError,
@@ -20,7 +18,8 @@ import {
   ResultUnserializableError,
   retryAfterMsOf,
 } from "./errors.js";
-import { execute, unexpected, verifyEarlierAttempt } from "./execute.js";
+import { execute, verifyEarlierAttempt } from "./execute.js";
+import { claim, releaseUnrun, storeFailure, takeOver } from "./fenced.js";
 import {
   type ClaimMark,
   claimOnItsWay,
@@ -48,6 +47,7 @@ import { bindingFor, decodeFailure, decodeResult, decodeResultProblem } from "./
 import type { RecentSimilarCall } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, ownerToken, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
+
 /** What every tool made by {@link idempotent} tells about itself. */
 export interface IdempotentToolInfo {
   readonly toolName: string;
@@ -132,7 +132,8 @@ export function idempotent<A, R, K = unknown>(
   }
   const resolved = resolveOptions(options);
   const flights = flightsOf(resolved.store);
-  const wrapped = (args: A, call: CallOptions = {}) => callOnce(fn, resolved, flights, args, call);
+  const wrapped = (args: A, callOptions: CallOptions = {}) =>
+    callOnce(fn, resolved, flights, args, callOptions);
   const tool: IdempotentToolWithDerivedKey<A, R> = Object.assign(wrapped, {
     toolName: resolved.name,
     effect: resolved.effect,
@@ -144,176 +145,198 @@ export function idempotent<A, R, K = unknown>(
   return tool as IdempotentToolFor<A, R, K>;
 }
 
+/** A call's wait for another caller's outcome, across the turns of its claim loop. */
+interface Waiting {
+  /** When it began waiting (undefined: it has not). */
+  since: number | undefined;
+  pollMs: number;
+  /** The call in this process whose claim this one joined, instead of sending its own (see in-flight.ts). */
+  joined: Flight | undefined;
+  /** The outcome the holder it waited on settled, handed over on waking (see outcomeFor). */
+  handed: ClaimResult | undefined;
+}
+
 async function callOnce<A, R>(
   fn: Tool<A, R>,
-  o: ResolvedOptions<A, Awaited<R>>,
+  options: ResolvedOptions<A, Awaited<R>>,
   flights: Flights,
   args: A,
-  options: CallOptions,
+  callOptions: CallOptions,
 ): Promise<Envelope<Awaited<R>>> {
   // Bad input is rejected here, before the store or the tool is touched.
-  const key = validateCallKey(options.key ?? o.key?.(args, options), o.name, options);
-  const scope = validateScope(options.scope);
-  const print = fingerprintWith(o.codec?.fingerprintKeys, o.significant ? o.significant(args) : args, {
-    bigint: o.bigint,
-  });
-  const c: Call<A, R> = {
+  const key = validateCallKey(callOptions.key ?? options.key?.(args, callOptions), options.name, callOptions);
+  const scope = validateScope(callOptions.scope);
+  const significant = options.significant ? options.significant(args) : args;
+  const fingerprintKeys = options.codec?.fingerprintKeys;
+  const call: Call<A, R> = {
     fn,
-    o,
+    options,
     args,
     key,
     scope,
-    fingerprint: print,
-    similarKey: o.similar
-      ? similarMarkerKey(o.name, o.similar.pick(args), o.bigint, o.codec?.fingerprintKeys)
+    fingerprint: fingerprintWith(fingerprintKeys, significant, { bigint: options.bigint }),
+    token: ownerToken(),
+    similarKey: options.similar
+      ? similarMarkerKey(options.name, options.similar.pick(args), options.bigint, fingerprintKeys)
       : undefined,
-    startedAt: o.clock.now(),
-    signal: options.signal,
+    startedAt: options.clock.now(),
+    signal: callOptions.signal,
     callId: undefined,
     flight: undefined,
   };
-
-  // One token for every claim this call makes: a claim whose reply was lost and that the client resent
-  // (or that this loop makes again) finds its own record, and a claim given up on can be released.
-  const token = ownerToken();
-  let waitingSince: number | undefined;
-  let pollMs = 10;
-  // The call in this process whose claim this one joined, instead of sending its own (see in-flight.ts).
-  let joined: Flight | undefined;
-  // The outcome the holder this call waited on settled, handed over on waking (see outcomeFor).
-  let handed: ClaimResult | undefined;
+  const waiting: Waiting = { since: undefined, pollMs: 10, joined: undefined, handed: undefined };
   for (;;) {
-    if (options.signal?.aborted) {
-      if (waitingSince !== undefined) emit(c, "in_flight_gave_up", undefined, options.signal.reason);
-      options.signal.throwIfAborted();
+    if (call.signal?.aborted) {
+      if (waiting.since !== undefined) emit(call, "in_flight_gave_up", undefined, call.signal.reason);
+      call.signal.throwIfAborted();
     }
-    let claim = handed;
-    handed = undefined;
+    let answer = waiting.handed;
+    waiting.handed = undefined;
     // Only before its first wait: a crowd of waiters woken together gains nothing by queueing behind one.
-    if (claim === undefined && waitingSince === undefined) {
-      const other = claimOnItsWay(flights, scope, key);
-      if (other !== undefined) {
-        const answer = await joinClaim(flights, scope, key, other);
-        claim = answer?.claim;
-        joined = answer?.holder;
-      }
+    // Looked up before anything is awaited, so that a crowd of repeats started together joins one claim.
+    const other =
+      answer === undefined && waiting.since === undefined ? claimOnItsWay(flights, scope, key) : undefined;
+    if (other !== undefined) {
+      const joined = await joinClaim(flights, scope, key, other);
+      answer = joined?.claim;
+      waiting.joined = joined?.holder;
     }
-    if (claim === undefined) {
-      // Marked while on its way, so a repeat in this process can join it; a claim that finds a record (a
-      // replay) leaves nothing else behind.
+    if (answer === undefined) {
+      // Marked while on its way, so a repeat in this process can join it. Awaited here, not in a helper: the
+      // call must resume before the repeats that joined it do, and register its flight (in execute) for them.
+      const sent = claim(call);
       let mark: ClaimMark | undefined;
-      let sent: Promise<ClaimResult> | undefined;
       try {
-        sent = o.store.claim({
-          scope,
-          key,
-          tool: o.name,
-          fingerprint: print,
-          token,
-          leaseMs: o.leaseMs,
-          ttlMs: o.ttlMs,
-          now: o.clock.now(),
-        });
         mark = markClaim(flights, scope, key, sent);
-        claim = await sent;
+        answer = await sent;
       } catch (error) {
         if (mark !== undefined) unmarkClaim(flights, key, mark);
-        // A throw while the claim was on its way (marking it) must not release before the claim is answered:
-        // a release that comes first frees nothing, and the claim would land with nobody behind it.
-        if (sent !== undefined) await sent.then(ignore, ignore);
-        const failure = storeFailure(c, "claim", error);
-        const action = decide({ event: "claim_failed" });
-        if (action !== Action.releaseUnrun) throw unexpected(action, "a claim with no answer");
-        await releaseUnrun(c, token);
-        throw failure;
+        // Released only once the claim is answered (a throw while marking it comes first): a release sent
+        // before a claim that may still land frees nothing, and the claim would land with nobody behind it.
+        await sent.then(ignore, ignore);
+        return await claimFailed(call, error);
       }
       unmarkClaim(flights, key, mark);
-      if (claim.claimed) {
+      if (answer.claimed) {
         const action = decide({ event: "claimed" });
-        if (action !== Action.run) throw unexpected(action, "a claim that landed");
-        // execute registers the call's flight before any repeat that joined this claim resumes (they await
-        // the same answer, after this call did), and ends it when the call has settled, waking them.
-        return await execute(c, claim.record);
+        switch (action) {
+          case "run":
+            // execute registers the call's flight before any repeat that joined this claim resumes (they
+            // await the same answer, after this call did), and ends it when the call has settled, waking them.
+            return await execute(call, answer.record);
+          default:
+            return unreachable(action);
+        }
       }
     }
-    const record = claim.record;
-
-    const now = o.clock.now();
-    const waitedMs = waitingSince === undefined ? 0 : now - waitingSince;
-    const request = {
-      tool: o.name,
-      sameFingerprint: (fingerprint: string) => sameFingerprint(c, fingerprint),
-      token,
-      effect: o.effect,
-      verify: o.verify !== undefined,
-    };
-    const action = decide(found(record, request, claim.now, waitedMs, o.waitMs));
-    switch (action) {
-      case Action.run:
-        return await execute(c, record);
-      case Action.conflict: {
-        const error = new KeyConflictError(record, print, o.name);
-        emit(c, "conflict", undefined, error);
-        throw error;
-      }
-      case Action.replay:
-        return replayCompleted(c, record);
-      case Action.replayFailure:
-        emit(c, "replay", record.attempts);
-        throw new ReplayedFailureError(
-          decodeFailure(RecordStatus.failed, record.error, c.o.codec, bindingFor(c, record)),
-          iso(record.createdAt),
-          key,
-        );
-      case Action.wait:
-        if (waitingSince === undefined) {
-          waitingSince = now;
-          emit(c, "in_flight_wait", record.attempts);
-        }
-        try {
-          const joinedHolder = joined;
-          const local = joinedHolder ?? holderOf(o.store, scope, key);
-          // A holder in this process wakes its waiters when it ends, so they need not poll meanwhile; they
-          // look again when its lease would pass, in case its renewals stopped reaching the store.
-          const ms =
-            local !== undefined && !local.ended
-              ? Math.max(0, Math.min(o.waitMs - waitedMs, record.leaseExpiresAt - claim.now))
-              : Math.min(jitter(pollMs), o.waitMs - waitedMs);
-          joined = undefined;
-          // Its outcome is this call's when this call began before the holder settled: always for a repeat
-          // that joined the holder's claim on its way (the holder settles only after that claim's answer, and
-          // with a quick tool it may have begun to before the repeat resumes), else only if it was not settling.
-          const beforeSettle = local !== undefined && (local === joinedHolder || !local.settling);
-          await waitForOutcome(o.store, scope, key, o.clock, ms, c.signal, local);
-          if (local?.ended === true) handed = outcomeFor(local, beforeSettle);
-        } catch (error) {
-          // Only the caller's signal ends a wait early.
-          emit(c, "in_flight_gave_up", record.attempts, error);
-          throw error;
-        }
-        pollMs = Math.min(pollMs * 2, 250);
-        continue;
-      case Action.giveUp: {
-        // A call that may not wait at all (waitMs 0) still reports the wait it gave up on.
-        if (waitingSince === undefined) emit(c, "in_flight_wait", record.attempts);
-        const error = new KeyInUseError(record, waitedMs, retryAfterMsOf(record, claim.now));
-        emit(c, "in_flight_gave_up", record.attempts, error);
-        throw error;
-      }
-      case Action.takeOver: {
-        const outcome = await takeOverThen(c, record, record.token === token ? "own" : "other");
-        if (outcome) return outcome;
-        continue;
-      }
-      case Action.outcomeUnknown: {
-        const error = new OutcomeUnknownError(record, unknownReason(c, record));
-        emit(c, "outcome_unknown", record.attempts, error);
-        throw error;
-      }
-      default:
-        throw unexpected(action, "a claim that found a record");
-    }
+    const outcome = await afterFound(call, answer, waiting);
+    if (outcome !== undefined) return outcome;
   }
+}
+
+/** The claim got no answer, though it may have landed: release it, and throw the failure. */
+async function claimFailed<A, R>(call: Call<A, R>, error: unknown): Promise<never> {
+  const failure = storeFailure(call, "claim", error);
+  const action = decide({ event: "claim_failed" });
+  switch (action) {
+    case "release_unrun":
+      await releaseUnrun(call);
+      throw failure;
+    default:
+      return unreachable(action);
+  }
+}
+
+/** The claim found a record: answer from it, or return undefined to claim again. */
+async function afterFound<A, R>(
+  call: Call<A, R>,
+  answer: ClaimResult,
+  waiting: Waiting,
+): Promise<Envelope<Awaited<R>> | undefined> {
+  const { options } = call;
+  const record = answer.record;
+  const now = options.clock.now();
+  const waitedMs = waiting.since === undefined ? 0 : now - waiting.since;
+  const request = {
+    tool: options.name,
+    sameFingerprint: (fingerprint: string) => sameFingerprint(call, fingerprint),
+    token: call.token,
+    effect: options.effect,
+    verify: options.verify !== undefined,
+  };
+  const action = decide(found(record, request, answer.now, waitedMs, options.waitMs));
+  switch (action) {
+    case "run":
+      return await execute(call, record);
+    case "conflict": {
+      const error = new KeyConflictError(record, call.fingerprint, options.name);
+      emit(call, "conflict", undefined, error);
+      throw error;
+    }
+    case "replay":
+      return replayCompleted(call, record);
+    case "replay_failure":
+      emit(call, "replay", record.attempts);
+      throw new ReplayedFailureError(
+        decodeFailure(RecordStatus.failed, record.error, options.codec, bindingFor(call, record)),
+        iso(record.createdAt),
+        call.key,
+      );
+    case "wait":
+      await waitForHolder(call, record, answer.now, waiting, now);
+      return undefined;
+    case "give_up": {
+      // A call that may not wait at all (waitMs 0) still reports the wait it gave up on.
+      if (waiting.since === undefined) emit(call, "in_flight_wait", record.attempts);
+      const error = new KeyInUseError(record, waitedMs, retryAfterMsOf(record, answer.now));
+      emit(call, "in_flight_gave_up", record.attempts, error);
+      throw error;
+    }
+    case "take_over":
+      return await takeOverThen(call, record, record.token === call.token ? "own" : "other");
+    case "outcome_unknown":
+      throw unknownOutcome(call, record, record);
+    default:
+      return unreachable(action);
+  }
+}
+
+/** Wait for the caller that holds the record, waking early when it runs in this process. */
+async function waitForHolder<A, R>(
+  call: Call<A, R>,
+  record: IdempotencyRecord,
+  storeNow: number,
+  waiting: Waiting,
+  now: number,
+): Promise<void> {
+  const { options } = call;
+  if (waiting.since === undefined) {
+    waiting.since = now;
+    emit(call, "in_flight_wait", record.attempts);
+  }
+  const waitedMs = now - waiting.since;
+  try {
+    const joined = waiting.joined;
+    waiting.joined = undefined;
+    const local = joined ?? holderOf(options.store, call.scope, call.key);
+    // A holder in this process wakes its waiters when it ends, so they need not poll meanwhile; they look
+    // again when its lease would pass, in case its renewals stopped reaching the store.
+    const ms =
+      local !== undefined && !local.ended
+        ? Math.max(0, Math.min(options.waitMs - waitedMs, record.leaseExpiresAt - storeNow))
+        : Math.min(jitter(waiting.pollMs), options.waitMs - waitedMs);
+    // Its outcome is this call's when this call began before the holder settled: always for a repeat that
+    // joined the holder's claim on its way (the holder settles only after that claim's answer, and with a
+    // quick tool it may have begun to before the repeat resumes), else only if it was not settling.
+    const beforeSettle = local !== undefined && (local === joined || !local.settling);
+    await waitForOutcome(options.store, call.scope, call.key, options.clock, ms, call.signal, local);
+    if (local?.ended === true) waiting.handed = outcomeFor(local, beforeSettle);
+  } catch (error) {
+    // Only the caller's signal ends a wait early.
+    emit(call, "in_flight_gave_up", record.attempts, error);
+    throw error;
+  }
+  waiting.pollMs = Math.min(waiting.pollMs * 2, 250);
 }
 
 /**
@@ -321,56 +344,70 @@ async function callOnce<A, R>(
  * Returns undefined when another caller moved the record first (look again).
  */
 async function takeOverThen<A, R>(
-  c: Call<A, R>,
+  call: Call<A, R>,
   record: IdempotencyRecord,
   whose: "own" | "other",
 ): Promise<Envelope<Awaited<R>> | undefined> {
-  const taken = await takeOver(c, record);
+  const taken = await takeOver(call, record);
   const action = decide({
     event: "takeover",
     taken: taken ? "yes" : "no",
     token: whose,
-    effect: c.o.effect,
-    verify: c.o.verify ? "given" : "none",
+    effect: call.options.effect,
+    verify: call.options.verify ? "given" : "none",
   });
-  if (action === Action.lookAgain) return undefined;
-  if (taken === null) throw unexpected(action, "a takeover that did not land");
+  if (action === "look_again") return undefined;
+  // The table goes on from a takeover only when it landed (`needs`).
+  const held = taken!;
   // Taking back this call's own claim is no takeover of anyone else's attempt.
-  if (whose === "other") emit(c, "takeover", taken.attempts);
+  if (whose === "other") emit(call, "takeover", held.attempts);
   switch (action) {
-    case Action.run:
-      return execute(c, taken);
-    case Action.verify:
-      return verifyEarlierAttempt(c, taken, unknownReason(c, record));
-    case Action.outcomeUnknown: {
-      const error = new OutcomeUnknownError(taken, unknownReason(c, record));
-      emit(c, "outcome_unknown", taken.attempts, error);
-      throw error;
-    }
+    case "run":
+      return execute(call, held);
+    case "verify":
+      return verifyEarlierAttempt(call, held, unknownReason(call, record));
+    case "outcome_unknown":
+      throw unknownOutcome(call, held, record);
     default:
-      throw unexpected(action, "a takeover");
+      return unreachable(action);
   }
+}
+
+/** Fail closed: nobody knows whether the effect of `earlier` happened (`outcome_unknown`). */
+function unknownOutcome<A, R>(
+  call: Call<A, R>,
+  record: IdempotencyRecord,
+  earlier: IdempotencyRecord,
+): OutcomeUnknownError {
+  const error = new OutcomeUnknownError(record, unknownReason(call, earlier));
+  emit(call, "outcome_unknown", record.attempts, error);
+  return error;
 }
 
 /**
  * Why nobody knows this record's outcome, in words for the caller (and the model). The table leaves an
  * in-progress record unknown, or takes it over, only once its lease has passed by the store's clock.
  */
-function unknownReason<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
+function unknownReason<A, R>(call: Call<A, R>, record: IdempotencyRecord): string {
   if (record.status === RecordStatus.inProgress) {
     return (
       `the worker that claimed it stopped renewing its lease at ${iso(record.leaseExpiresAt)} ` +
       "(it may have crashed after the effect)"
     );
   }
-  return `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(c, record)}`;
+  return `the attempt at ${iso(record.updatedAt)} ended without a known outcome${failureNote(call, record)}`;
 }
 
 /** The stored failure's message, as a note on an unknown outcome ("" when there is none or it cannot be opened). */
-function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
+function failureNote<A, R>(call: Call<A, R>, record: IdempotencyRecord): string {
   if (record.error === null) return "";
   try {
-    const failure = decodeFailure(RecordStatus.unknown, record.error, c.o.codec, bindingFor(c, record));
+    const failure = decodeFailure(
+      RecordStatus.unknown,
+      record.error,
+      call.options.codec,
+      bindingFor(call, record),
+    );
     return ` (${failure.message})`;
   } catch {
     // A note only: a record this worker cannot open still fails closed as unknown.
@@ -378,10 +415,10 @@ function failureNote<A, R>(c: Call<A, R>, record: IdempotencyRecord): string {
   }
 }
 
-function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
-  emit(c, "replay", record.attempts);
+function replayCompleted<A, R>(call: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
+  emit(call, "replay", record.attempts);
   if (record.result === null) {
-    const problem = decodeResultProblem(record.error, c.o.codec, bindingFor(c, record));
+    const problem = decodeResultProblem(record.error, call.options.codec, bindingFor(call, record));
     if (problem?.code === ErrorCode.resultTooLarge) {
       throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
     }
@@ -390,8 +427,8 @@ function replayCompleted<A, R>(c: Call<A, R>, record: IdempotencyRecord): Envelo
     }
   }
   return envelope(
-    c,
-    decodeResult(record.result, c.o.codec, bindingFor(c, record)) as Awaited<R>,
+    call,
+    decodeResult(record.result, call.options.codec, bindingFor(call, record)) as Awaited<R>,
     true,
     record.createdAt,
     record.expiresAt,

@@ -196,8 +196,8 @@ export interface Joined {
 }
 
 /**
- * What a repeat learns by joining `claim`, another call's claim on (scope, key) still on its way, instead of
- * sending its own: the record that claim wrote, held by the call that sent it, when it landed; undefined
+ * What a repeat learns by joining `claim`, another call's claim on (scope, key) still on its way (see
+ * {@link claimOnItsWay}), instead of sending its own: the record that claim wrote, held by the call that sent it, when it landed; undefined
  * when it did not land (or failed), and the repeat claims for itself. The answer is as fresh as the
  * repeat's own claim's would be: it comes after the repeat began, and the claim it reports holds a new lease
  * that cannot pass before its call runs the tool, let alone settles (which it can do only once this same

@@ -115,12 +115,12 @@ export function fingerprintMatches(
  * Whether the record's fingerprint stands for this call's arguments. The first comparison is the whole
  * cost on the common path; the rest runs only on a mismatch (a rotated key, or a real conflict).
  */
-export function sameFingerprint<A, R>(c: Call<A, R>, stored: string): boolean {
-  if (stored === c.fingerprint) return true;
-  const codec = c.o.codec;
+export function sameFingerprint<A, R>(call: Call<A, R>, stored: string): boolean {
+  if (stored === call.fingerprint) return true;
+  const codec = call.options.codec;
   if (codec?.fingerprintKeys === undefined && !stored.startsWith(keyedPrefix)) return false;
-  const value = c.o.significant ? c.o.significant(c.args) : c.args;
-  return fingerprintMatches(codec, stored, c.fingerprint, value, { bigint: c.o.bigint });
+  const value = call.options.significant ? call.options.significant(call.args) : call.args;
+  return fingerprintMatches(codec, stored, call.fingerprint, value, { bigint: call.options.bigint });
 }
 
 /**

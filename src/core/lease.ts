@@ -1,5 +1,6 @@
+import { unreachable } from "./call.js";
 import { type Clock, keepsProcessAlive, type SleepOptions, systemClock } from "./clock.js";
-import { Action, decide } from "./decide.js";
+import { decide } from "./decide.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
@@ -168,11 +169,17 @@ class HeldLease implements Lease {
       this.#onStoreError(new StoreUnavailableError("renew", { cause: error, consequence }));
       answer = "store_failed";
     }
-    if (decide({ event: "renewed", answer }) === Action.loseLease) {
-      this.#aborter.abort(new LeaseLostError(key));
-      return;
+    const action = decide({ event: "renewed", answer });
+    switch (action) {
+      case "lose_lease":
+        this.#aborter.abort(new LeaseLostError(key));
+        return;
+      case "keep_lease":
+        // A store that did not answer too: the settle's fencing decides in the end whether the claim holds.
+        if (!this.#stopped) this.#schedule(this.#everyMs);
+        return;
+      default:
+        unreachable(action);
     }
-    // Kept (a store that did not answer too: the settle's fencing decides in the end whether the claim holds).
-    if (!this.#stopped) this.#schedule(this.#everyMs);
   }
 }

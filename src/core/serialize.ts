@@ -27,9 +27,9 @@ import type { IdempotencyRecord } from "./store.js";
  * has matched against its arguments (it may be one made under an older fingerprint key). Built only when
  * encryption is configured: the plain path allocates nothing for it.
  */
-export function bindingFor<A, R>(c: Call<A, R>, record: IdempotencyRecord): RecordBinding | undefined {
-  if (c.o.codec?.encryption === undefined) return undefined;
-  return { scope: c.scope, key: c.key, tool: c.o.name, fingerprint: record.fingerprint };
+export function bindingFor<A, R>(call: Call<A, R>, record: IdempotencyRecord): RecordBinding | undefined {
+  if (call.options.codec?.encryption === undefined) return undefined;
+  return { scope: call.scope, key: call.key, tool: call.options.name, fingerprint: record.fingerprint };
 }
 
 /** The status a failure is recorded under: it is sealed with the failure, so it cannot be changed at rest. */
