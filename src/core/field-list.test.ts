@@ -3,37 +3,21 @@
  * `similar.fields` must never quietly count nothing.
  */
 import { describe, expect, it } from "vitest";
-import { rejection } from "../../test/fixtures/tools.js";
-import { fakeClock } from "../testing/fake-clock.js";
+import {
+  type Email,
+  rejection,
+  type SentEmail,
+  emailTool as sharedEmailTool,
+} from "../../test/fixtures/tools.js";
 import { isIdempotencyError } from "./errors.js";
-import { idempotent } from "./idempotent.js";
-import { memoryStore } from "./memory-store.js";
 import type { IdempotentOptions } from "./options.js";
-
-interface Email {
-  to: string;
-  subject: string;
-  cc?: string | undefined;
-}
 
 const alice: Email = { to: "alice@example.com", subject: "Hi" };
 const bob: Email = { to: "bob@example.com", subject: "Hi" };
 
 /** Options as a JavaScript caller passes them: no type checks the lists. */
 function emailTool(options: Record<string, unknown>) {
-  const sent: Email[] = [];
-  const store = memoryStore();
-  const send = idempotent(
-    async (email: Email) => {
-      sent.push(email);
-      return { messageId: `m-${sent.length}` };
-    },
-    { name: "send_email", store, clock: fakeClock(), ...options } as IdempotentOptions<
-      Email,
-      { messageId: string }
-    >,
-  );
-  return { send, sent, store };
+  return sharedEmailTool(options as Partial<Omit<IdempotentOptions<Email, SentEmail>, "clock">>);
 }
 
 describe("a significant field list", () => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { gate, rejection } from "../../test/fixtures/tools.js";
+import { type Email, emailTool, gate, rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   type IdempotencyError,
@@ -13,27 +13,6 @@ import { memoryStore } from "./memory-store.js";
 import type { Effect, IdempotentOptions, VerifyOutcome } from "./options.js";
 import { definitiveFailure, notExecuted, ReplayedFailureError } from "./outcomes.js";
 import type { IdempotencyStore } from "./store.js";
-
-interface Email {
-  to: string;
-  subject: string;
-}
-
-/** A send_email tool that counts the emails it actually sends. */
-function emailTool(options: Partial<IdempotentOptions<Email, { messageId: string }>> = {}) {
-  const clock = fakeClock();
-  const store = options.store ?? memoryStore();
-  const sent: Email[] = [];
-  const events: IdempotencyEvent[] = [];
-  const send = idempotent(
-    async (args: Email) => {
-      sent.push(args);
-      return { messageId: `m-${sent.length}` };
-    },
-    { name: "send_email", store, clock, onEvent: (e) => events.push(e), ...options },
-  );
-  return { send, sent, store, clock, events };
-}
 
 const alice: Email = { to: "alice@example.com", subject: "Meeting summary" };
 

@@ -1,33 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { fakeClock } from "../testing/fake-clock.js";
+import { type Email, emailTool as sharedEmailTool } from "../../test/fixtures/tools.js";
 import { isIdempotencyError } from "./errors.js";
-import { idempotent } from "./idempotent.js";
 import { similarMarkerKey } from "./keys.js";
 import { memoryStore } from "./memory-store.js";
 import type { IdempotencyStore } from "./store.js";
 
-interface Email {
-  to: string;
-  subject: string;
-  body: string;
-}
-
+/** send_email with the near-duplicate hint on `to`, unless `similar` is false. */
 function emailTool(store: IdempotencyStore = memoryStore(), similar: boolean | { windowMs: number } = true) {
-  const clock = fakeClock();
-  const sent: string[] = [];
-  const send = idempotent(
-    async (email: Email) => {
-      sent.push(email.to);
-      return { messageId: `m-${sent.length}` };
-    },
-    {
-      name: "send_email",
-      store,
-      clock,
-      ...(similar ? { similar: { fields: ["to"], ...(typeof similar === "object" ? similar : {}) } } : {}),
-    },
-  );
-  return { send, sent, clock, store };
+  return sharedEmailTool({
+    store,
+    ...(similar ? { similar: { fields: ["to"], ...(typeof similar === "object" ? similar : {}) } } : {}),
+  });
 }
 
 const summary: Email = { to: "alice@example.com", subject: "Meeting summary", body: "Notes." };
@@ -132,7 +115,7 @@ describe("marker keys are the library's own", () => {
     });
     const first = await send(summary, { key: "turn-1" });
     expect(first.recent_similar_call).toBeUndefined();
-    expect(sent).toEqual([summary.to]);
+    expect(sent).toEqual([summary]);
     const kept = await store.get({ scope: "default", key: markerKey }, clock.now());
     expect(kept).toMatchObject({ tool: "send_email", token: "earlier-call", status: "completed" });
   });
