@@ -2,9 +2,10 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { idempotent, isIdempotencyError } from "../src/index.js";
-import { type SqliteStore, sqliteStore } from "../src/sqlite/index.js";
+import { isIdempotencyError, systemClock } from "../src/index.js";
+import { sqliteStore } from "../src/sqlite/index.js";
 import { type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
+import { emailTool } from "./fixtures/tools.js";
 import { startWorker, type WorkerProcess } from "./fixtures/worker-process.js";
 
 const holdMs = 1_500;
@@ -47,33 +48,21 @@ async function ticking<T>(work: () => Promise<T>) {
   }
 }
 
-function sendEmail(store: SqliteStore) {
-  const sent: string[] = [];
-  const tool = idempotent(
-    async ({ to }: { to: string }) => {
-      sent.push(to);
-      return { messageId: `m-${to}` };
-    },
-    { name: "send_email", store },
-  );
-  return { tool, sent };
-}
-
 for (const driver of sqliteDrivers) {
   describe(`sqliteStore while another process holds the write lock (${driver.name})`, () => {
     it("keeps the event loop running while a claim waits, then claims and runs the tool once", async () => {
       const file = tempFile();
       const store = sqliteStore({ path: file, driver: driver.name });
       store.migrate();
-      const { tool, sent } = sendEmail(store);
+      const { send: tool, sent } = emailTool({ store, clock: systemClock });
       const holder = await holdWriteLock(file, driver, holdMs);
 
       const waited = await ticking(() => tool({ to: "alice@example.com" }, { key: "order-1" }));
 
       expect(waited.outcome).toMatchObject({
-        value: { result: { messageId: "m-alice@example.com" }, was_replay: false },
+        value: { result: { messageId: "m-1" }, was_replay: false },
       });
-      expect(sent).toEqual(["alice@example.com"]);
+      expect(sent).toEqual([{ to: "alice@example.com" }]);
       // The claim could only land once the other process committed.
       expect(waited.elapsedMs).toBeGreaterThan(holdMs / 2);
       expect(waited.ticks).toBeGreaterThanOrEqual(waited.elapsedMs / tickMs / 2);
@@ -85,7 +74,7 @@ for (const driver of sqliteDrivers) {
       const file = tempFile();
       const store = sqliteStore({ path: file, driver: driver.name, busyTimeoutMs: 300 });
       store.migrate();
-      const { tool, sent } = sendEmail(store);
+      const { send: tool, sent } = emailTool({ store, clock: systemClock });
       await holdWriteLock(file, driver, holdMs);
 
       const waited = await ticking(() => tool({ to: "alice@example.com" }, { key: "order-1" }));

@@ -6,9 +6,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import { getStepMetadata } from "workflow";
-import { idempotent, memoryStore } from "../src/index.js";
+import { systemClock } from "../src/index.js";
 import * as entry from "../src/vercel-workflow/index.js";
 import { type GetStepMetadata, stepKey, stepTool } from "../src/vercel-workflow/index.js";
+import { emailTool } from "./fixtures/tools.js";
 
 const metadata = (stepId: string) => () => ({ stepId, stepName: "notify", attempt: 1 });
 
@@ -44,17 +45,8 @@ describe("stepKey", () => {
 });
 
 describe("stepTool", () => {
-  const sent: string[] = [];
-  const sendEmail = stepTool(
-    idempotent(
-      async (args: { to: string }) => {
-        sent.push(args.to);
-        return { messageId: `msg-${sent.length}` };
-      },
-      { name: "send_email", store: memoryStore() },
-    ),
-    { getStepMetadata },
-  );
+  const { send, sent } = emailTool({ clock: systemClock });
+  const sendEmail = stepTool(send, { getStepMetadata });
 
   it("refuses outside a step and sends nothing", async () => {
     await expect(sendEmail({ to: "alice@example.com" })).rejects.toMatchObject({
@@ -68,7 +60,7 @@ describe("stepTool", () => {
     const first = await tool({ to: "bob@example.com" });
     const again = await tool({ to: "bob@example.com" });
     expect(again).toMatchObject({ was_replay: true, result: first.result });
-    expect(sent).toEqual(["bob@example.com"]);
+    expect(sent).toEqual([{ to: "bob@example.com" }]);
   });
 
   it("rejects a tool not made by idempotent() and a missing getStepMetadata at configuration time", () => {
