@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   Action,
+  type ActionOf,
   actionsOf,
   type CallEvent,
   callEvents,
@@ -9,18 +10,51 @@ import {
   firstMatch,
   found,
   matches,
-  needs,
   type Request,
   type Row,
   type Situation,
   situationsOf,
   table,
+  type When,
 } from "./decide.js";
 import type { IdempotencyRecord } from "./store.js";
 
 const all = callEvents.flatMap((event) => situationsOf(event));
 const where = (event: CallEvent, facts: Record<string, string>) =>
   situationsOf(event).filter((s) => Object.entries(facts).every(([f, v]) => (s as never)[f] === v));
+
+/**
+ * What an action needs of its situation to be carried out, where that is more than its event: settling a
+ * result needs the result (the tool returned it, or verify found it), a failure a throw, going on after a
+ * takeover the record taken, asking verify the hook, handing back an outcome a settle of that status. The
+ * interpreter (execute.ts, idempotent.ts) relies on it instead of checking at run time; a test below holds
+ * every situation of the table to it.
+ */
+const needs: {
+  readonly [E in CallEvent]?: { readonly [A in ActionOf<E>]?: When<E> };
+} = {
+  takeover: {
+    run: { taken: "yes" },
+    verify: { taken: "yes", verify: "given" },
+    outcome_unknown: { taken: "yes" },
+  },
+  tool: {
+    settle_completed: { outcome: "returned" },
+    settle_failed: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
+    settle_unknown: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
+  },
+  verified: {
+    settle_completed: { outcome: "completed" },
+    settle_failed: { outcome: "failed" },
+  },
+  settled: {
+    return_result: { status: "completed" },
+    replay: { status: "completed" },
+    throw_failure: { status: "failed" },
+    replay_failure: { status: "failed" },
+    outcome_unknown: { status: "unknown" },
+  },
+};
 
 describe("decide()", () => {
   it("enumerates every combination of every event's facts", () => {

@@ -130,7 +130,7 @@ type ValueOf<T> = T extends readonly (infer V)[] ? V : never;
 /** One situation: an event and its facts. */
 export type Situation = { [E in CallEvent]: { readonly event: E } & Facts<E> }[CallEvent];
 
-/** Facts a row (or an action's needs) names: one value, or a list any of which matches; unnamed match anything. */
+/** Facts a row names: one value, or a list any of which matches; unnamed facts match anything. */
 export type When<E extends CallEvent> = {
   readonly [F in keyof Facts<E>]?: Facts<E>[F] | readonly Facts<E>[F][];
 };
@@ -175,30 +175,6 @@ export const actionsOf = {
 
 /** What a call may do next after event `E`. */
 export type ActionOf<E extends CallEvent> = (typeof actionsOf)[E][number];
-
-/**
- * What an action needs of its situation to be carried out, where that is more than its event: settling a
- * result needs the result (the tool returned it, or verify found it), running after a takeover needs the
- * record taken, asking verify needs the hook. The interpreter relies on it; a test holds every row to it.
- */
-export const needs: {
-  readonly [E in CallEvent]?: { readonly [A in ActionOf<E>]?: When<E> };
-} = {
-  takeover: {
-    run: { taken: "yes" },
-    verify: { taken: "yes", verify: "given" },
-    outcome_unknown: { taken: "yes" },
-  },
-  tool: {
-    settle_completed: { outcome: "returned" },
-    settle_failed: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
-    settle_unknown: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
-  },
-  verified: {
-    settle_completed: { outcome: "completed" },
-    settle_failed: { outcome: "failed" },
-  },
-};
 
 const takesOverEffects = ["native-key", "owned-store"] as const;
 
@@ -378,7 +354,7 @@ export function firstMatch(rows: readonly Row<CallEvent>[], situation: Situation
   throw new Error(`decide(): no row of ${situation.event} matches ${JSON.stringify(situation)}`);
 }
 
-/** Whether a situation has the facts a row (or an action's needs) names: one value, or any of a list. */
+/** Whether a situation has the facts a row names: one value, or any of a list. */
 export function matches(
   when: Readonly<Record<string, string | readonly string[]>>,
   facts: Readonly<Record<string, string>>,

@@ -128,7 +128,8 @@ async function afterTool<A, R>(
           : "threw",
     effect: call.options.effect,
   });
-  // The table settles a result only when the tool returned one, and a failure only when it threw (`needs`).
+  // The table settles a result only when the tool returned one, and a failure only when it threw (its
+  // `needs`, in decide.test.ts).
   switch (action) {
     case "settle_completed":
       return settleCompleted(call, record, (outcome as { value: Awaited<R> }).value, "run");
@@ -156,7 +157,7 @@ export async function verifyEarlierAttempt<A, R>(
   taken: IdempotencyRecord,
   reason: string,
 ): Promise<Envelope<Awaited<R>>> {
-  // The table asks verify only when the tool has a hook (`needs`).
+  // The table asks verify only when the tool has a hook (its `needs`, in decide.test.ts).
   const verify = call.options.verify!;
   emit(call, "verify", taken.attempts);
   const lease = startLease(call.options, taken, call.signal, (error) =>
@@ -188,7 +189,7 @@ export async function verifyEarlierAttempt<A, R>(
         : "hook_failed",
     claim: (await stillHeld(call, taken)) ? "held" : "lost",
   });
-  // The table settles a result or a failure only when verify found one (`needs`).
+  // The table settles a result or a failure only when verify found one (its `needs`, in decide.test.ts).
   switch (action) {
     case "lease_lost":
       throw leaseLost(call, taken);
@@ -289,7 +290,7 @@ async function settle<A, R>(
   const action = decide({ event: "settled", status: settling.status, after, answer: answerOf(settled) });
   const cause = settling.status === "completed" ? undefined : settling.cause;
   // The table hands back a result only after a completed settle, a failure only after a failed one, and an
-  // unknown outcome only after an unknown one (`needs`).
+  // unknown outcome only after an unknown one (its `needs`, in decide.test.ts).
   switch (action) {
     case "lease_lost":
       throw leaseLost(call, record, cause);

@@ -357,7 +357,7 @@ async function takeOverThen<A, R>(
     verify: call.options.verify ? "given" : "none",
   });
   if (action === "look_again") return undefined;
-  // The table goes on from a takeover only when it landed (`needs`).
+  // The table goes on from a takeover only when it landed (its `needs`, in decide.test.ts).
   const held = taken!;
   // Taking back this call's own claim is no takeover of anyone else's attempt.
   if (whose === "other") emit(call, "takeover", held.attempts);
