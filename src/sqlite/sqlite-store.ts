@@ -159,6 +159,16 @@ function toRecord(row: SettledRow | RecordRow, outcome?: Outcome): IdempotencyRe
  * UTF-8 cannot carry a lone UTF-16 surrogate: better-sqlite3 writes its 3-byte form, which reads back as
  * U+FFFD characters, and the record a store returns must be the one it keeps.
  */
+/**
+ * Whether the driver reads back a text holding NUL whole. Deno's `node:sqlite` reads text only up to the
+ * first NUL: a key "k\u0000one" would come back as "k", the key of another record.
+ */
+function readsNulWhole(db: SqliteConnection): boolean {
+  const probe = "a\u0000b";
+  const row = db.positionalReader("SELECT ?")(probe) as readonly unknown[] | undefined;
+  return row?.[0] === probe;
+}
+
 function storedExactly(text: string | null): boolean {
   return text === null || loneSurrogateIndex(text) === -1;
 }
@@ -213,18 +223,31 @@ export function sqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase>(
   };
   // One synchronous attempt per operation; the store runs each through waitForLock below. Statements bind
   // by name, most straight from the request: its fields are the statements' parameters.
+  /** Refuses a NUL in these where the driver would read it back cut (see readsNulWhole). */
+  const noNul = (...values: string[]) => {
+    if (statements().cutsNul && values.some((value) => value.includes("\u0000"))) {
+      throw new IdempotencyError(
+        "invalid_arguments",
+        `sqliteStore: scope, key and tool name cannot contain the NUL character (U+0000) on ${db.driver} ` +
+          "here: this runtime's driver reads text only up to it, so the record would come back as another key's.",
+      );
+    }
+  };
   const attempts = {
     claim: (request: ClaimRequest) => {
+      noNul(request.scope, request.key, request.tool);
       const s = statements();
       return s.claimOnce(request) ?? s.claimLocked(request);
     },
 
     takeover: (request: TakeoverRequest) => {
+      noNul(request.scope, request.key);
       const row = statements().takeover.get(request);
       return row === undefined ? null : toRecord(row as RecordRow);
     },
 
     settle: (request: SettleRequest) => {
+      noNul(request.scope, request.key);
       const s = statements();
       if (!storedExactly(request.result) || !storedExactly(request.error)) {
         const row = s.settleReadBack.get(request);
@@ -236,19 +259,23 @@ export function sqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase>(
     },
 
     renew: (request: RenewRequest) => {
+      noNul(request.scope, request.key);
       return statements().renew(request) === 1;
     },
 
     release: (request: ReleaseRequest) => {
+      noNul(request.scope, request.key);
       return statements().release(request) === 1;
     },
 
     get: ({ scope, key }: RecordId, now: number) => {
+      noNul(scope, key);
       const row = statements().get(scope, key, now);
       return row === undefined ? undefined : toRecord(row as RecordRow);
     },
 
     delete: ({ scope, key }: RecordId) => {
+      noNul(scope, key);
       return statements().delete({ scope, key }) === 1;
     },
 
@@ -451,7 +478,9 @@ function prepareStatements(db: SqliteConnection, table: string) {
        lease_expires_at = @now, expires_at = @now + @ttlMs
      WHERE scope = @scope AND key = @key AND token = @token AND status IN ('in_progress', 'unknown')`;
 
+  const cutsNul = !readsNulWhole(db);
   return {
+    cutsNul,
     claimOnce,
     claimLocked,
     get,
