@@ -83,28 +83,36 @@ export async function settleFenced<A, R>(
 
 /**
  * Compare-and-swap the record from its stale owner to a fresh token of this call's. Returns the taken
- * record, or null when another caller moved it first.
+ * record, or null when another caller moved it first. A takeover whose answer was a refusal or was lost
+ * may have landed all the same: the record is read back, and carrying the new token, it is this call's.
  */
 export async function takeOver<A, R>(
   call: Call<A, R>,
   record: IdempotencyRecord,
 ): Promise<IdempotencyRecord | null> {
   const { options } = call;
+  const id = { scope: call.scope, key: call.key };
   const token = ownerToken();
+  let answer: IdempotencyRecord | null;
   try {
-    const taken = await options.store.takeover({
-      scope: call.scope,
-      key: call.key,
+    answer = await options.store.takeover({
+      ...id,
       fromToken: record.token,
       token,
       leaseMs: options.leaseMs,
       ttlMs: options.ttlMs,
       now: options.clock.now(),
     });
-    if (taken) return taken;
-    // A client that resends a command whose reply was lost hears "moved on" from our own takeover: the
-    // record carrying our new token says it landed.
-    const current = await options.store.get({ scope: call.scope, key: call.key }, options.clock.now());
+  } catch (error) {
+    // Its reply lost, a takeover that landed would hold the key, unheard, until its lease passed.
+    const current = await options.store.get(id, options.clock.now()).catch(() => undefined);
+    if (current?.token === token) return current;
+    throw storeFailure(call, "takeover", error);
+  }
+  if (answer) return answer;
+  // A client that resends a command whose reply was lost hears "moved on" from our own takeover.
+  try {
+    const current = await options.store.get(id, options.clock.now());
     return current?.token === token ? current : null;
   } catch (error) {
     throw storeFailure(call, "takeover", error);
