@@ -29,8 +29,8 @@ export function sha256Hex(text: string): string {
   return sha256(text);
 }
 
-// The one-shot crypto.hash arrived in Node 20.12 (streaming makes a first call cost 28% more instructions, a
-// replay 17%); earlier 20.x releases, which the package still supports, take the streaming path.
+// The one-shot crypto.hash, cheaper than streaming, arrived in Node 20.12; earlier 20.x releases, which the
+// package still supports, take the streaming path.
 const sha256: (text: string) => string =
   typeof crypto.hash === "function"
     ? (text) => crypto.hash("sha256", text, "hex")

@@ -10,8 +10,8 @@ export interface Lease {
   readonly signal: AbortSignal;
   /**
    * Stop renewing. While a renewal is in flight it returns a promise that settles once it is done, so a
-   * settle never races one; otherwise nothing (most calls end before their first renewal, and an async
-   * stop() would make every first call cost 4% more).
+   * settle never races one; otherwise nothing (most calls end before their first renewal, and awaiting
+   * nothing would cost each of them a microtask turn).
    */
   stop(): Promise<void> | undefined;
 }
@@ -97,7 +97,7 @@ class HeldLease implements Lease {
     const set = globalThis.setTimeout;
     if (renewals === "unless-stopped-at-once" && o.clock === systemClock && set === provenSetTimeout) {
       // Monotonic: a `Date` frozen or mocked (as tests do, beside real timers) or a clock set back would hide
-      // how long the tool computed before its first await. (It costs 2% of a memory first call.)
+      // how long the tool computed before its first await.
       this.#waitingSince = performance.now();
       this.#waitingSetTimeout = set;
       // Queued now, before the tool runs, so the check (and every renewal) runs in the call's own async
@@ -137,8 +137,8 @@ class HeldLease implements Lease {
   #schedule(ms: number, set: typeof setTimeout = globalThis.setTimeout): void {
     const clock = this.#o.clock;
     if (clock === systemClock) {
-      // A bare timer with the lease as its argument: clock.sleep with an AbortController to stop it makes a
-      // first call cost 85% more instructions on the memory store. Unref'd, as a background sleep.
+      // A bare timer with the lease as its argument (the clock's sleep would need an AbortController to stop
+      // it, per call). Unref'd, as a background sleep.
       const timer = set(HeldLease.#renew, ms, this);
       this.#timer = timer;
       if (typeof timer === "object") provenSetTimeout = set;

@@ -8,7 +8,6 @@ import {
   type IdempotencyStore,
   type ListPage,
   type ListQuery,
-  type RecordStatus,
 } from "./store.js";
 
 /** Options of {@link memoryStore}. */
@@ -41,8 +40,7 @@ const DEFAULT_MAX_RECORDS = 10_000;
  */
 export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
   const maxRecords = sizeOption("memoryStore()", "maxRecords", options.maxRecords, DEFAULT_MAX_RECORDS);
-  // scope -> key -> slot: no composite key to build on every call (one map on recordIdText makes a first
-  // call cost 7% more instructions, a replay 3.5%), and no separator that could collide.
+  // scope -> key -> slot: no composite key to build on every call, and no separator that could collide.
   const scopes = new Map<string, Map<string, Slot>>();
   let size = 0;
   // When to look at each record again, earliest first. Invariant: every stored record has an entry due no
@@ -130,21 +128,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       const stale = r.status === "unknown" || (r.status === "in_progress" && r.leaseExpiresAt <= request.now);
       if (!stale) return null;
       const leaseExpiresAt = request.now + request.leaseMs;
-      const next = freeze(
-        r.scope,
-        r.key,
-        r.tool,
-        r.fingerprint,
-        "in_progress",
-        request.token,
-        r.createdAt,
-        request.now,
+      const next = Object.freeze({
+        ...r,
+        status: "in_progress" as const,
+        token: request.token,
+        updatedAt: request.now,
         leaseExpiresAt,
-        Math.max(r.expiresAt, leaseExpiresAt + request.ttlMs),
-        r.attempts + 1,
-        null,
-        r.error,
-      );
+        expiresAt: Math.max(r.expiresAt, leaseExpiresAt + request.ttlMs),
+        attempts: r.attempts + 1,
+        result: null,
+      });
       put(slot, next, next.expiresAt);
       return next;
     },
@@ -155,21 +148,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       const slot = slotOf(request.scope, request.key);
       const r = slot?.record;
       if (r === undefined || r.token !== request.token || !isOpen(r)) return null;
-      const next = freeze(
-        r.scope,
-        r.key,
-        r.tool,
-        r.fingerprint,
-        request.status,
-        r.token,
-        r.createdAt,
-        request.now,
-        request.now,
-        request.now + request.ttlMs,
-        r.attempts,
-        request.result,
-        request.error,
-      );
+      const next = Object.freeze({
+        ...r,
+        status: request.status,
+        updatedAt: request.now,
+        leaseExpiresAt: request.now,
+        expiresAt: request.now + request.ttlMs,
+        result: request.result,
+        error: request.error,
+      });
       put(slot, next, next.expiresAt);
       return next;
     },
@@ -179,21 +166,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       const r = slot?.record;
       if (r === undefined || r.token !== request.token || r.status !== "in_progress") return false;
       const leaseExpiresAt = request.now + request.leaseMs;
-      const next = freeze(
-        r.scope,
-        r.key,
-        r.tool,
-        r.fingerprint,
-        r.status,
-        r.token,
-        r.createdAt,
-        request.now,
+      const next = Object.freeze({
+        ...r,
+        updatedAt: request.now,
         leaseExpiresAt,
-        Math.max(r.expiresAt, leaseExpiresAt + request.ttlMs),
-        r.attempts,
-        r.result,
-        r.error,
-      );
+        expiresAt: Math.max(r.expiresAt, leaseExpiresAt + request.ttlMs),
+      });
       put(slot, next, next.expiresAt);
       return true;
     },
@@ -250,40 +228,6 @@ function* recordsOf(slots: Iterable<Slot>): Generator<IdempotencyRecord> {
 /** Whether the owner may still settle or release it. */
 function isOpen(record: IdempotencyRecord): boolean {
   return record.status === "in_progress" || record.status === "unknown";
-}
-
-// Positional so every record is built with one property order: one hidden class, fast property reads
-// (spreading the old record into the new one instead makes a first call cost 3.7% more instructions).
-function freeze(
-  scope: string,
-  key: string,
-  tool: string,
-  fingerprint: string,
-  status: RecordStatus,
-  token: string,
-  createdAt: number,
-  updatedAt: number,
-  leaseExpiresAt: number,
-  expiresAt: number,
-  attempts: number,
-  result: string | null,
-  error: string | null,
-): IdempotencyRecord {
-  return Object.freeze({
-    scope,
-    key,
-    tool,
-    fingerprint,
-    status,
-    token,
-    createdAt,
-    updatedAt,
-    leaseExpiresAt,
-    expiresAt,
-    attempts,
-    result,
-    error,
-  });
 }
 
 /** A page of `inScope` (the records of the query's scope, or of all), filtered by the rest of the query. */

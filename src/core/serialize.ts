@@ -76,8 +76,8 @@ export function encodeResult(
   if (text === undefined) {
     return { ok: true, text: encryption ? seal(noJsonForm, encryption, "result", record) : null };
   }
-  // Bytes are counted only when the characters could be over the limit: counting a 100 KB result's makes its
-  // encoding cost 11% more instructions (a small result's, under 1%).
+  // Bytes are counted only when the characters could be over the limit: counting costs a large result's
+  // encoding a tenth more.
   if (text.length * 3 > maxBytes) {
     const sizeBytes = Buffer.byteLength(text, "utf8");
     if (sizeBytes > maxBytes) {
