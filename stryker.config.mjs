@@ -25,5 +25,9 @@ export default {
   // Each sandbox holds only what the tests load.
   ignorePatterns: ["/*", "!/src", "!/test", "!/package.json", "!/tsconfig.json", "!/vitest.*.ts"],
   tempDirName: ".stryker-tmp",
+  // Results are kept in the repository: a run tests again only the mutants whose code or covering tests
+  // changed since (`npm run mutate -- --force` tests them all).
+  incremental: true,
+  incrementalFile: "test/mutation/incremental.json",
   cleanTempDir: "always",
 };

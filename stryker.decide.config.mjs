@@ -12,4 +12,5 @@ export default {
   mutate: ["src/core/decide.ts"],
   vitest: { configFile: "vitest.decide.config.ts", related: false },
   jsonReporter: { fileName: "reports/mutation/decide.json" },
+  incrementalFile: "test/mutation/decide-incremental.json",
 };

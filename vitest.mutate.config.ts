@@ -15,6 +15,8 @@ export default defineConfig({
       "test/options-accept-undefined.test.ts",
       "test/conformance-broken-stores.test.ts",
     ],
+    // The store scenarios (test/lost-replies.test.ts) on the stores in this process only.
+    env: { IDEMPOTOOL_STORES: "memory,sqlite-node:sqlite" },
     testTimeout: 30_000,
     hookTimeout: 30_000,
   },
