@@ -7,48 +7,13 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import {
-  acceptedContent,
-  createMcpHandler,
-  inputRequired,
-  McpServer,
-  type ServerContext,
-} from "@modelcontextprotocol/server";
-import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
+import { acceptedContent, createMcpHandler, inputRequired, McpServer } from "@modelcontextprotocol/server";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type IdempotencyStore, memoryStore } from "../src/index.js";
-import { type IdempotencyInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+import { registerIdempotentTool } from "../src/mcp/index.js";
 import { idempotentClient } from "../src/mcp-client/index.js";
-
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
-});
-
-type Result = Awaited<ReturnType<Client["callTool"]>>;
-const envelope = (result: Result) => result._meta?.[MetaKey.envelope] as IdempotencyInfo | undefined;
-const textOf = (result: Result) =>
-  result.content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("\n");
-
-/** A mail server's tools on a fresh v2 McpServer; every run of send_email is counted in `sent`. */
-function mailServer(store: IdempotencyStore, sent: string[]) {
-  const server = new McpServer(
-    { name: "mail", version: "1.0.0" },
-    { supportedProtocolVersions: ["2026-07-28", "2025-11-25"] },
-  );
-  registerIdempotentTool(
-    server,
-    "send_email",
-    { description: "Send an email.", inputSchema: { to: z.string() } },
-    async ({ to }, ctx) => {
-      expectTypeOf(ctx).toEqualTypeOf<ServerContext>();
-      sent.push(`${to} (request ${ctx.mcpReq.id})`);
-      return { content: [{ type: "text", text: `sent #${sent.length} to ${to}` }] };
-    },
-    { store, keyFrom: { argument: "hidden" } },
-  );
-  return server;
-}
+import { cleanups, envelope, mailServer, textOf } from "./fixtures/mcp-v2.js";
 
 /**
  * The SDK's stateless HTTP handler on a local port, a new McpServer per request from `factory`. A request's

@@ -15,42 +15,13 @@ import {
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport as InMemoryTransportV1 } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer as McpServerV1 } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { InMemoryTransport, McpServer, type ServerContext } from "@modelcontextprotocol/server";
-import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
+import { InMemoryTransport, McpServer } from "@modelcontextprotocol/server";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type IdempotencyStore, memoryStore } from "../src/index.js";
-import { type IdempotencyInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+import { memoryStore } from "../src/index.js";
+import { registerIdempotentTool } from "../src/mcp/index.js";
 import { idempotentClient } from "../src/mcp-client/index.js";
-
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
-});
-
-type Result = Awaited<ReturnType<Client["callTool"]>>;
-const envelope = (result: Result) => result._meta?.[MetaKey.envelope] as IdempotencyInfo | undefined;
-const textOf = (result: Result) =>
-  result.content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("\n");
-
-/** A mail server's tools on a fresh v2 McpServer; every run of send_email is counted in `sent`. */
-function mailServer(store: IdempotencyStore, sent: string[]) {
-  const server = new McpServer(
-    { name: "mail", version: "1.0.0" },
-    { supportedProtocolVersions: ["2026-07-28", "2025-11-25"] },
-  );
-  registerIdempotentTool(
-    server,
-    "send_email",
-    { description: "Send an email.", inputSchema: { to: z.string() } },
-    async ({ to }, ctx) => {
-      expectTypeOf(ctx).toEqualTypeOf<ServerContext>();
-      sent.push(`${to} (request ${ctx.mcpReq.id})`);
-      return { content: [{ type: "text", text: `sent #${sent.length} to ${to}` }] };
-    },
-    { store, keyFrom: { argument: "hidden" } },
-  );
-  return server;
-}
+import { cleanups, envelope, mailServer, type Result, textOf } from "./fixtures/mcp-v2.js";
 
 /** A v2 Client connected to `server` over the SDK's in-memory link. */
 async function connectInMemory(server: McpServer): Promise<Client> {
