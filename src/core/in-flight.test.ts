@@ -9,11 +9,14 @@ import {
   flightCount,
   flightsOf,
   holderOf,
+  joinClaim,
   markClaim,
+  outcomeFor,
   unmarkClaim,
   waitForOutcome,
 } from "./in-flight.js";
 import { memoryStore } from "./memory-store.js";
+import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
 
 /** Whether `promise` has settled once pending callbacks ran. */
 async function settled(promise: Promise<unknown>): Promise<boolean> {
@@ -164,6 +167,124 @@ describe("waiting on the system clock", () => {
     caller.abort(reason);
     await expect(waiting).rejects.toBe(reason);
     expect(vi.getTimerCount()).toBe(0);
+    expect(abortListeners(caller.signal)).toBe(0);
+  });
+});
+
+/** A record of (s, a) held under `token`, with `status`. */
+function recordOf(token: string, status: RecordStatus): IdempotencyRecord {
+  return {
+    scope: "s",
+    key: "a",
+    tool: "send_email",
+    fingerprint: "f".repeat(64),
+    status,
+    token,
+    createdAt: 1_000,
+    updatedAt: 2_000,
+    leaseExpiresAt: 31_000,
+    expiresAt: 86_401_000,
+    attempts: 1,
+    result: status === RecordStatus.completed ? '{"sent":true}' : null,
+    error: status === RecordStatus.failed || status === RecordStatus.unknown ? '{"message":"no"}' : null,
+  };
+}
+
+describe("a repeat that joins a claim on its way", () => {
+  it("learns the record that claim wrote as found, not as its own claim, held by the call that sent it", async () => {
+    const store = memoryStore();
+    const flights = flightsOf(store);
+    const record = recordOf("t1", RecordStatus.inProgress);
+    const answer: ClaimResult = { claimed: true, record, now: 5_000 };
+    const flight = beginFlight(store, "s", "a", "t1");
+    const joined = await joinClaim(flights, "s", "a", Promise.resolve(answer));
+    // Claimed by the call that sent it, not by the repeat: the repeat must never run the tool on it.
+    expect(joined).toEqual({ claim: { claimed: false, record, now: 5_000 }, holder: flight });
+    expect(joined?.holder).toBe(flight);
+    endFlight(flight);
+  });
+
+  it("finds no holder when the call that holds the key is another's (its token differs) or none is registered", async () => {
+    const store = memoryStore();
+    const flights = flightsOf(store);
+    const answer: ClaimResult = {
+      claimed: true,
+      record: recordOf("t1", RecordStatus.inProgress),
+      now: 5_000,
+    };
+    const none = await joinClaim(flights, "s", "a", Promise.resolve(answer));
+    expect(none?.holder).toBeUndefined();
+    expect(none?.claim.claimed).toBe(false);
+    const other = beginFlight(store, "s", "a", "t2");
+    const mismatched = await joinClaim(flights, "s", "a", Promise.resolve(answer));
+    expect(mismatched?.holder).toBeUndefined();
+    expect(mismatched?.claim.claimed).toBe(false);
+    endFlight(other);
+  });
+
+  it("learns nothing from a claim that found a record or failed: the repeat claims for itself", async () => {
+    const flights = flightsOf(memoryStore());
+    const found: ClaimResult = {
+      claimed: false,
+      record: recordOf("t1", RecordStatus.inProgress),
+      now: 5_000,
+    };
+    expect(await joinClaim(flights, "s", "a", Promise.resolve(found))).toBeUndefined();
+    expect(await joinClaim(flights, "s", "a", Promise.reject(new Error("store down")))).toBeUndefined();
+  });
+});
+
+describe("what a waiter learns from the call it waited on", () => {
+  it("registers a call as not yet settling, with nothing settled", () => {
+    const store = memoryStore();
+    const flight = beginFlight(store, "s", "a", "t1");
+    expect(flight.settling).toBe(false);
+    expect(flight.settled).toBeUndefined();
+    expect(flight.ended).toBe(false);
+    endFlight(flight);
+    expect(flight.ended).toBe(true);
+  });
+
+  it("hands over a completed or failed record as found at the settle's instant", () => {
+    const store = memoryStore();
+    for (const status of [RecordStatus.completed, RecordStatus.failed]) {
+      const flight = beginFlight(store, "s", "a", "t1");
+      const record = recordOf("t1", status);
+      flight.settled = record;
+      endFlight(flight);
+      expect(outcomeFor(flight, true)).toEqual({ claimed: false, record, now: 2_000 });
+    }
+  });
+
+  it("hands over nothing for an unknown or in-progress record, one settled before the wait, or no settle", () => {
+    const store = memoryStore();
+    for (const status of [RecordStatus.unknown, RecordStatus.inProgress]) {
+      const flight = beginFlight(store, "s", "a", "t1");
+      flight.settled = recordOf("t1", status);
+      endFlight(flight);
+      expect(outcomeFor(flight, true)).toBeUndefined();
+    }
+    const late = beginFlight(store, "s", "a", "t1");
+    late.settled = recordOf("t1", RecordStatus.completed);
+    endFlight(late);
+    expect(outcomeFor(late, false)).toBeUndefined();
+    const unsettled = beginFlight(store, "s", "a", "t1");
+    endFlight(unsettled);
+    expect(outcomeFor(unsettled, true)).toBeUndefined();
+  });
+
+  it("returns at once for a call that already ended, without sleeping, though the caller aborted since", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const flight = beginFlight(store, "s", "a", "t1");
+    endFlight(flight);
+    const caller = new AbortController();
+    caller.abort(new Error("the user closed the chat"));
+    // Its outcome is in the store now: the caller reads it (and its own abort) on its next look.
+    await expect(
+      waitForOutcome(store, "s", "a", clock, 10_000, caller.signal, flight),
+    ).resolves.toBeUndefined();
+    expect(clock.pending).toBe(0);
     expect(abortListeners(caller.signal)).toBe(0);
   });
 });
