@@ -5,9 +5,8 @@
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { idempotent } from "../core/idempotent.js";
-import type { Effect } from "../core/options.js";
+import type { Effect, RecordOptions } from "../core/options.js";
 import { NotExecuted, notExecuted } from "../core/outcomes.js";
-import type { IdempotencyStore } from "../core/store.js";
 import { callKey, everyKeySource } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
 import type { ToolResult } from "../mcp/mcp-types.js";
@@ -28,11 +27,8 @@ export class UpstreamError extends Error {
  */
 const refusedCodes = new Set([-32700, -32600, -32601, -32602]);
 
-export interface GuardedCallOptions {
-  readonly store: IdempotencyStore;
-  readonly ttlMs?: number | undefined;
-  readonly leaseMs?: number | undefined;
-  readonly waitMs?: number | undefined;
+export interface GuardedCallOptions
+  extends Pick<RecordOptions<unknown, unknown>, "store" | "ttlMs" | "leaseMs" | "waitMs"> {
   /** The near-duplicate hint's window (ms): the same arguments under a new key. Default: off. */
   readonly similarWindowMs?: number | undefined;
   /**

@@ -10,8 +10,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { defaults, Effect } from "../core/options.js";
 import { notExecuted } from "../core/outcomes.js";
-import type { IdempotencyStore } from "../core/store.js";
-import { guardedCalls, UpstreamError } from "./guarded-calls.js";
+import { type GuardedCallOptions, guardedCalls, UpstreamError } from "./guarded-calls.js";
 import {
   type Guard,
   guardedTool,
@@ -21,24 +20,16 @@ import {
   unknownToolsIn,
 } from "./proxy-tools.js";
 
-export interface McpProxyOptions {
+export interface McpProxyOptions
+  extends Pick<GuardedCallOptions, "store" | "ttlMs" | "leaseMs" | "waitMs" | "similarWindowMs"> {
   /** The connection to the MCP client (the proxy is its server). */
   readonly client: Transport;
   /** The connection to the real MCP server (the proxy is its client). */
   readonly server: Transport;
-  readonly store: IdempotencyStore;
   /** The user's word on named tools; the others are classified. */
   readonly rules: ToolRules;
   /** The namespace this connection's keys live in; a function is asked at each call. */
   readonly scope: string | (() => string);
-  readonly ttlMs?: number | undefined;
-  readonly leaseMs?: number | undefined;
-  readonly waitMs?: number | undefined;
-  /**
-   * The near-duplicate hint: when a guarded call under a new key has the same arguments as one that
-   * completed within this window (ms), it still runs, and the model is told. Default: off.
-   */
-  readonly similarWindowMs?: number | undefined;
   /** One line for the operator (stderr). */
   readonly log: (line: string) => void;
 }
