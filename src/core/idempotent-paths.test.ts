@@ -564,6 +564,68 @@ describe("a store error is reported as such", () => {
     expect(await rejection(tool(sms, { key: "k" }))).toBeInstanceOf(StoreUnavailableError);
     expect(runs()).toBe(0);
   });
+
+  it("a takeover that landed but whose reply was lost is read back: the tool runs once, on the taken record", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = {
+      ...inner,
+      takeover: async (request) => {
+        await inner.takeover(request);
+        throw new Error("ECONNRESET after commit");
+      },
+    };
+    const { tool, clock, runs } = smsTool({ store, effect: "native-key" });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+    const envelope = await tool(sms, { key: "k" });
+    expect(envelope.result).toBe("msg-1");
+    expect(envelope.was_replay).toBe(false);
+    expect(runs()).toBe(1);
+    const record = await inner.get({ scope: "default", key: "k" }, clock.now());
+    expect(record?.status).toBe("completed");
+    expect(record?.attempts).toBe(2);
+  });
+
+  it("a takeover whose reply was lost and whose read-back fails is store_unavailable during the takeover", async () => {
+    for (const takeover of [
+      () => Promise.reject(new Error("ECONNRESET")),
+      // A refusal that may hide our own takeover, resent, whose read-back cannot reach the store either.
+      async () => null,
+    ]) {
+      const inner = memoryStore();
+      let down = false;
+      const store: IdempotencyStore = {
+        ...inner,
+        takeover: () => {
+          down = true;
+          return takeover();
+        },
+        get: (id, now) => (down ? Promise.reject(new Error("ECONNRESET on read")) : inner.get(id, now)),
+      };
+      const { tool, clock, runs } = smsTool({ store, effect: "native-key" });
+      await crashedClaim(store, clock.now());
+      await clock.advance(LEASE_MS);
+      const error = await rejection(tool(sms, { key: "k" }));
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as Error).message).toMatch(/^The idempotency store failed during takeover: ECONNRESET/);
+      expect(runs()).toBe(0);
+    }
+  });
+
+  it("a store whose claim throws at once is store_unavailable during the claim, and the tool does not run", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = {
+      ...inner,
+      claim: () => {
+        throw new Error("pool exhausted");
+      },
+    };
+    const { tool, runs } = smsTool({ store, effect: "native-key" });
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as StoreUnavailableError).cause).toEqual(new Error("pool exhausted"));
+    expect(runs()).toBe(0);
+  });
 });
 
 describe("the context a tool receives", () => {
