@@ -4,6 +4,7 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import { type FakeClock, fakeClock } from "../testing/fake-clock.js";
+import { unreachable } from "./call.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { IdempotencyEvent } from "./events.js";
 import { fingerprint } from "./fingerprint.js";
@@ -280,5 +281,13 @@ describe("events", () => {
     for (const id of ids) expect(id).toMatch(/^[0-9a-f]{12}-[0-9a-z]+$/);
     expect(ids[0]).toBe(ids[1]);
     expect(ids[2]).not.toBe(ids[0]);
+  });
+});
+
+describe("an action no step carries out", () => {
+  it("throws, naming the action, so that nothing more runs", () => {
+    expect(() => unreachable("send_twice" as never)).toThrow(
+      new Error('idempotool: no step carries out "send_twice"; nothing more runs.'),
+    );
   });
 });
