@@ -6,6 +6,7 @@ import { fakeClock } from "../testing/fake-clock.js";
 import {
   type IdempotencyError,
   isIdempotencyError,
+  KeyInUseError,
   LeaseLostError,
   OutcomeUnknownError,
   StoreUnavailableError,
@@ -645,5 +646,104 @@ describe("the context a tool receives", () => {
     expect(spread).toMatchObject({ key: "k", scope: "s", tool: "ctx", attempt: 1 });
     expect(spread.signal).toBeInstanceOf(AbortSignal);
     expect(spread.signal?.aborted).toBe(false);
+  });
+});
+
+/** Whether `promise` has settled once pending callbacks ran (the fake clock standing still). */
+async function hasSettled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  return done;
+}
+
+describe("a repeat that waits on a call in this process", () => {
+  it("leaves no claim marked on its way after a claim the store did not answer, so no later repeat joins it", async () => {
+    const inner = memoryStore();
+    let down = true;
+    const store: IdempotencyStore = {
+      ...inner,
+      claim: (request) => (down ? Promise.reject(new Error("ECONNRESET")) : inner.claim(request)),
+    };
+    const { tool, runs } = smsTool({ store, effect: "native-key" });
+    expect(await rejection(tool(sms, { key: "k" }))).toBeInstanceOf(StoreUnavailableError);
+    expect(flightCount(store)).toBe(0);
+    down = false;
+    expect((await tool(sms, { key: "k" })).was_replay).toBe(false);
+    expect(runs()).toBe(1);
+    expect(flightCount(store)).toBe(0);
+  });
+
+  it("is woken by the holder's end, not by a poll, though it began after the holder's claim landed", async () => {
+    const hold = gate();
+    const { tool, clock, runs } = smsTool({
+      store: memoryStore(),
+      effect: "irreversible",
+      hold: hold.opened,
+    });
+    const first = tool(sms, { key: "k" });
+    await clock.advance(0);
+    expect(runs()).toBe(1);
+    const repeat = tool(sms, { key: "k" });
+    expect(await hasSettled(repeat)).toBe(false);
+    hold.open();
+    expect((await first).result).toBe("msg-1");
+    // The clock stands still: only the holder's end can have woken the repeat.
+    expect(await hasSettled(repeat)).toBe(true);
+    const replayed = await repeat;
+    expect([replayed.result, replayed.was_replay]).toEqual(["msg-1", true]);
+    expect(runs()).toBe(1);
+  });
+
+  it("looks again when the holder's lease would pass, and takes over once its renewals stopped reaching the store", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = { ...inner, renew: () => Promise.reject(new Error("ECONNRESET")) };
+    const clock = fakeClock();
+    const hold = gate();
+    let runs = 0;
+    const tool = idempotent(
+      async (_args: Sms) => {
+        runs++;
+        if (runs === 1) await hold.opened;
+        return `msg-${runs}`;
+      },
+      { name: "send_sms", store, clock, effect: "native-key", leaseMs: 3_000, waitMs: 60_000 },
+    );
+    const first = tool(sms, { key: "k" });
+    await clock.advance(0);
+    const repeat = tool(sms, { key: "k" });
+    await clock.advance(2_999);
+    expect(await hasSettled(repeat)).toBe(false);
+    await clock.advance(1);
+    // Not at the end of its 60 s wait: at the lease's end, 3 s in, it found the claim stale and took it over.
+    expect(await hasSettled(repeat)).toBe(true);
+    expect((await repeat).result).toBe("msg-2");
+    hold.open();
+    await rejection(first);
+  });
+
+  it("gives up when its wait is over, though the holder's lease, renewed, runs longer", async () => {
+    const clock = fakeClock();
+    const hold = gate();
+    const tool = idempotent(
+      async (_args: Sms) => {
+        await hold.opened;
+        return "msg-1";
+      },
+      { name: "send_sms", store: memoryStore(), clock, effect: "native-key", leaseMs: 3_000, waitMs: 4_000 },
+    );
+    const first = tool(sms, { key: "k" });
+    await clock.advance(0);
+    const repeat = tool(sms, { key: "k" });
+    for (let t = 0; t < 3_999; t += 500) await clock.advance(Math.min(500, 3_999 - t));
+    expect(await hasSettled(repeat)).toBe(false);
+    await clock.advance(1);
+    expect(await hasSettled(repeat)).toBe(true);
+    expect(await rejection(repeat)).toBeInstanceOf(KeyInUseError);
+    hold.open();
+    expect((await first).result).toBe("msg-1");
   });
 });
