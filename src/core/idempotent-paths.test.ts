@@ -747,3 +747,43 @@ describe("a repeat that waits on a call in this process", () => {
     expect((await first).result).toBe("msg-1");
   });
 });
+
+describe("a renewal in flight when the tool returns", () => {
+  it("is answered before the settle is sent, so the two never cross on the way to the store", async () => {
+    const inner = memoryStore();
+    const renewalHeld = gate();
+    const order: string[] = [];
+    const store: IdempotencyStore = {
+      ...inner,
+      renew: async (request) => {
+        order.push("renew sent");
+        await renewalHeld.opened;
+        const renewed = await inner.renew(request);
+        order.push("renew answered");
+        return renewed;
+      },
+      settle: (request) => {
+        order.push("settle sent");
+        return inner.settle(request);
+      },
+    };
+    const clock = fakeClock();
+    const toolHeld = gate();
+    const tool = idempotent(
+      async (_args: Sms) => {
+        await toolHeld.opened;
+        return "msg-1";
+      },
+      { name: "send_sms", store, clock, effect: "native-key", leaseMs: 3_000 },
+    );
+    const call = tool(sms, { key: "k" });
+    await clock.advance(1_000);
+    expect(order).toEqual(["renew sent"]);
+    toolHeld.open();
+    expect(await hasSettled(call)).toBe(false);
+    expect(order).toEqual(["renew sent"]);
+    renewalHeld.open();
+    expect((await call).result).toBe("msg-1");
+    expect(order).toEqual(["renew sent", "renew answered", "settle sent"]);
+  });
+});
