@@ -62,6 +62,16 @@ describe("the command line", () => {
       '--status must be one of in_progress, completed, failed, unknown, not "done"',
       "idempotool inspect list",
     ],
+    [
+      ["proxy", "--in-progress", "queue", "--", "node", "server.js"],
+      '--in-progress must be one of wait, reject, not "queue"',
+      "idempotool proxy",
+    ],
+    [
+      ["proxy", "--in-progress", "reject", "--wait", "5000", "--", "node", "server.js"],
+      "--wait has no effect with --in-progress reject, which answers at once",
+      "idempotool proxy",
+    ],
   ])("answers a usage error with one line and exit 2: %j", async (argv, what, command) => {
     const { code, stdout, stderr } = await cli(argv);
     expect(code).toBe(2);

@@ -416,6 +416,63 @@ describe("registerIdempotentTool over the MCP SDK's in-memory transport", () => 
   });
 });
 
+describe("inProgress: what a repeat gets while the first call runs", () => {
+  /** A send tool held until released, with `runs` counting its runs. */
+  async function heldSend(options: Parameters<typeof registerIdempotentTool>[4]) {
+    const server = new McpServer({ name: "s", version: "1.0.0" });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const counter = { runs: 0 };
+    registerIdempotentTool(
+      server,
+      "send",
+      { inputSchema: { to: z.string() } },
+      async () => {
+        counter.runs++;
+        await released;
+        return { content: [{ type: "text", text: "sent" }] };
+      },
+      options,
+    );
+    const { client } = await connect(server);
+    return { client, counter, release };
+  }
+  const args = { to: "alice", idempotency_key: "k" };
+
+  it('"reject" answers a repeat in flight at once with idempotency_key_in_use, where "wait" replays', async () => {
+    // On a clock that never moves: a repeat that waited would never be answered.
+    const rejecting = await heldSend({ store: memoryStore(), clock: fakeClock(), inProgress: "reject" });
+    const first = callTool(rejecting.client, "send", args);
+    await until(async () => rejecting.counter.runs === 1);
+    const busy = await callTool(rejecting.client, "send", args);
+    expect(errorOf(busy)).toMatchObject({ code: "idempotency_key_in_use", idempotency_key: "k" });
+    rejecting.release();
+    expect((await first).isError).not.toBe(true);
+
+    const waiting = await heldSend({ store: memoryStore(), inProgress: "wait" });
+    const original = callTool(waiting.client, "send", args);
+    await until(async () => waiting.counter.runs === 1);
+    const repeat = callTool(waiting.client, "send", args);
+    waiting.release();
+    expect(textOf(await repeat)).toContain("This is a replay");
+    await original;
+    expect([rejecting.counter.runs, waiting.counter.runs]).toEqual([1, 1]);
+  });
+
+  it('refuses an inProgress it does not know, and a waitMs beside "reject", before registering', () => {
+    const server = new McpServer({ name: "s", version: "1.0.0" });
+    const register = (options: object) => () =>
+      registerIdempotentTool(server, "send", { inputSchema: { to: z.string() } }, () => ({ content: [] }), {
+        store: memoryStore(),
+        ...options,
+      } as never);
+    expect(register({ inProgress: "queue" })).toThrow(/inProgress.*must be "wait" or "reject"/);
+    expect(register({ inProgress: "reject", waitMs: 5_000 })).toThrow(/waitMs.*left out/);
+  });
+});
+
 describe("what the model reads when the tool cannot simply run", () => {
   it("in flight: tells the model to wait and retry with the same key", async () => {
     const server = new McpServer({ name: "s", version: "1.0.0" });

@@ -4,12 +4,13 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { CallToolResultSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { CallToolResultSchema, type JSONRPCMessage, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { type McpProxy, startMcpProxy } from "../src/cli/mcp-proxy.js";
 import type { ToolRule } from "../src/cli/proxy-tools.js";
 import { type IdempotencyStore, memoryStore } from "../src/index.js";
 import { MetaKey } from "../src/mcp/index.js";
+import { rejection } from "./fixtures/tools.js";
 
 type Raw = Record<string, unknown> & {
   id?: string | number;
@@ -464,6 +465,52 @@ describe("the proxy's relay", () => {
     expect(server.calls().map((call) => call.params)).toEqual([
       { name: "send_message", arguments: { to: "pia" } },
     ]);
+  });
+
+  it("answers a repeat in flight and a key reused, sent in params.idempotencyKey, as JSON-RPC errors with data.type", async () => {
+    const { client, server } = await connectThroughProxy([], { waitMs: 0 });
+    let finish!: () => void;
+    server.answerCall = () =>
+      new Promise((resolve) => {
+        finish = () => resolve({ result: { content: [{ type: "text", text: "sent" }] } });
+      });
+    const send = (to: string) =>
+      client.request(
+        {
+          method: "tools/call",
+          params: { name: "send_message", arguments: { to }, idempotencyKey: "k-41" },
+        } as never,
+        CallToolResultSchema,
+      );
+    const first = send("pia");
+    await vi.waitFor(() => expect(server.calls()).toHaveLength(1));
+    const busy = await rejection(send("pia"));
+    expect(busy).toBeInstanceOf(McpError);
+    expect(busy).toMatchObject({
+      code: -32602,
+      data: { type: "idempotency_key_in_progress", idempotencyKey: "k-41", retryAfterMs: expect.any(Number) },
+    });
+    finish();
+    await first;
+    const reused = await rejection(send("ned"));
+    expect(reused).toMatchObject({
+      code: -32602,
+      data: { type: "idempotency_key_conflict", idempotencyKey: "k-41" },
+    });
+    expect(server.calls()).toHaveLength(1);
+  });
+
+  it("answers the same refusals as results when the key came in the arguments or _meta", async () => {
+    const { client, server } = await connectThroughProxy([], { waitMs: 0 });
+    await client.callTool({ name: "send_message", arguments: { to: "pia", idempotency_key: "k-43" } });
+    const reused = await client.callTool({
+      name: "send_message",
+      arguments: { to: "ned" },
+      _meta: { idempotency_key: "k-43" },
+    });
+    expect(reused.isError).toBe(true);
+    expect(metaOf(reused, MetaKey.error)?.code).toBe("idempotency_key_conflict");
+    expect(server.calls()).toHaveLength(1);
   });
 
   it("refuses a params.idempotencyKey that disagrees with the key argument, and runs nothing", async () => {

@@ -3,7 +3,7 @@
  * taken out of it), the call run through `idempotent()` on the store, and the outcome in the words an
  * `idempotool/mcp` tool uses (replay note, conflict, in flight, outcome unknown, near-duplicate hint).
  */
-import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { ErrorCode, IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import { idempotent } from "../core/idempotent.js";
 import type { Effect, RecordOptions } from "../core/options.js";
 import { NotExecuted, notExecuted } from "../core/outcomes.js";
@@ -125,7 +125,36 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     } catch (error) {
       // The server refused the call and nothing is recorded: its error goes to the client as it was.
       if (error instanceof UpstreamError && call.thrown === "not_executed") return { error: error.error };
+      // A client that sent the key in params speaks the protocol's own idempotency: a JSON-RPC error.
+      const keyError = params.idempotencyKey === undefined ? undefined : keyErrorOf(error, parsed.key);
+      if (keyError) return { error: keyError };
       return { result: errorResult(error, parsed.key, call.thrown, tool.effect) };
     }
   };
+}
+
+/** The JSON-RPC error code of a key's refusals: the request's params cannot be served now, or ever. */
+export const keyErrorCode = -32602;
+
+/**
+ * A repeat in flight or a key reused for other arguments, as a JSON-RPC error: `error.data.type` names it
+ * (`idempotency_key_in_progress`, `idempotency_key_conflict`) beside the key, and how long to wait before
+ * retrying a call in flight. Undefined for every other failure.
+ */
+function keyErrorOf(error: unknown, key: string): UpstreamError["error"] | undefined {
+  if (isIdempotencyError(error, ErrorCode.keyInUse)) {
+    return {
+      code: keyErrorCode,
+      message: error.message,
+      data: { type: "idempotency_key_in_progress", idempotencyKey: key, retryAfterMs: error.retryAfterMs },
+    };
+  }
+  if (isIdempotencyError(error, ErrorCode.keyConflict)) {
+    return {
+      code: keyErrorCode,
+      message: error.message,
+      data: { type: "idempotency_key_conflict", idempotencyKey: key },
+    };
+  }
+  return undefined;
 }

@@ -43,6 +43,7 @@ interface ProxyFlags {
   readonly ttl?: number;
   readonly lease?: number;
   readonly wait?: number;
+  readonly inProgress: "wait" | "reject";
   readonly similar?: number;
   readonly http?: number;
   readonly host: string;
@@ -127,6 +128,14 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       defaultMaxSessions,
     )
     .option("--wait <ms>", "how long a repeat waits for a call in flight (default 10 s)", milliseconds)
+    .addOption(
+      new Option(
+        "--in-progress <mode>",
+        "what a repeat gets while the first call runs: wait for its outcome, or reject at once with when to retry",
+      )
+        .choices(["wait", "reject"])
+        .default("wait"),
+    )
     .addHelpText("after", examples)
     .action(async (upstream: string, args: string[], flags: ProxyFlags) => {
       const rules = new Map<string, ToolRule>(flags.config === undefined ? [] : readToolRules(flags.config));
@@ -134,6 +143,9 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       for (const name of flags.readOnly) rules.set(name, readOnlyRule);
       const log = (line: string) => context.io.stderr.write(`idempotool proxy: ${printable(line)}\n`);
 
+      if (flags.inProgress === "reject" && flags.wait !== undefined) {
+        throw new OptionError("--wait has no effect with --in-progress reject, which answers at once");
+      }
       if (flags.scope === ProxyScope.client && flags.http === undefined) {
         throw new OptionError("--scope client needs --http: over stdio the proxy has one client");
       }
@@ -157,7 +169,7 @@ export function proxyCommand(command: Command, context: CommandContext): void {
         rules,
         ttlMs: flags.ttl,
         leaseMs: flags.lease,
-        waitMs: flags.wait,
+        waitMs: flags.inProgress === "reject" ? 0 : flags.wait,
         similarWindowMs: flags.similar,
         log,
       };

@@ -116,6 +116,14 @@ export interface IdempotentToolOptions<A, Extra = RequestContextFields>
    * supply the key in `_meta` without the model. Copies that differ are refused, and nothing runs.
    */
   readonly keyFrom?: KeyFrom | undefined;
+  /**
+   * What a repeat gets while the first call with its key still runs. `"wait"` (the default): it waits up
+   * to `waitMs` for that call's outcome and hands it back, so each request gets the answer itself. `"reject"`:
+   * it is answered at once with `idempotency_key_in_use` and when to retry (`waitMs` must then be left
+   * out); choose it when the client retries on its own schedule, or when a request held open per duplicate
+   * costs more than a retry.
+   */
+  readonly inProgress?: "wait" | "reject" | undefined;
 }
 
 /**
@@ -170,8 +178,15 @@ export function registerIdempotentTool<
   if (typeof config !== "object" || config === null) invalidOption(owner, "config", "must be an object");
   if (typeof handler !== "function") invalidOption(owner, "handler", "must be the tool's function");
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
-  const { scope: scopeOption, z: zOption, keyFrom: keyFromOption, ...core } = options;
+  const { scope: scopeOption, z: zOption, keyFrom: keyFromOption, inProgress, ...given } = options;
   const keyFrom = resolveKeyFrom(keyFromOption);
+  if (inProgress !== undefined && inProgress !== "wait" && inProgress !== "reject") {
+    invalidOption(owner, "inProgress", 'must be "wait" or "reject"');
+  }
+  if (inProgress === "reject" && given.waitMs !== undefined) {
+    invalidOption(owner, "waitMs", 'must be left out with inProgress: "reject", which answers at once');
+  }
+  const core = inProgress === "reject" ? { ...given, waitMs: 0 } : given;
   if (scopeOption !== undefined && typeof scopeOption !== "function")
     invalidOption(owner, "scope", "must be a function");
   const scopeOf: (extra: ToolExtraOf<Server>) => string = scopeOption ?? ((extra) => defaultScope(extra));
