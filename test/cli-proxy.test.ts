@@ -408,6 +408,29 @@ describe("idempotool proxy: keys, failures and endings (a fixture server that mi
   );
 
   it(
+    "--in-progress reject answers a repeat of a call still running at once, and forwards nothing",
+    async () => {
+      const busy = await proxy(fixture(effects(), "hang"), ["--in-progress", "reject"]);
+      const running = busy.client
+        .callTool(send({ idempotency_key: "busy-1" }))
+        .catch((error: Error) => error);
+      for (let waited = 0; sent() === 0; waited += 20) {
+        if (waited > 30_000) throw new Error("the call never reached the server");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      // Waiting (the default, up to 10 s) for a call that never ends would outlast this request's timeout.
+      const repeat = await busy.client.callTool(send({ idempotency_key: "busy-1" }), undefined, {
+        timeout: 5_000,
+      });
+      expect(errorOf(repeat)?.code).toBe("idempotency_key_in_use");
+      expect(sent()).toBe(1);
+      process.kill(busy.transport.pid!, "SIGKILL");
+      expect(await running).toBeInstanceOf(Error);
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
     "does not forward the retry again after the proxy is killed mid-call and restarted on the same store",
     async () => {
       const killed = await proxy(fixture(effects(), "hang"), ["--lease", "500"]);
