@@ -6,6 +6,7 @@ import { LeaseLostError } from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
+import { messageOf } from "./outcomes.js";
 import type { RecentSimilarCall } from "./similar.js";
 import type { IdempotencyRecord } from "./store.js";
 import { iso } from "./time.js";
@@ -126,9 +127,8 @@ export function emit<A, R>(call: Call<A, R>, type: EventType, attempt?: number, 
   }
 }
 
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
+/** The message of anything thrown (see messageOf). */
+export const errorMessage = messageOf;
 
 /**
  * The `default` of a `switch` over an event's actions, which the compiler proves unreachable: each event's

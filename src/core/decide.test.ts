@@ -40,6 +40,8 @@ const needs: {
   },
   tool: {
     settle_completed: { outcome: "returned" },
+    // It rethrows what the tool threw.
+    release: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
     settle_failed: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
     settle_unknown: { outcome: ["declared_failed", "declared_not_executed", "threw"] },
   },

@@ -6,7 +6,7 @@
 
 import { type Call, emit } from "./call.js";
 import type { SleepOptions } from "./clock.js";
-import { IdempotencyError, StoreUnavailableError } from "./errors.js";
+import { ErrorCode, IdempotencyError, isIdempotencyError, StoreUnavailableError } from "./errors.js";
 import {
   type ClaimResult,
   type IdempotencyRecord,
@@ -105,8 +105,14 @@ export async function takeOver<A, R>(
     });
   } catch (error) {
     // Its reply lost, a takeover that landed would hold the key, unheard, until its lease passed.
-    const current = await options.store.get(id, options.clock.now()).catch(() => undefined);
-    if (current?.token === token) return current;
+    let current: IdempotencyRecord | undefined;
+    try {
+      current = await options.store.get(id, options.clock.now());
+    } catch {
+      // The takeover's own failure is what the caller hears.
+    }
+    // Only while its lease holds: a takeover answered that late is judged again, as any stale claim.
+    if (current?.token === token && current.leaseExpiresAt > options.clock.now()) return current;
     throw storeFailure(call, "takeover", error);
   }
   if (answer) return answer;
@@ -173,6 +179,8 @@ export async function releaseUnrun<A, R>(call: Call<A, R>): Promise<void> {
     await release();
     return;
   } catch (error) {
+    // A store that refuses the key itself (a character it cannot hold) holds no claim under it either.
+    if (isIdempotencyError(error, ErrorCode.invalidArguments)) return;
     emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
   }
   void (async () => {

@@ -3,13 +3,30 @@
  * replayed failure looks, and whether an error proves a request never left ("When a request never left").
  */
 
+/**
+ * The message of a thrown value, as text, whatever was thrown: an Error's message, else the value as a
+ * string, else its kind (`[object Object]` for an object with no prototype, or whose toString throws).
+ */
+export function messageOf(value: unknown): string {
+  if (value instanceof Error) return value.message;
+  try {
+    return String(value);
+  } catch {
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return "a value that cannot be shown as text";
+    }
+  }
+}
+
 /** Thrown by a tool: the call failed definitively (a card declined). It is recorded and replayed to every repeat. */
 export class DefinitiveFailure extends Error {
   override name = "DefinitiveFailure";
   /** JSON data kept with the failure and handed back on replay. */
   readonly data: unknown;
   constructor(cause: unknown, data?: unknown) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    super(messageOf(cause), { cause });
     this.data = data;
   }
 }
@@ -18,7 +35,7 @@ export class DefinitiveFailure extends Error {
 export class NotExecuted extends Error {
   override name = "NotExecuted";
   constructor(cause: unknown) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    super(messageOf(cause), { cause });
   }
 }
 

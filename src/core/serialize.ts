@@ -10,7 +10,7 @@
 import { Buffer } from "node:buffer";
 import type { Call } from "./call.js";
 import { ErrorCode } from "./errors.js";
-import type { StoredFailure } from "./outcomes.js";
+import { messageOf, type StoredFailure } from "./outcomes.js";
 import {
   open,
   type RecordBinding,
@@ -69,7 +69,7 @@ export function encodeResult(
       text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
     }
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = messageOf(error);
     return notKept({ code: ErrorCode.resultUnserializable, reason }, codec, record);
   }
   // undefined (and functions) have no JSON form: the replay hands back undefined.
@@ -183,7 +183,7 @@ function failureJson(error: unknown, data: unknown): string {
   const failure: { name: string; message: string; code?: string | number; data?: unknown } =
     error instanceof Error
       ? { name: error.name, message: error.message }
-      : { name: "Error", message: String(error) };
+      : { name: "Error", message: messageOf(error) };
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === "string" || typeof code === "number") failure.code = code;
   if (data !== undefined) failure.data = data;
