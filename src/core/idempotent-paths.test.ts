@@ -587,6 +587,25 @@ describe("a store error is reported as such", () => {
     expect(record?.attempts).toBe(2);
   });
 
+  it("a takeover whose reply was lost is not taken as this call's once its lease has passed by the read-back", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    const store: IdempotencyStore = {
+      ...inner,
+      takeover: async (request) => {
+        await inner.takeover(request);
+        // The reply comes back only as the new lease ends.
+        await clock.advance(LEASE_MS);
+        throw new Error("ECONNRESET after commit");
+      },
+    };
+    const { tool, runs } = smsTool({ store, effect: "native-key", clock });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+    expect(await rejection(tool(sms, { key: "k" }))).toBeInstanceOf(StoreUnavailableError);
+    expect(runs()).toBe(0);
+  });
+
   it("a takeover whose reply was lost and whose read-back fails is store_unavailable during the takeover", async () => {
     for (const takeover of [
       () => Promise.reject(new Error("ECONNRESET")),
