@@ -11,7 +11,6 @@ export default {
     "src/core/idempotent.ts",
     "src/core/execute.ts",
     "src/core/call.ts",
-    "src/core/fenced.ts",
     "src/core/keys.ts",
     "src/core/lease.ts",
     "src/core/in-flight.ts",

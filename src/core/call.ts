@@ -1,14 +1,30 @@
 /**
- * One call's state as it goes through the core, what it hands back, and the events it emits.
+ * One call's state as it goes through the core, what it hands back, the events it emits, and every store
+ * write it makes: its claim, and the settle, takeover, renewal and release fenced by the owner token. A
+ * write the store does not answer becomes `store_unavailable` (or a `store_error` event where the call goes
+ * on); a refusal that may be this owner's own earlier write, resent, is read back first.
  */
 import { Buffer } from "node:buffer";
-import { LeaseLostError } from "./errors.js";
+import type { SleepOptions } from "./clock.js";
+import {
+  ErrorCode,
+  IdempotencyError,
+  isIdempotencyError,
+  LeaseLostError,
+  StoreUnavailableError,
+} from "./errors.js";
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
 import { messageOf } from "./outcomes.js";
 import type { RecentSimilarCall } from "./similar.js";
-import type { IdempotencyRecord } from "./store.js";
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  ownerToken,
+  readBackOwnSettle,
+  type SettleRequest,
+} from "./store.js";
 import { iso } from "./time.js";
 
 /** What a wrapped call returns, and what the model reads (snake_case, as JSON a model sees). */
@@ -136,4 +152,196 @@ export const errorMessage = messageOf;
  */
 export function unreachable(action: never): never {
   throw new Error(`idempotool: no step carries out "${String(action)}"; nothing more runs.`);
+}
+
+export const settleAttempts = 3;
+
+/** Claim the key under the call's token (a store that throws at once gives a rejected claim). */
+export function claim<A, R>(call: Call<A, R>): Promise<ClaimResult> {
+  const { options } = call;
+  try {
+    return options.store.claim({
+      scope: call.scope,
+      key: call.key,
+      tool: options.name,
+      fingerprint: call.fingerprint,
+      token: call.token,
+      leaseMs: options.leaseMs,
+      ttlMs: options.ttlMs,
+      now: options.clock.now(),
+    });
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/**
+ * Settle under the owner token. Returns the settled record, "lost" when another owner took over,
+ * or "store_failed" when the store could not be reached (the record then stays in progress, and its
+ * lease decides what a repeat gets).
+ */
+export async function settleFenced<A, R>(
+  call: Call<A, R>,
+  record: IdempotencyRecord,
+  status: "completed" | "failed" | "unknown",
+  result: string | null,
+  error: string | null,
+): Promise<IdempotencyRecord | "lost" | "store_failed"> {
+  const { options, flight } = call;
+  // From here on a waiter that begins waiting may miss this settle's instant: it must read the store.
+  if (flight) flight.settling = true;
+  for (let attempt = 0; attempt < settleAttempts; attempt++) {
+    try {
+      const request: SettleRequest = {
+        scope: call.scope,
+        key: call.key,
+        token: record.token,
+        status,
+        result,
+        error,
+        ttlMs: options.ttlMs,
+        now: options.clock.now(),
+      };
+      // A refusal can be our own earlier settle (an attempt whose reply was lost): read back (as settleOwn).
+      const settled =
+        (await options.store.settle(request)) || (await readBackOwnSettle(options.store, request));
+      if (settled && flight) flight.settled = settled;
+      return settled ?? "lost";
+    } catch (failure) {
+      const consequence = "The tool ran; its outcome may not be recorded.";
+      emit(
+        call,
+        "store_error",
+        undefined,
+        new StoreUnavailableError("settle", { cause: failure, consequence }),
+      );
+    }
+  }
+  return "store_failed";
+}
+
+/**
+ * Compare-and-swap the record from its stale owner to a fresh token of this call's. Returns the taken
+ * record, or null when another caller moved it first. A takeover whose answer was a refusal or was lost
+ * may have landed all the same: the record is read back, and carrying the new token, it is this call's.
+ */
+export async function takeOver<A, R>(
+  call: Call<A, R>,
+  record: IdempotencyRecord,
+): Promise<IdempotencyRecord | null> {
+  const { options } = call;
+  const id = { scope: call.scope, key: call.key };
+  const token = ownerToken();
+  let answer: IdempotencyRecord | null;
+  try {
+    answer = await options.store.takeover({
+      ...id,
+      fromToken: record.token,
+      token,
+      leaseMs: options.leaseMs,
+      ttlMs: options.ttlMs,
+      now: options.clock.now(),
+    });
+  } catch (error) {
+    // Its reply lost, a takeover that landed would hold the key, unheard, until its lease passed.
+    let current: IdempotencyRecord | undefined;
+    try {
+      current = await options.store.get(id, options.clock.now());
+    } catch {
+      // The takeover's own failure is what the caller hears.
+    }
+    // Only while its lease holds: a takeover answered that late is judged again, as any stale claim.
+    if (current?.token === token && current.leaseExpiresAt > options.clock.now()) return current;
+    throw storeFailure(call, "takeover", error);
+  }
+  if (answer) return answer;
+  // A client that resends a command whose reply was lost hears "moved on" from our own takeover.
+  try {
+    const current = await options.store.get(id, options.clock.now());
+    return current?.token === token ? current : null;
+  } catch (error) {
+    throw storeFailure(call, "takeover", error);
+  }
+}
+
+/**
+ * Whether this call still holds the record, by a renewal fenced by its token: a hook may have answered
+ * after the lease passed and another caller took the record. A store that does not answer is reported.
+ */
+export async function stillHeld<A, R>(call: Call<A, R>, record: IdempotencyRecord): Promise<boolean> {
+  const { options } = call;
+  try {
+    return await options.store.renew({
+      scope: call.scope,
+      key: call.key,
+      token: record.token,
+      leaseMs: options.leaseMs,
+      ttlMs: options.ttlMs,
+      now: options.clock.now(),
+    });
+  } catch (error) {
+    throw storeFailure(call, "renew", error);
+  }
+}
+
+/** Free the key the call holds, fenced by the record's token; a store that does not answer is reported. */
+export async function releaseFenced<A, R>(call: Call<A, R>, record: IdempotencyRecord): Promise<void> {
+  try {
+    await call.options.store.release({ scope: call.scope, key: call.key, token: record.token });
+    emit(call, "released", record.attempts);
+  } catch (error) {
+    // The record stays in progress; once its lease passes a repeat is judged by the effect class.
+    const consequence = "The key stays claimed until its lease passes.";
+    emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error, consequence }));
+  }
+}
+
+/** How long a caller keeps trying to free a claim it may have made, once the store stops answering. */
+const releaseRetryBeyondLeaseMs = 60_000;
+/** Nobody awaits those retries: they must not keep a finished process alive. */
+const background: SleepOptions = { ref: false };
+
+/**
+ * The claim request failed, but it may have landed with its reply lost: the tool did not run under it, so
+ * release it, fenced by the call's token (a claim that never landed, or a key another caller holds, is left
+ * alone). When the store does not answer, keep trying in the background with backoff until it does, for
+ * up to a minute past the lease: a repeat that arrives meanwhile waits on the claim as on any other.
+ * A release answered before the failed claim lands would free nothing: the store contract forbids that
+ * order (see IdempotencyStore), so one answered release is enough.
+ */
+export async function releaseUnrun<A, R>(call: Call<A, R>): Promise<void> {
+  const { options } = call;
+  const release = async () => {
+    await options.store.release({ scope: call.scope, key: call.key, token: call.token });
+  };
+  try {
+    await release();
+    return;
+  } catch (error) {
+    // A store that refuses the key itself (a character it cannot hold) holds no claim under it either.
+    if (isIdempotencyError(error, ErrorCode.invalidArguments)) return;
+    emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+  }
+  void (async () => {
+    let delayMs = 100;
+    for (let waitedMs = 0; waitedMs < options.leaseMs + releaseRetryBeyondLeaseMs; waitedMs += delayMs) {
+      await options.clock.sleep(delayMs, undefined, background);
+      try {
+        await release();
+        emit(call, "released");
+        return;
+      } catch (error) {
+        emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+      }
+      delayMs = Math.min(delayMs * 2, 5_000);
+    }
+  })();
+}
+
+/** A store operation failed: the error the caller gets (`store_unavailable` unless the store said more). */
+export function storeFailure<A, R>(call: Call<A, R>, operation: string, error: unknown): IdempotencyError {
+  const failure =
+    error instanceof IdempotencyError ? error : new StoreUnavailableError(operation, { cause: error });
+  emit(call, "store_error", undefined, failure);
+  return failure;
 }

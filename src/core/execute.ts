@@ -10,6 +10,9 @@ import {
   envelope,
   errorMessage,
   leaseLost,
+  releaseFenced,
+  settleFenced,
+  stillHeld,
   type ToolContext,
   unreachable,
 } from "./call.js";
@@ -21,7 +24,6 @@ import {
   ResultUnserializableError,
   StoreUnavailableError,
 } from "./errors.js";
-import { releaseFenced, settleFenced, stillHeld } from "./fenced.js";
 import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { type Lease, startLease } from "./lease.js";
 import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";

@@ -1,10 +1,14 @@
 import {
   type Call,
+  claim,
   type Envelope,
   emit,
   envelope,
+  releaseUnrun,
+  storeFailure,
   type Tool,
   type ToolContext,
+  takeOver,
   unreachable,
 } from "./call.js";
 import { decide, found } from "./decide.js";
@@ -19,7 +23,6 @@ import {
   retryAfterMsOf,
 } from "./errors.js";
 import { execute, verifyEarlierAttempt } from "./execute.js";
-import { claim, releaseUnrun, storeFailure, takeOver } from "./fenced.js";
 import {
   type ClaimMark,
   claimOnItsWay,

@@ -1,7 +1,7 @@
 /** What the hook answered, and how the reconciler carries it out under the claim it took. */
 
+import { settleAttempts } from "../core/call.js";
 import { undoOnce } from "../core/compensation.js";
-import { settleAttempts } from "../core/fenced.js";
 import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
 import type { RecordBinding } from "../core/result-codec.js";
