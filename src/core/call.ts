@@ -16,7 +16,6 @@ import {
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
-import { messageOf } from "./outcomes.js";
 import type { RecentSimilarCall } from "./similar.js";
 import {
   type ClaimResult,
@@ -142,9 +141,6 @@ export function emit<A, R>(call: Call<A, R>, type: EventType, attempt?: number, 
     // Observability must never change what a call does.
   }
 }
-
-/** The message of anything thrown (see messageOf). */
-export const errorMessage = messageOf;
 
 /**
  * The `default` of a `switch` over an event's actions, which the compiler proves unreachable: each event's

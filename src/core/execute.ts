@@ -8,7 +8,6 @@ import {
   type Envelope,
   emit,
   envelope,
-  errorMessage,
   leaseLost,
   releaseFenced,
   settleFenced,
@@ -26,7 +25,7 @@ import {
 } from "./errors.js";
 import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { type Lease, startLease } from "./lease.js";
-import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "./outcomes.js";
+import { DefinitiveFailure, messageOf, NotExecuted, ReplayedFailureError } from "./outcomes.js";
 import { bindingFor, decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
@@ -141,7 +140,7 @@ async function afterTool<A, R>(
       return await settleFailed(call, record, cause, data, "run");
     }
     case "settle_unknown": {
-      const reason = `the tool threw before reporting an outcome (${errorMessage(cause)}), and its ${call.options.effect} effect may have happened`;
+      const reason = `the tool threw before reporting an outcome (${messageOf(cause)}), and its ${call.options.effect} effect may have happened`;
       const codec = call.options.codec;
       const stored = encodeFailure(RecordStatus.unknown, cause, undefined, codec, bindingFor(call, record));
       return await settleUnknown(call, record, stored, reason, cause, "run");
@@ -208,7 +207,7 @@ export async function verifyEarlierAttempt<A, R>(
         outcome?.status === "unknown"
           ? `${reason}; verify could not tell${outcome.reason ? `: ${outcome.reason}` : ""}`
           : verifyError !== undefined
-            ? `${reason}; verify failed: ${errorMessage(verifyError)}`
+            ? `${reason}; verify failed: ${messageOf(verifyError)}`
             : `${reason}; verify returned an unrecognised outcome`;
       // The earlier attempt's stored error stays as it was.
       return settleUnknown(call, taken, taken.error, why, verifyError, "verify");

@@ -1,7 +1,7 @@
 // Paths of a call where a change would hand a caller the wrong thing (a double effect, a replay flag on a
 // fresh run, a string where a record belongs) and nothing else in the suite would notice.
 import { describe, expect, it } from "vitest";
-import { gate, rejection } from "../../test/fixtures/tools.js";
+import { gate, hasSettled, rejection } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import {
   type IdempotencyError,
@@ -667,17 +667,6 @@ describe("the context a tool receives", () => {
     expect(spread.signal?.aborted).toBe(false);
   });
 });
-
-/** Whether `promise` has settled once pending callbacks ran (the fake clock standing still). */
-async function hasSettled(promise: Promise<unknown>): Promise<boolean> {
-  let done = false;
-  promise.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await new Promise<void>((resolve) => setImmediate(resolve));
-  return done;
-}
 
 describe("a repeat that waits on a call in this process", () => {
   it("leaves no claim marked on its way after a claim the store did not answer, so no later repeat joins it", async () => {

@@ -1,5 +1,6 @@
 import { getEventListeners } from "node:events";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { hasSettled } from "../../test/fixtures/tools.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import { systemClock } from "./clock.js";
 import {
@@ -18,17 +19,6 @@ import {
 import { memoryStore } from "./memory-store.js";
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from "./store.js";
 
-/** Whether `promise` has settled once pending callbacks ran. */
-async function settled(promise: Promise<unknown>): Promise<boolean> {
-  let done = false;
-  promise.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await new Promise<void>((resolve) => setImmediate(resolve));
-  return done;
-}
-
 const abortListeners = (signal: AbortSignal) => getEventListeners(signal, "abort").length;
 
 describe("flights in this process", () => {
@@ -43,9 +33,9 @@ describe("flights in this process", () => {
     const second = beginFlight(store, "s", "b", "t2");
     expect(flightCount(store)).toBe(2);
     const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
-    expect(await settled(waiting)).toBe(false);
+    expect(await hasSettled(waiting)).toBe(false);
     endFlight(first);
-    expect(await settled(waiting)).toBe(true);
+    expect(await hasSettled(waiting)).toBe(true);
     // Its sleep on the clock is stopped, not left to wake later.
     expect(clock.pending).toBe(0);
     expect(flightCount(store)).toBe(1);
@@ -61,9 +51,9 @@ describe("flights in this process", () => {
     endFlight(overtaken);
     expect(flightCount(store)).toBe(1);
     const waiting = waitForOutcome(store, "s", "a", clock, 10_000, undefined);
-    expect(await settled(waiting)).toBe(false);
+    expect(await hasSettled(waiting)).toBe(false);
     endFlight(current);
-    expect(await settled(waiting)).toBe(true);
+    expect(await hasSettled(waiting)).toBe(true);
     expect(flightCount(store)).toBe(0);
   });
 
@@ -123,7 +113,7 @@ describe("flights in this process", () => {
     const caller = new AbortController();
     const waiting = waitForOutcome(memoryStore(), "s", "a", clock, 100, caller.signal);
     await clock.advance(99);
-    expect(await settled(waiting)).toBe(false);
+    expect(await hasSettled(waiting)).toBe(false);
     await clock.advance(1);
     await waiting;
     expect(abortListeners(caller.signal)).toBe(0);
