@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# npm run test:all: type-check, lint, build, check the model of the record protocol, then run the whole
-# suite (servers, processes and all; `npm test` is the quick part) once on each Node version the package claims (package.json "engines"), with both SQLite drivers required: Node's
-# built-in node:sqlite and better-sqlite3. Each Node comes from scripts/node.sh (installed from the npm
-# registry into a cache folder the first time), whatever Node runs npm.
+# npm run test:all: type-check, lint, build and check the model of the record protocol (side by side), then
+# run the whole suite (servers, processes and all; `npm test` is the quick part) once on each Node version
+# the package claims (package.json "engines"), with both SQLite drivers required: Node's built-in
+# node:sqlite and better-sqlite3. Each Node comes from scripts/node.sh (installed from the npm registry into
+# a cache folder the first time), whatever Node runs npm.
 #
 # Usage: npm run test:all [-- <vitest options…>]
 #   Options go to every vitest run. A JSON report (--outputFile.json=F) is written once per Node version:
 #   F with ".node<major>" before its extension (results.json → results.node24.json).
-#   IDEMPOTOOL_TEST_NODES="24" runs the suite on a subset (default: "24 22"). The first run also runs the
-#   built package on Deno and Bun (test/runtimes.test.ts, through scripts/runtimes.sh).
-#   The first Node runs the store scenarios (test/fixtures/stores.ts) on every store; the later ones on the
-#   stores that live inside Node (memory and SQLite on both drivers), unless IDEMPOTOOL_STORES is set. A
-#   server store's atomicity is the server's, and its client code runs on every Node through its own
-#   suite (postgres-store, redis-store, dynamodb-store, ...): the cross-process races and crashes on
-#   PostgreSQL, Redis, DynamoDB and Durable Objects are half the suite's time, and would not change.
+#   IDEMPOTOOL_TEST_NODES="24" runs the suite on a subset (default: "24 22").
+#   IDEMPOTOOL_TEST_WORKERS: test files run side by side (default: the number of cores).
+#   The first Node runs every file; the later ones leave out the files whose outcome does not depend on
+#   the Node running vitest (`once` below: Deno and Bun, workerd, spin), and run the store scenarios
+#   (test/fixtures/stores.ts) on the stores that live inside Node (memory and SQLite on both drivers),
+#   unless IDEMPOTOOL_STORES is set. A server store's atomicity is the server's, and its client code runs
+#   on every Node through its own suite (postgres-store, redis-store, dynamodb-store, ...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,39 +24,78 @@ step() {
 }
 # spin, a C compiler, PostgreSQL and Redis: installed or started where allowed, else named (scripts/provision.sh).
 step scripts/provision.sh
-step npm run typecheck --silent
-step npm run lint --silent
-step npm run build --silent
-step npm run check:model --silent
+
+# Type-check, lint, build and check the model side by side: each is one thread, and together they keep the
+# machine's cores busy. The output of each that fails is shown.
+checks() {
+  local logs failed=0 i
+  logs="$(mktemp -d)"
+  local pids=()
+  for name in "$@"; do
+    npm run "$name" --silent >"$logs/$name.log" 2>&1 &
+    pids+=("$!")
+  done
+  i=0
+  for name in "$@"; do
+    if ! wait "${pids[$i]}"; then
+      echo "npm run test:all: failed: npm run $name" >&2
+      cat "$logs/$name.log" >&2
+      failed=1
+    fi
+    i=$((i + 1))
+  done
+  rm -rf "$logs"
+  return $failed
+}
+echo "npm run test:all: type-check, lint, build and check the model" >&2
+checks typecheck lint build check:model || exit 1
 
 # The store rows (test/fixtures/stores.ts) whose code runs inside Node itself.
 in_node_stores="memory,sqlite-node:sqlite,sqlite-better-sqlite3,sqlite-both-drivers"
+# Files whose outcome does not depend on the Node that runs vitest: the built package on Deno and Bun, the
+# Workers in workerd, the model in spin, the provisioning script. The first Node runs them; the others skip.
+once=(
+  test/runtimes.test.ts
+  test/cloudflare-example.test.ts
+  test/cloudflare-lease-renewals.test.ts
+  test/cloudflare-released-tokens.test.ts
+  test/cloudflare-store.test.ts
+  test/cloudflare-stubs.test.ts
+  test/cloudflare-worker-timers.test.ts
+  test/model-table.test.ts
+  test/provision.test.ts
+)
+# Test files side by side: vitest's default (one fewer than the cores) leaves a 2-core machine half idle
+# while a file waits on a process or a server. IDEMPOTOOL_TEST_WORKERS sets it.
+workers="${IDEMPOTOOL_TEST_WORKERS:-$(nproc)}"
 
-status=0
-first=true
-for major in ${IDEMPOTOOL_TEST_NODES:-24 22}; do
-  args=()
-  stores="${IDEMPOTOOL_STORES:-}"
+# suite <major> <first: true|false> <vitest options…>: the whole suite on one Node.
+suite() {
+  local major="$1" first="$2" args=() stores="${IDEMPOTOOL_STORES:-}" file
+  shift 2
   if ! $first; then
-    # test/runtimes.test.ts runs the built package on Deno and Bun, not on this Node: once is enough.
-    args+=(--exclude test/runtimes.test.ts)
+    for file in "${once[@]}"; do args+=(--exclude "$file"); done
     stores="${IDEMPOTOOL_STORES:-$in_node_stores}"
   fi
-  first=false
   for arg in "$@"; do
     if [[ $arg == --outputFile.json=* ]]; then
       file="${arg#--outputFile.json=}"
-      base="${file%.json}"
-      arg="--outputFile.json=$base.node$major.json"
+      arg="--outputFile.json=${file%.json}.node$major.json"
     fi
     args+=("$arg")
   done
-  echo "npm run test:all: the whole suite on Node $major" >&2
-  echo "npm run test:all: store scenarios on ${stores:-every store}" >&2
-  if ! IDEMPOTOOL_SQLITE_DRIVERS=node:sqlite,better-sqlite3 IDEMPOTOOL_STORES="$stores" \
-    scripts/node.sh "$major" --with-better-sqlite3 node_modules/vitest/vitest.mjs run ${args[@]+"${args[@]}"}; then
-    echo "npm run test:all: the suite failed on Node $major" >&2
-    status=1
-  fi
+  echo "npm run test:all: the whole suite on Node $major, store scenarios on ${stores:-every store}" >&2
+  IDEMPOTOOL_SQLITE_DRIVERS=node:sqlite,better-sqlite3 IDEMPOTOOL_STORES="$stores" \
+    scripts/node.sh "$major" --with-better-sqlite3 node_modules/vitest/vitest.mjs run --maxWorkers="$workers" \
+    ${args[@]+"${args[@]}"} || { echo "npm run test:all: the suite failed on Node $major" >&2; return 1; }
+}
+
+# One Node after another: side by side they would only share the same two cores, and slow each other's
+# timing-bound tests.
+status=0
+first=true
+for major in ${IDEMPOTOOL_TEST_NODES:-24 22}; do
+  suite "$major" "$first" "$@" || status=1
+  first=false
 done
 exit $status
