@@ -4,7 +4,9 @@
  * short windows: the effect happens at most once per (scope, key) per window — two effects on one key
  * are at least `ttlMs` apart — and every caller gets its own tool's original outcome or a typed error.
  * Some calls run where timers fail, so the lease cannot be started after the claim: the tool never runs
- * and the call frees the key before it fails.
+ * and the call frees the key before it fails. Some tools throw a value that cannot become a string, and one
+ * key is refused by the store itself (as SQLite on Deno refuses a NUL): its callers are told so, its tool
+ * never runs, and the store is not asked again and again to release it.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
@@ -13,6 +15,7 @@ import {
   type Clock,
   definitiveFailure,
   type Effect,
+  IdempotencyError,
   fingerprint,
   type IdempotencyStore,
   idempotent,
@@ -23,8 +26,19 @@ import {
 } from "../src/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
-/** What the tool does; `unstartable`: the call runs where timers fail, so its lease cannot start. */
-type Behaviour = "ok" | "slow" | "long" | "definitive" | "not_executed" | "throw" | "unstartable";
+/**
+ * What the tool does; `unprintable`: it throws a value that cannot become a string; `unstartable`: the call
+ * runs where timers fail, so its lease cannot start.
+ */
+type Behaviour =
+  | "ok"
+  | "slow"
+  | "long"
+  | "definitive"
+  | "not_executed"
+  | "throw"
+  | "unprintable"
+  | "unstartable";
 type Op =
   | { kind: "call"; tool: number; key: string; scope: string; variant: number; behaviour: Behaviour }
   | { kind: "crash"; tool: number; key: string; scope: string; variant: number; renewForMs: number }
@@ -33,7 +47,9 @@ type Op =
 const toolNames = ["send", "notify"] as const;
 const leaseMs = 30_000;
 
-const keyArb = fc.constantFrom("a", "b");
+/** A key the store refuses to hold: every store operation naming it throws `invalid_arguments`. */
+const refusedKey = "refused";
+const keyArb = fc.constantFrom("a", "b", "a", "b", refusedKey);
 const scopeArb = fc.constantFrom("s1", "s2");
 const variantArb = fc.constantFrom(0, 0, 0, 1);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -52,6 +68,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         "definitive",
         "not_executed",
         "throw",
+        "unprintable",
         "unstartable",
       ),
     }),
@@ -101,12 +118,27 @@ function failingTimers(clock: FakeClock): Clock {
   };
 }
 
-/** Interleave every store operation through fast-check's scheduler. */
-function scheduled(store: IdempotencyStore, s: fc.Scheduler): IdempotencyStore {
+/** Values thrown that cannot become a string (`String(value)` throws). */
+const unprintables = new WeakSet<object>();
+function unprintable(): object {
+  const value = Object.create(null) as object;
+  unprintables.add(value);
+  return value;
+}
+
+/**
+ * Interleave every store operation through fast-check's scheduler. An operation naming the refused key
+ * throws, as a store that cannot hold the key does, and counts in `refused`.
+ */
+function scheduled(store: IdempotencyStore, s: fc.Scheduler, refused: { ops: number }): IdempotencyStore {
   const wrap =
-    <A extends unknown[], R>(name: string, op: (...args: A) => Promise<R>) =>
+    <A extends [{ key: string }, ...unknown[]], R>(name: string, op: (...args: A) => Promise<R>) =>
     (...args: A) =>
-      s.schedule(Promise.resolve(name), name).then(() => op(...args));
+      s.schedule(Promise.resolve(name), name).then(() => {
+        if (args[0].key !== refusedKey) return op(...args);
+        refused.ops++;
+        throw new IdempotencyError("invalid_arguments", "this store cannot hold that key");
+      });
   // An unstartable call's claims, so the run can check that it gave each one up.
   const owned =
     <A extends [{ token: string }], R>(op: (...args: A) => Promise<R>) =>
@@ -157,7 +189,8 @@ async function drive(s: fc.Scheduler, clock: FakeClock, done: () => boolean, unt
 async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc.Scheduler): Promise<void> {
   const clock = fakeClock();
   const inner = memoryStore();
-  const store = scheduled(inner, s);
+  const refused = { ops: 0 };
+  const store = scheduled(inner, s, refused);
   // When an effect may have reached the outside world, per (scope, key).
   const maybeEffects = new Map<string, number[]>();
   // The values of successful runs, per (scope, key, tool).
@@ -179,9 +212,10 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
             released.add(id);
             throw notExecuted(new Error("invalid"));
           case "throw":
+          case "unprintable":
             if (undoneOnThrow) released.add(id);
             else count(id);
-            throw new Error("boom");
+            throw args.behaviour === "throw" ? new Error("boom") : unprintable();
           case "definitive":
             count(id);
             throw definitiveFailure(new Error("declined"));
@@ -222,6 +256,7 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
       await drive(s, clock, () => true, clock.now() + op.ms);
     } else if (op.kind === "crash") {
       // A worker claimed the key, renewed its lease for a while, maybe did the effect, and died.
+      if (op.key === refusedKey) continue;
       const id = `${op.scope}/${op.key}`;
       const record = {
         scope: op.scope,
@@ -281,6 +316,19 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
 
   expect(keptByUnstartable, "a call whose lease could not start kept its claim").toEqual([]);
 
+  const refusedCalls = calls.filter((call) => call.id.endsWith(`/${refusedKey}`));
+  expect(
+    [...attemptsSeen.keys()].filter((id) => id.endsWith(`/${refusedKey}`)),
+    "a refused key ran",
+  ).toEqual([]);
+  // Each refused call may ask once to claim and once to give the claim up: never again and again.
+  expect(refused.ops, "store operations on the refused key").toBeLessThanOrEqual(2 * refusedCalls.length);
+  for (const call of refusedCalls) {
+    expect(await call.promise, `${call.tool} on ${call.id}`).toMatchObject({
+      error: { code: "invalid_arguments" },
+    });
+  }
+
   for (const [id, times] of maybeEffects) {
     for (let i = 1; i < times.length; i++) {
       expect(
@@ -310,8 +358,9 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
         isIdempotencyError(error) ||
         error instanceof ReplayedFailureError ||
         error === timersFail ||
+        (typeof error === "object" && error !== null && unprintables.has(error)) ||
         (error instanceof Error && ["invalid", "boom", "declined"].includes(error.message));
-      expect(typed, `untyped error: ${String(error)}`).toBe(true);
+      if (!typed) expect.fail(`untyped error: ${String(error)}`);
     } else {
       // A value handed back is a successful run's value of this very tool on this key.
       expect(
@@ -339,10 +388,10 @@ describe("the state machine under random interleavings", () => {
 
   // Runs the random search may take a while to reach, each under an interleaving of its own.
   const scheduler = () => fc.sample(fc.scheduler(), 1)[0]!;
-  const call = (tool: number, behaviour: Behaviour = "ok"): Op => ({
+  const call = (tool: number, behaviour: Behaviour = "ok", key = "a"): Op => ({
     kind: "call",
     tool,
-    key: "a",
+    key,
     scope: "s1",
     variant: 0,
     behaviour,
@@ -371,6 +420,28 @@ describe("the state machine under random interleavings", () => {
   it("a second tool on the same key neither runs nor gets the first tool's outcome", async () => {
     for (const behaviour of ["ok", "slow", "definitive", "throw"] as const) {
       await checkRun("irreversible", 86_400_000, [call(0, behaviour), call(1), call(1, "slow")], scheduler());
+    }
+  });
+
+  it("a tool that throws a value that cannot become a string ends as any throw does, under every effect", async () => {
+    for (const effect of ["irreversible", "compensatable", "native-key", "owned-store"] as const) {
+      await checkRun(effect, 86_400_000, [call(0, "unprintable"), call(0), call(1, "slow")], scheduler());
+    }
+  });
+
+  it("a key the store refuses is never run, and its claim is not given up again and again", async () => {
+    for (const effect of ["irreversible", "native-key"] as const) {
+      const refusedCalls = [
+        call(0, "ok", refusedKey),
+        call(0, "slow", refusedKey),
+        call(1, "ok", refusedKey),
+      ];
+      await checkRun(
+        effect,
+        86_400_000,
+        [...refusedCalls, { kind: "advance", ms: 170_000 }, call(0)],
+        scheduler(),
+      );
     }
   });
 });
