@@ -3,15 +3,10 @@
  * key detection, and Steps 1–2 (which operation model, and why), on every tool format it reads.
  */
 import { describe, expect, it } from "vitest";
-import {
-  auditTools,
-  classifyTool,
-  findIdempotencyKey,
-  type JsonSchema,
-  readToolDefinitions,
-  type ToolAnnotations,
-  type ToolAudit,
-} from "../src/audit/index.js";
+import { classifyTool } from "../src/audit/classify.js";
+import { findIdempotencyKey } from "../src/audit/idempotency-key.js";
+import { auditTools, type ToolAudit } from "../src/audit/index.js";
+import { type JsonSchema, readToolDefinitions, type ToolAnnotations } from "../src/audit/tool-definition.js";
 import { isIdempotencyError, maxArgumentDepth } from "../src/index.js";
 
 const mcpTool = (

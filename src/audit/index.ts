@@ -1,7 +1,11 @@
 /**
- * `idempotool/audit`: the rules of docs/cli.md ("audit") over tool definitions. Which tools
- * are side-effectful, which of those take an idempotency key, and which operation model (OP-1 … OP-8)
- * each should use. `idempotool audit` is this, on the command line.
+ * `idempotool/audit`: the checks of `idempotool audit` over tool definitions, for a program (a test that
+ * keeps a project's tools auditable, a dashboard). Which tools are side-effectful, which of those take an
+ * idempotency key, and which operation model (OP-1 … OP-8) each should use.
+ *
+ * The report's shape is the API; how a tool is classified is not. The heuristics behind it (verbs, third
+ * parties named in descriptions, key lookalikes) change as they meet new tools, so they stay inside the
+ * CLI. A tool you wrap yourself needs no audit: give `idempotent()` its `effect`.
  *
  * @example
  * import { auditTools } from "idempotool/audit";
@@ -13,13 +17,11 @@
  */
 export type { AuditOptions, AuditReport, ToolAudit } from "./audit-tools.js";
 export { auditTools, Verdict } from "./audit-tools.js";
-export type { Classification, Mention, Signal } from "./classify.js";
-export { classifyTool, ToolClass } from "./classify.js";
-export type { KeyField, KeySearch } from "./idempotency-key.js";
-export { findIdempotencyKey } from "./idempotency-key.js";
+export type { Signal } from "./classify.js";
+export { ToolClass } from "./classify.js";
+export type { KeyField } from "./idempotency-key.js";
 export type { ListMcpToolsOptions, McpServerCommand, McpToolList } from "./list-mcp-tools.js";
 export { listMcpTools } from "./list-mcp-tools.js";
-export type { MechanismInput, Plan, Recommendation } from "./mechanism.js";
-export { Mechanism, mechanismTitles, recommendMechanism, ToolLayer } from "./mechanism.js";
-export type { JsonSchema, ToolAnnotations, ToolDefinition } from "./tool-definition.js";
-export { readToolDefinitions, ToolFormat } from "./tool-definition.js";
+export type { Recommendation } from "./mechanism.js";
+export { Mechanism, ToolLayer } from "./mechanism.js";
+export { ToolFormat } from "./tool-definition.js";
