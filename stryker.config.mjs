@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * `npm run mutate`: mutation testing of the record protocol (docs/mutation-testing.md).
+ * `npm run mutate`: mutation testing of the record protocol (docs/protocol.md, "The tests behind the code").
  * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
 export default {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# npm run test:all: type-check, lint, build and check the model of the record protocol (side by side), then
+# npm run test:all: type-check, lint, build, check the model of the record protocol and the committed mutation
+# testing results (side by side: scripts/mutate.sh --check), then
 # run the whole suite (servers, processes and all; `npm test` is the quick part) once on each Node version
 # the package claims (package.json "engines"), with both SQLite drivers required: Node's built-in
 # node:sqlite and better-sqlite3. Each Node comes from scripts/node.sh (installed from the npm registry into
@@ -47,8 +48,8 @@ checks() {
   rm -rf "$logs"
   return $failed
 }
-echo "npm run test:all: type-check, lint, build and check the model" >&2
-checks typecheck lint build check:model || exit 1
+echo "npm run test:all: type-check, lint, build, check the model and the committed mutation results" >&2
+checks typecheck lint build check:model check:mutation || exit 1
 
 # The store rows (test/fixtures/stores.ts) whose code runs inside Node itself.
 in_node_stores="memory,sqlite-node:sqlite,sqlite-better-sqlite3,sqlite-both-drivers"
