@@ -18,7 +18,11 @@ export default tseslint.config(
     files: ["**/*.ts"],
     languageOptions: {
       parser: tseslint.parser,
-      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+      // The two programs every file belongs to, each built once for the whole run.
+      parserOptions: {
+        project: ["./tsconfig.json", "./tsconfig.workers.json"],
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     plugins: { "@typescript-eslint": tseslint.plugin },
     rules: {
