@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# npm run test:all: type-check, lint, build, check the model of the record protocol and the committed mutation
-# testing results (side by side: scripts/mutate.sh --check), then
-# run the whole suite (servers, processes and all; `npm test` is the quick part) once on each Node version
-# the package claims (package.json "engines"), with both SQLite drivers required: Node's built-in
-# node:sqlite and better-sqlite3. Each Node comes from scripts/node.sh (installed from the npm registry into
-# a cache folder the first time), whatever Node runs npm.
+# npm run test:all: type-check, lint, build, and check the model of the record protocol and the committed
+# mutation testing results (side by side), then run the whole suite (servers, processes and all; `npm test`
+# is the quick part) once on each Node version the package claims (package.json "engines"), with both
+# SQLite drivers required: Node's built-in node:sqlite and better-sqlite3. Each Node comes from
+# scripts/node.sh (installed from the npm registry into a cache folder the first time), whatever Node runs
+# npm.
 #
 # Usage: npm run test:all [-- <vitest options…>]
 #   Options go to every vitest run. A JSON report (--outputFile.json=F) is written once per Node version:
@@ -26,12 +26,11 @@ step() {
 # spin, a C compiler, PostgreSQL and Redis: installed or started where allowed, else named (scripts/provision.sh).
 step scripts/provision.sh
 
-# Type-check, lint, build and check the model side by side: each is one thread, and together they keep the
-# machine's cores busy. The output of each that fails is shown.
+# npm scripts side by side: each is one thread, and together they keep the machine's cores busy. The output
+# of each that fails is shown.
 checks() {
-  local logs failed=0 i
+  local logs failed=0 i pids=()
   logs="$(mktemp -d)"
-  local pids=()
   for name in "$@"; do
     npm run "$name" --silent >"$logs/$name.log" 2>&1 &
     pids+=("$!")
