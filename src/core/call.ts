@@ -204,13 +204,7 @@ export async function settleFenced<A, R>(
       if (settled && flight) flight.settled = settled;
       return settled ?? "lost";
     } catch (failure) {
-      const consequence = "The tool ran; its outcome may not be recorded.";
-      emit(
-        call,
-        "store_error",
-        undefined,
-        new StoreUnavailableError("settle", { cause: failure, consequence }),
-      );
+      reportStoreError(call, "settle", failure, "The tool ran; its outcome may not be recorded.");
     }
   }
   return "store_failed";
@@ -287,8 +281,7 @@ export async function releaseFenced<A, R>(call: Call<A, R>, record: IdempotencyR
     emit(call, "released", record.attempts);
   } catch (error) {
     // The record stays in progress; once its lease passes a repeat is judged by the effect class.
-    const consequence = "The key stays claimed until its lease passes.";
-    emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error, consequence }));
+    reportStoreError(call, "release", error, "The key stays claimed until its lease passes.");
   }
 }
 
@@ -316,7 +309,7 @@ export async function releaseUnrun<A, R>(call: Call<A, R>): Promise<void> {
   } catch (error) {
     // A store that refuses the key itself (a character it cannot hold) holds no claim under it either.
     if (isIdempotencyError(error, ErrorCode.invalidArguments)) return;
-    emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+    reportStoreError(call, "release", error);
   }
   void (async () => {
     let delayMs = 100;
@@ -327,11 +320,24 @@ export async function releaseUnrun<A, R>(call: Call<A, R>): Promise<void> {
         emit(call, "released");
         return;
       } catch (error) {
-        emit(call, "store_error", undefined, new StoreUnavailableError("release", { cause: error }));
+        reportStoreError(call, "release", error);
       }
       delayMs = Math.min(delayMs * 2, 5_000);
     }
   })();
+}
+
+/**
+ * A store operation failed where the call goes on without it: a `store_error` event says which operation
+ * and, where given, what the call lost by it.
+ */
+export function reportStoreError<A, R>(
+  call: Call<A, R>,
+  operation: string,
+  error: unknown,
+  consequence?: string,
+): void {
+  emit(call, "store_error", undefined, new StoreUnavailableError(operation, { cause: error, consequence }));
 }
 
 /** A store operation failed: the error the caller gets (`store_unavailable` unless the store said more). */

@@ -247,7 +247,7 @@ export class StoreUnavailableError extends IdempotencyError {
    * `consequence` says what the failure meant for the call, in words for the caller and the model;
    * by default "The tool did not run.", true of every failure thrown before the tool runs.
    */
-  constructor(operation: string, options?: { cause?: unknown; consequence?: string }) {
+  constructor(operation: string, options?: { cause?: unknown; consequence?: string | undefined }) {
     const detail = options?.cause instanceof Error ? `: ${options.cause.message}` : "";
     super(
       "store_unavailable",

@@ -10,6 +10,7 @@ import {
   envelope,
   leaseLost,
   releaseFenced,
+  reportStoreError,
   settleFenced,
   stillHeld,
   type ToolContext,
@@ -21,7 +22,7 @@ import {
   OutcomeUnknownError,
   ResultTooLargeError,
   ResultUnserializableError,
-  StoreUnavailableError,
+  type StoreUnavailableError,
 } from "./errors.js";
 import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { type Lease, startLease } from "./lease.js";
@@ -351,13 +352,7 @@ async function lookUpSimilar<A, R>(
   try {
     return await findSimilar(call.options.store, call.scope, similarKey, call.key, call.options.clock.now());
   } catch (error) {
-    const consequence = "The call goes on without its near-duplicate hint.";
-    emit(
-      call,
-      "store_error",
-      undefined,
-      new StoreUnavailableError("similar-call lookup", { cause: error, consequence }),
-    );
+    reportStoreError(call, "similar-call lookup", error, "The call goes on without its near-duplicate hint.");
     return undefined;
   }
 }
@@ -382,11 +377,6 @@ async function recordSimilar<A, R>(
     );
   } catch (error) {
     const consequence = "The tool ran; later calls may miss the near-duplicate hint.";
-    emit(
-      call,
-      "store_error",
-      undefined,
-      new StoreUnavailableError("similar-call record", { cause: error, consequence }),
-    );
+    reportStoreError(call, "similar-call record", error, consequence);
   }
 }
