@@ -5,6 +5,7 @@
  * compares numbers and makes each operation atomic. All times are epoch milliseconds.
  */
 import { Buffer } from "node:buffer";
+import { ErrorCode, IdempotencyError } from "./errors.js";
 
 /** Where a record is in its life (docs/concepts.md, "The record's life"). */
 export const RecordStatus = {
@@ -207,6 +208,19 @@ export interface RecordId {
 /** One string per (scope, key), for in-process maps: the scope's length keeps ("ab", "c") and ("a", "bc") apart. */
 export function recordIdText(scope: string, key: string): string {
   return `${scope.length}:${scope}${key}`;
+}
+
+/**
+ * For a store that cannot keep a NUL (U+0000) in a scope, key or tool name: refuses one as
+ * `invalid_arguments` before the store sees it, saying why (`why` completes the sentence).
+ */
+export function refuseNul(store: string, why: string, ...values: string[]): void {
+  if (values.some((value) => value.includes("\u0000"))) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `${store}: scope, key and tool name cannot contain the NUL character (U+0000) ${why}`,
+    );
+  }
 }
 
 /** Filters and paging for `list`. Every filter is optional; they combine with AND. */

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
-import { type ClaimResult, claimedRecord, type IdempotencyStore } from "../core/store.js";
+import { type ClaimResult, claimedRecord, type IdempotencyStore, refuseNul } from "../core/store.js";
 import { boundedQueries } from "./bounded-query.js";
 import {
   type PgQueryable,
@@ -137,7 +137,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
 
     async claim(request): Promise<ClaimResult> {
       const { scope, key } = request;
-      rejectNul(scope, key, request.tool);
+      // PostgreSQL text cannot hold U+0000: say so instead of letting the driver fail obscurely.
+      refuseNul("postgresStore", "in PostgreSQL.", scope, key, request.tool);
       for (let attempt = 1; ; attempt++) {
         const path = claimPath;
         const viaFunction = path === "function";
@@ -266,14 +267,4 @@ async function runMigration(send: Send, sql: string): Promise<void> {
 function sqlState(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" ? code : undefined;
-}
-
-/** PostgreSQL text cannot hold U+0000; say so instead of letting the driver fail obscurely. */
-function rejectNul(...values: string[]): void {
-  if (values.some((value) => value.includes("\u0000"))) {
-    throw new IdempotencyError(
-      ErrorCode.invalidArguments,
-      "postgresStore: scope, key and tool name cannot contain the NUL character (U+0000) in PostgreSQL.",
-    );
-  }
 }

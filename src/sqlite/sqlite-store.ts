@@ -20,6 +20,7 @@ import {
   type RecordStatus,
   type ReleaseRequest,
   type RenewRequest,
+  refuseNul,
   type SettleRequest,
   type TakeoverRequest,
 } from "../core/store.js";
@@ -225,13 +226,11 @@ export function sqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase>(
   // by name, most straight from the request: its fields are the statements' parameters.
   /** Refuses a NUL in these where the driver would read it back cut (see readsNulWhole). */
   const noNul = (...values: string[]) => {
-    if (statements().cutsNul && values.some((value) => value.includes("\u0000"))) {
-      throw new IdempotencyError(
-        "invalid_arguments",
-        `sqliteStore: scope, key and tool name cannot contain the NUL character (U+0000) on ${db.driver} ` +
-          "here: this runtime's driver reads text only up to it, so the record would come back as another key's.",
-      );
-    }
+    if (!statements().cutsNul) return;
+    const why =
+      `on ${db.driver} here: this runtime's driver reads text only up to it, ` +
+      "so the record would come back as another key's.";
+    refuseNul("sqliteStore", why, ...values);
   };
   const attempts = {
     claim: (request: ClaimRequest) => {
