@@ -8,6 +8,8 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Client as ModernClient } from "@modelcontextprotocol/client";
+import { StdioClientTransport as ModernStdio } from "@modelcontextprotocol/client/stdio";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { IdempotencyErrorInfo, IdempotencyInfo } from "../src/mcp/index.js";
 import { MetaKey } from "../src/mcp/index.js";
@@ -15,10 +17,12 @@ import {
   type Connection,
   connect,
   connectProxy,
+  env,
   filesystemServer,
   fixture,
   memoryServer,
   progressOnTheWire,
+  proxyCommand,
   root,
   textOf,
 } from "./fixtures/proxy-harness.js";
@@ -28,11 +32,13 @@ const spawnTimeoutMs = 90_000;
 
 let dir: string;
 const open: Connection[] = [];
+const modernClients: ModernClient[] = [];
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), "idempotool-proxy-"));
 });
 afterEach(async () => {
   await Promise.all(open.splice(0).map((connection) => connection.client.close()));
+  await Promise.all(modernClients.splice(0).map((client) => client.close()));
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -205,6 +211,28 @@ describe("idempotool proxy in front of @modelcontextprotocol/server-memory", () 
       });
       expect(textOf(plainFirst)).toBe(textOf(first));
       expect(textOf(plainAgain)).not.toContain("Alice");
+    },
+    spawnTimeoutMs,
+  );
+
+  it(
+    "serves a client pinned to the 2026-07-28 revision (SDK 2.x) in front of this 2025 server: one entity, replayed",
+    async () => {
+      const client = new ModernClient(
+        { name: "agent", version: "1.0.0" },
+        { versionNegotiation: { mode: { pin: "2026-07-28" } } },
+      );
+      const { command, args } = proxyCommand(["--store", store()], [memoryServer]);
+      await client.connect(new ModernStdio({ command, args, env: env(memory()), cwd: root, stderr: "pipe" }));
+      modernClients.push(client);
+      expect(client.getProtocolEra()).toBe("modern");
+
+      const first = await client.callTool(create("alice-2026"));
+      const again = await client.callTool(create("alice-2026"));
+      expect(textOf(first)).toContain('"name": "Alice"');
+      expect(envelopeOf(again)?.was_replay).toBe(true);
+      const graph = await client.callTool({ name: "read_graph", arguments: {} });
+      expect(textOf(graph).match(/"name": "Alice"/g)).toHaveLength(1);
     },
     spawnTimeoutMs,
   );

@@ -9,7 +9,7 @@ import type { Effect, RecordOptions } from "../core/options.js";
 import { NotExecuted, notExecuted } from "../core/outcomes.js";
 import { callKey, everyKeySource } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
-import type { ToolResult } from "../mcp/mcp-types.js";
+import { type InputRequiredResult, isInputRequired, type ToolResult } from "../mcp/mcp-types.js";
 import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
 
 /** A JSON-RPC error the server answered a request with. */
@@ -39,8 +39,13 @@ export interface GuardedCallOptions
   readonly forward: (params: Record<string, unknown>) => Promise<unknown>;
 }
 
-/** The body of a JSON-RPC answer: a result, or the server's own error passed on as it was. */
-export type CallAnswer = { readonly result: ToolResult } | { readonly error: UpstreamError["error"] };
+/**
+ * The body of a JSON-RPC answer: a result (the server's question, on a multi-round-trip call), or the
+ * server's own error passed on as it was.
+ */
+export type CallAnswer =
+  | { readonly result: ToolResult | InputRequiredResult }
+  | { readonly error: UpstreamError["error"] };
 
 /** Answers guarded calls; it keeps one `idempotent()` per tool and effect class. */
 export type GuardedCalls = (
@@ -50,11 +55,20 @@ export type GuardedCalls = (
   scope: string,
 ) => Promise<CallAnswer>;
 
-/** One request on its way through idempotent(): its `_meta`, and how the forward ended if it threw. */
+/**
+ * One request on its way through idempotent(): its `_meta`, the answers of a multi-round-trip call's
+ * continuation (`inputResponses`, `requestState`), how the forward ended if it threw, and the server's
+ * question if it asked one.
+ */
 interface CallState {
   readonly meta: Record<string, unknown> | undefined;
+  readonly continuation: Record<string, unknown>;
   thrown?: ThrownKind;
+  inputRequired?: InputRequiredResult;
 }
+
+/** The params of a continuation (2026-07-28) that carry its answers: forwarded, never compared. */
+const continuationFields = ["inputResponses", "requestState"] as const;
 
 /**
  * Make the function that answers guarded calls. It never throws: every failure is an answer.
@@ -74,8 +88,9 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
         const call = calls.get(args);
         if (!call) throw new Error("idempotool proxy: a call reached the server without its request");
         const meta = call.meta && Object.keys(call.meta).length > 0 ? { _meta: call.meta } : {};
+        let result: unknown;
         try {
-          return (await options.forward({ name, arguments: args, ...meta })) as ToolResult;
+          result = await options.forward({ name, arguments: args, ...meta, ...call.continuation });
         } catch (error) {
           if (error instanceof NotExecuted) {
             call.thrown = "not_executed";
@@ -88,6 +103,12 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
           call.thrown = "error";
           throw error;
         }
+        if (isInputRequired(result)) {
+          // A question for the client, not an outcome: the key is freed for the continuation to claim.
+          call.inputRequired = result;
+          throw notExecuted(new Error("the MCP server asked the client for input"));
+        }
+        return result as ToolResult;
       },
       {
         name,
@@ -118,11 +139,15 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     } catch (error) {
       return { result: errorResult(error, "", undefined, effect) };
     }
-    const call: CallState = { meta: parsed.meta };
+    const continuation: Record<string, unknown> = {};
+    for (const field of continuationFields)
+      if (params[field] !== undefined) continuation[field] = params[field];
+    const call: CallState = { meta: parsed.meta, continuation };
     calls.set(parsed.args, call);
     try {
       return { result: envelopeResult(await tool(parsed.args, { key: parsed.key, scope })) };
     } catch (error) {
+      if (call.inputRequired) return { result: call.inputRequired };
       // The server refused the call and nothing is recorded: its error goes to the client as it was.
       if (error instanceof UpstreamError && call.thrown === "not_executed") return { error: error.error };
       // A client that sent the key in params speaks the protocol's own idempotency: a JSON-RPC error.

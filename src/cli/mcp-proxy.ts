@@ -4,6 +4,8 @@
  * requests for guarded tools, which go through `idempotent()` on the store. Relaying the raw messages
  * keeps everything else (initialize and capabilities, resources, prompts, notifications, progress,
  * cancellation, requests the server makes of the client, errors) exactly what the two sides said.
+ * A client on the 2026-07-28 revision may sit in front of a server on a 2025 one: the proxy bridges the
+ * two (proxy-revisions.ts).
  */
 import { randomUUID } from "node:crypto";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
@@ -11,6 +13,14 @@ import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { defaults, Effect } from "../core/options.js";
 import { notExecuted } from "../core/outcomes.js";
 import { type GuardedCallOptions, guardedCalls, UpstreamError } from "./guarded-calls.js";
+import {
+  asModernResult,
+  discoveryFrom,
+  envelopeOf,
+  initializeParamsFor,
+  withEnvelope,
+  withoutEnvelope,
+} from "./proxy-revisions.js";
 import {
   type Guard,
   guardedTool,
@@ -88,6 +98,16 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   // Counts the server's list_changed notices: a list fetched across one may already be stale.
   let listGeneration = 0;
   let checkedRules = false;
+  // A client on the 2026-07-28 revision: its answers get that revision's shape.
+  let modernClient = false;
+  // The latest envelope it sent, which requests of the proxy's own carry to a 2026-07-28 server.
+  let clientEnvelope: Record<string, unknown> = {};
+  // What the server speaks, once a 2026-07-28 client needs to know: learned by discovering it, and on a
+  // 2025 server by initializing it; the answer the client's own discovery gets.
+  let server2026: boolean | undefined;
+  let discovery: Promise<Record<string, unknown>> | undefined;
+  // The method of each request a 2026-07-28 client sent a 2025 server, whose answer needs that shape.
+  const bridged = new Map<RequestId, string>();
 
   let resolveEnded!: (end: ProxyEnd) => void;
   const ended = new Promise<ProxyEnd>((resolve) => {
@@ -131,14 +151,20 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       .send(message as JSONRPCMessage)
       .catch((error: unknown) => log(`could not reach the server: ${String(error)}`));
 
-  /** A request of our own to the server. */
+  /** A request of our own to the server, in the revision it speaks. */
   const request = (method: string, params: Record<string, unknown>): Promise<unknown> => {
     // Nothing was sent: a guarded call claimed before the client left frees its key for the retry.
     if (ending) return Promise.reject(notExecuted(new Error("the proxy is stopping")));
     const id = `${idPrefix}${nextId++}`;
+    const sent =
+      server2026 === true
+        ? withEnvelope(params, clientEnvelope)
+        : server2026 === false
+          ? withoutEnvelope(params)
+          : params;
     return new Promise((resolve, reject) => {
       pending.set(id, { resolve, reject });
-      server.send({ jsonrpc: "2.0", id, method, params } as JSONRPCMessage).catch((error: unknown) => {
+      server.send({ jsonrpc: "2.0", id, method, params: sent } as JSONRPCMessage).catch((error: unknown) => {
         pending.delete(id);
         reject(error);
       });
@@ -198,6 +224,42 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     return listing;
   };
 
+  /**
+   * The server's answer to discovery, asked once for a 2026-07-28 client. A server that does not know
+   * `server/discover` speaks a 2025 revision: the proxy initializes it on the client's behalf and answers
+   * the discovery from that. Either way the server's tools are listed next, as after an `initialize`.
+   */
+  const discover = (): Promise<Record<string, unknown>> => {
+    discovery ??= (async () => {
+      let answer: Record<string, unknown>;
+      try {
+        answer = asObject(await request("server/discover", withEnvelope({}, clientEnvelope)));
+        server2026 = true;
+      } catch (error) {
+        if (!(error instanceof UpstreamError)) throw error;
+        const initialized = asObject(await request("initialize", initializeParamsFor(clientEnvelope)));
+        await sendToServer({ jsonrpc: "2.0", method: "notifications/initialized" });
+        server2026 = false;
+        answer = discoveryFrom(initialized);
+      }
+      track(knownGuards().then(nothing, nothing));
+      return answer;
+    })();
+    // A server that could not be reached is asked again by the next request.
+    discovery.catch(() => {
+      discovery = undefined;
+    });
+    return discovery;
+  };
+
+  /** Send the client an answer; a 2026-07-28 client's results get that revision's shape. */
+  const answer = (id: RequestId, method: string, body: { result: unknown } | { error: unknown }) => {
+    if (modernClient && "result" in body && isObject(body.result)) {
+      return sendToClient({ jsonrpc: "2.0", id, result: asModernResult(method, body.result) });
+    }
+    return sendToClient({ jsonrpc: "2.0", id, ...body });
+  };
+
   const answerGuarded = guardedCalls({
     store,
     ttlMs: options.ttlMs,
@@ -214,9 +276,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     const name = params.name;
     if (typeof name !== "string") {
       // No tool can be judged by a name that is not one; relayed, a lenient server might run something.
-      await sendToClient({
-        jsonrpc: "2.0",
-        id,
+      await answer(id, "tools/call", {
         error: { code: -32602, message: "idempotool proxy: a tools/call needs a tool name (a string)." },
       });
       return;
@@ -232,20 +292,14 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       if (guard === undefined) {
         // The server does not have it: say so as a server would, before any key is read or recorded. A
         // server's own "not found" result would otherwise be kept as the key's outcome.
-        await sendToClient({
-          jsonrpc: "2.0",
-          id,
-          error: { code: -32602, message: `Tool ${name} not found` },
-        });
+        await answer(id, "tools/call", { error: { code: -32602, message: `Tool ${name} not found` } });
         return;
       }
       // A tool the client was shown as taking a key stays guarded for it.
       if (!guard.guarded) guard = guardedBefore.get(name) ?? guard;
     } catch (error) {
       if (ending) return;
-      await sendToClient({
-        jsonrpc: "2.0",
-        id,
+      await answer(id, "tools/call", {
         error: {
           code: -32603,
           message: `idempotool proxy: cannot list the server's tools: ${String(error)}`,
@@ -254,16 +308,24 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       return;
     }
     if (!guard.guarded) {
-      await sendToServer(message);
+      await relay(message);
       return;
     }
     const ticket = { cancelled: false };
     guardedRequests.set(id, ticket);
-    const answer = await answerGuarded(name, guard.effect, params, scopeOf());
+    const outcome = await answerGuarded(name, guard.effect, params, scopeOf());
     if (guardedRequests.get(id) === ticket) guardedRequests.delete(id);
     forgetProgress(id);
     // A client that cancelled its request expects no answer to it.
-    if (!ticket.cancelled) await sendToClient({ jsonrpc: "2.0", id, ...answer });
+    if (!ticket.cancelled) await answer(id, "tools/call", outcome);
+  };
+
+  /** Relay a client's message to the server; a 2026-07-28 request to a 2025 server loses its envelope. */
+  const relay = (message: Message) => {
+    if (server2026 !== false || envelopeOf(message.params) === undefined) return sendToServer(message);
+    const id = message.id as RequestId | undefined;
+    if (id !== undefined && typeof message.method === "string") bridged.set(id, message.method);
+    return sendToServer({ ...message, params: withoutEnvelope(message.params as Record<string, unknown>) });
   };
 
   const forgetProgress = (id: RequestId) => {
@@ -275,10 +337,49 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     void work.finally(() => running.delete(work));
   };
 
+  // A 2026-07-28 client's messages wait, in order, until the server's revision is known.
+  let backlog: Promise<void> | undefined;
   client.onmessage = (raw) => {
     const message = raw as Message;
+    const envelope = envelopeOf(message.params);
+    if (envelope !== undefined || message.method === "server/discover") {
+      modernClient = true;
+      if (envelope !== undefined) clientEnvelope = envelope;
+    }
+    if (backlog === undefined && (!modernClient || server2026 !== undefined)) {
+      receive(message);
+      return;
+    }
+    const next = (backlog ?? Promise.resolve()).then(async () => {
+      try {
+        await discover();
+      } catch (error) {
+        const id = message.id as RequestId | undefined;
+        if (id === undefined || message.method === undefined) return;
+        const reason = `idempotool proxy: cannot reach the MCP server: ${String(error)}`;
+        await answer(id, String(message.method), { error: { code: -32603, message: reason } });
+        return;
+      }
+      receive(message);
+    });
+    backlog = next;
+    void next.finally(() => {
+      if (backlog === next) backlog = undefined;
+    });
+  };
+
+  /** A client's message, once the server's revision is known where it matters. */
+  const receive = (message: Message) => {
     const method = typeof message.method === "string" ? message.method : undefined;
     const id = message.id as RequestId | undefined;
+    if (method === "server/discover" && id !== undefined) {
+      track(
+        discover().then((discovered) =>
+          answer(id, method, { result: withIdempotencyCapability(discovered, ttlMs) }),
+        ),
+      );
+      return;
+    }
     if (method !== undefined && id !== undefined) {
       const token = (message.params as { _meta?: { progressToken?: unknown } } | undefined)?._meta
         ?.progressToken;
@@ -303,7 +404,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         return;
       }
     }
-    void sendToServer(message);
+    void relay(message);
     if (method === "notifications/initialized") {
       // Learn the tools now, so a rule naming a tool the server lacks stops the proxy at once.
       track(
@@ -337,6 +438,16 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       return;
     }
     if (message.method === undefined && id !== undefined) forgetProgress(id);
+    const bridgedMethod = message.method === undefined && id !== undefined ? bridged.get(id) : undefined;
+    if (bridgedMethod !== undefined && id !== undefined) {
+      bridged.delete(id);
+      const result =
+        clientListings.delete(id) && isObject(message.result)
+          ? withGuards(message.result, rules, guardedBefore, ttlMs)
+          : message.result;
+      void answer(id, bridgedMethod, isObject(message.error) ? { error: message.error } : { result });
+      return;
+    }
     if (
       message.method === undefined &&
       id !== undefined &&
@@ -455,6 +566,14 @@ function summary(guards: Map<string, Guard>): string {
 
 function isListedTool(value: unknown): value is ListedTool {
   return isObject(value) && typeof value.name === "string";
+}
+
+function nothing(): void {}
+
+/** An answer the proxy reads as an object; anything else is a server that does not speak MCP. */
+function asObject(value: unknown): Record<string, unknown> {
+  if (!isObject(value)) throw new Error(`the MCP server answered ${JSON.stringify(value)}, not an object`);
+  return value;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -1,7 +1,8 @@
 /**
  * `idempotool proxy --http <port>`: the proxy served over Streamable HTTP at `/mcp`. A stdio server
  * speaks to one client, so each HTTP session starts its own copy of the server and its own relay; the
- * records they write are one store's.
+ * records they write are one store's. Clients on the 2026-07-28 revision have no sessions: their requests
+ * share one relay (one per credential under `--scope client`), answered request by request.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -9,6 +10,8 @@ import type { AddressInfo } from "node:net";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type McpProxy, type McpProxyOptions, startMcpProxy } from "./mcp-proxy.js";
+import { RequestFront } from "./proxy-http-requests.js";
+import { envelopeOf } from "./proxy-revisions.js";
 
 /** How each session's keys are namespaced over HTTP. */
 export type HttpScope = "shared" | "session" | "client";
@@ -55,9 +58,74 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
     string,
     { transport: StreamableHTTPServerTransport; proxy: McpProxy; credential: string }
   >();
+  // The relays of 2026-07-28 clients, by the namespace their keys live in.
+  const relays = new Map<string, Promise<{ front: RequestFront; proxy: McpProxy }>>();
   const maxSessions = options.maxSessions ?? defaultMaxSessions;
   let starting = 0;
   let port = options.port;
+
+  /** The relay for requests whose keys live in `scope`, started (with its server) on first use. */
+  const relayFor = (scope: string) => {
+    let relay = relays.get(scope);
+    if (relay) return relay;
+    const front = new RequestFront();
+    relay = startMcpProxy({ ...options, client: front, server: options.startServer(), scope }).then(
+      (proxy) => ({ front, proxy }),
+    );
+    relays.set(scope, relay);
+    relay.then(
+      ({ proxy }) =>
+        proxy.ended.then((end) => {
+          relays.delete(scope);
+          log(`the relay for 2026-07-28 requests ended: ${end.reason}`);
+        }),
+      () => relays.delete(scope),
+    );
+    return relay;
+  };
+
+  /** A POST of a 2026-07-28 client: checked as a session's first request is, then relayed. */
+  const serveRequest = async (request: IncomingMessage, response: ServerResponse, body: unknown) => {
+    const refused = refusal(request, port, loopback.has(options.host));
+    if (refused) {
+      answer(response, refused.status, -32000, refused.message);
+      return;
+    }
+    if (options.scope === "session") {
+      answer(
+        response,
+        400,
+        -32600,
+        "idempotool proxy --scope session keys each session apart, and a 2026-07-28 client has no session: " +
+          "use --scope shared or --scope client",
+      );
+      return;
+    }
+    if (options.scope === "client" && !request.headers.authorization) {
+      answer(
+        response,
+        401,
+        -32001,
+        "idempotool proxy --scope client needs an Authorization header: each credential gets its own keys",
+      );
+      return;
+    }
+    const scope = options.within(options.scope === "client" ? `client:${credentialOf(request)}` : "default");
+    if (!relays.has(scope) && sessions.size + relays.size + starting >= maxSessions) {
+      answer(response, 503, -32000, `idempotool proxy: ${maxSessions} sessions are open; close one first`);
+      return;
+    }
+    let relay: Awaited<ReturnType<typeof relayFor>>;
+    try {
+      relay = await relayFor(scope);
+    } catch (error) {
+      log(`could not start the MCP server for 2026-07-28 requests: ${String(error)}`);
+      answer(response, 502, -32603, `idempotool proxy: could not start the MCP server: ${String(error)}`);
+      return;
+    }
+    // Checked above: the client accepts server-sent events.
+    relay.front.deliver(body as Record<string, unknown>, response);
+  };
 
   const startSession = async (request: IncomingMessage, response: ServerResponse, body: unknown) => {
     // A browser page on another site must not reach a server on this machine by a DNS name it controls.
@@ -134,6 +202,10 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       await session.transport.handleRequest(request, response, body);
       return;
     }
+    if (request.method === "POST" && isRevision2026(body)) {
+      await serveRequest(request, response, body);
+      return;
+    }
     if (request.method === "POST" && isInitialize(body)) {
       // Every check comes before the server is started: a request that would be refused must not cost a
       // process. A web page can send a no-cors POST here, and a rebound DNS name can point here.
@@ -142,7 +214,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         answer(response, refused.status, -32000, refused.message);
         return;
       }
-      if (sessions.size + starting >= maxSessions) {
+      if (sessions.size + relays.size + starting >= maxSessions) {
         answer(response, 503, -32000, `idempotool proxy: ${maxSessions} sessions are open; close one first`);
         return;
       }
@@ -186,6 +258,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
     url: `http://${host}:${port}${path}`,
     close: async () => {
       await Promise.allSettled([...sessions.values()].map(({ proxy }) => proxy.close()));
+      await Promise.allSettled([...relays.values()].map(async (relay) => (await relay).proxy.close()));
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
@@ -235,6 +308,13 @@ function refusal(
     };
   }
   return undefined;
+}
+
+/** One message of a 2026-07-28 client: a discovery, or a request carrying that revision's envelope. */
+function isRevision2026(body: unknown): boolean {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return false;
+  const message = body as { method?: unknown; params?: unknown };
+  return message.method === "server/discover" || envelopeOf(message.params) !== undefined;
 }
 
 function isInitialize(body: unknown): boolean {

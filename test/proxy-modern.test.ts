@@ -1,0 +1,350 @@
+/**
+ * The proxy on the 2026-07-28 revision: a client pinned to it (SDK 2.x, no `initialize`, a `_meta`
+ * envelope on every request) in front of a server of either revision: a 1.x McpServer, which only knows
+ * `initialize`, or a 2.x McpServer, whose tools may ask for input before they act (multi-round-trip calls).
+ * Real SDK clients and servers on both sides, over the SDK's in-memory links; every effect is counted.
+ */
+import {
+  type CallToolResult,
+  Client,
+  type InMemoryTransport as ClientInMemoryTransport,
+  StreamableHTTPClientTransport,
+} from "@modelcontextprotocol/client";
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { McpServer as McpServerV1 } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { acceptedContent, InMemoryTransport, inputRequired, McpServer } from "@modelcontextprotocol/server";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { z as z3 } from "zod/v3";
+import { startMcpProxy } from "../src/cli/mcp-proxy.js";
+import { type HttpScope, serveHttpProxy } from "../src/cli/proxy-http.js";
+import { memoryStore } from "../src/index.js";
+import { type IdempotencyInfo, MetaKey } from "../src/mcp/index.js";
+import { gate } from "./fixtures/tools.js";
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const envelope = (result: CallToolResult) => result._meta?.[MetaKey.envelope] as IdempotencyInfo | undefined;
+const textOf = (result: CallToolResult) =>
+  result.content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("\n");
+
+/**
+ * A 1.x McpServer (the 2025 revisions only) whose send_email runs are counted in `sent`, with the `_meta`
+ * each run was sent; `before` holds each run before it sends.
+ */
+function legacyMailServer(sent: string[], metas: unknown[] = [], before?: () => Promise<void>) {
+  const server = new McpServerV1({ name: "mail-1x", version: "1.0.0" });
+  server.registerTool(
+    "send_email",
+    { description: "Send an email.", inputSchema: { to: z3.string() } },
+    async ({ to }, extra) => {
+      await before?.();
+      sent.push(to);
+      metas.push(extra._meta);
+      return { content: [{ type: "text" as const, text: `sent #${sent.length} to ${to}` }] };
+    },
+  );
+  return server;
+}
+
+/** A 2.x McpServer on both revisions: send_email, and buy, which asks the client to confirm first. */
+function modernShopServer(sent: string[], bought: string[]) {
+  const server = new McpServer(
+    { name: "shop-2x", version: "1.0.0" },
+    { supportedProtocolVersions: ["2026-07-28", "2025-11-25"] },
+  );
+  server.registerTool(
+    "send_email",
+    { description: "Send an email.", inputSchema: z.object({ to: z.string() }) },
+    async ({ to }) => {
+      sent.push(to);
+      return { content: [{ type: "text", text: `sent #${sent.length} to ${to}` }] };
+    },
+  );
+  server.registerTool(
+    "buy",
+    { description: "Buy an item.", inputSchema: z.object({ item: z.string() }) },
+    async ({ item }, ctx) => {
+      const confirmation = acceptedContent(
+        ctx.mcpReq.inputResponses,
+        "confirm",
+        z.object({ confirm: z.boolean() }),
+      );
+      if (confirmation?.confirm !== true) {
+        return inputRequired({
+          inputRequests: {
+            confirm: inputRequired.elicit({
+              message: `Buy ${item}?`,
+              requestedSchema: {
+                type: "object",
+                properties: { confirm: { type: "boolean" } },
+                required: ["confirm"],
+              },
+            }),
+          },
+        });
+      }
+      bought.push(item);
+      return { content: [{ type: "text", text: `bought ${item} (#${bought.length})` }] };
+    },
+  );
+  return server;
+}
+
+/**
+ * Start the proxy between two fresh in-memory links, the server behind it: a 1.x McpServer connected as
+ * such, or a 2.x server factory served as `serveStdio` serves one (each connection's opening message
+ * picks the revision).
+ */
+async function proxyTo(server: McpServerV1 | (() => McpServer)) {
+  const [clientSide, proxyFacingClient] = InMemoryTransport.createLinkedPair();
+  const [proxyFacingServer, serverSide] = InMemoryTransport.createLinkedPair();
+  // Every message the proxy sends the client, as it went on the wire.
+  const toClient: Record<string, unknown>[] = [];
+  const send = proxyFacingClient.send.bind(proxyFacingClient);
+  proxyFacingClient.send = (message, options) => {
+    toClient.push(message as Record<string, unknown>);
+    return send(message, options);
+  };
+  if (typeof server === "function") {
+    const served = serveStdio(server, { transport: serverSide });
+    cleanups.push(() => served.close());
+  } else {
+    await server.connect(serverSide as unknown as Transport);
+    cleanups.push(() => server.close());
+  }
+  const log: string[] = [];
+  const proxy = await startMcpProxy({
+    client: proxyFacingClient as unknown as Transport,
+    server: proxyFacingServer as unknown as Transport,
+    store: memoryStore(),
+    rules: new Map(),
+    scope: "default",
+    log: (line) => log.push(line),
+  });
+  cleanups.push(() => proxy.close());
+  /** The result the client's `server/discover` got, as sent. */
+  const discovery = () =>
+    toClient.find((message) => String(message.id).startsWith("server-discover"))?.result as
+      | { capabilities?: { tools?: Record<string, unknown> }; supportedVersions?: string[] }
+      | undefined;
+  return { clientSide, log, discovery };
+}
+
+/** `idempotool proxy --http` on a free loopback port; `started` counts the servers it started. */
+async function httpProxyTo(server: () => McpServerV1 | (() => McpServer), scope: HttpScope = "shared") {
+  const counts = { started: 0 };
+  const http = await serveHttpProxy({
+    port: 0,
+    host: "127.0.0.1",
+    scope,
+    within: (name) => name,
+    store: memoryStore(),
+    rules: new Map(),
+    log: () => {},
+    Transport: StreamableHTTPServerTransport,
+    startServer: () => {
+      counts.started++;
+      const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
+      const behind = server();
+      if (typeof behind === "function") {
+        const served = serveStdio(behind, { transport: serverSide });
+        cleanups.push(() => served.close());
+      } else {
+        void behind.connect(serverSide as unknown as Transport);
+      }
+      return proxySide as unknown as Transport;
+    },
+  });
+  cleanups.push(() => http.close());
+  return { url: new URL(http.url), counts };
+}
+
+/** A 2.x client pinned to the 2026-07-28 revision, confirming every question. */
+async function modernClient(transport: unknown) {
+  let asked = 0;
+  const client = new Client(
+    { name: "agent", version: "1.0.0" },
+    { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: "2026-07-28" } } },
+  );
+  client.setRequestHandler("elicitation/create", async () => {
+    asked++;
+    return { action: "accept", content: { confirm: true } };
+  });
+  await client.connect(transport as ClientInMemoryTransport);
+  cleanups.push(() => client.close());
+  return { client, asked: () => asked };
+}
+
+describe("a client on the 2026-07-28 revision, through the proxy", () => {
+  it("reaches a 1.x server (2025 revisions only): the proxy answers server/discover, a repeat replays", async () => {
+    const sent: string[] = [];
+    const metas: unknown[] = [];
+    const { clientSide, discovery } = await proxyTo(legacyMailServer(sent, metas));
+    const { client } = await modernClient(clientSide);
+    expect(client.getProtocolEra()).toBe("modern");
+    expect(client.getServerVersion()).toMatchObject({ name: "mail-1x" });
+    expect(discovery()?.supportedVersions).toEqual(["2026-07-28"]);
+    expect(discovery()?.capabilities?.tools?.idempotency).toEqual({ retentionSeconds: 86_400 });
+
+    const { tools } = await client.listTools();
+    const sendEmail = tools.find((tool) => tool.name === "send_email");
+    expect(sendEmail?.inputSchema.required).toContain("idempotency_key");
+
+    const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+    const first = (await client.callTool(call)) as CallToolResult;
+    const repeat = (await client.callTool(call)) as CallToolResult;
+    expect(textOf(first)).toBe("sent #1 to ada@example.com");
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ada@example.com"]);
+    // A 2025 server is sent 2025 requests: the 2026 envelope stays with the proxy.
+    expect(JSON.stringify(metas)).not.toContain("io.modelcontextprotocol/");
+  });
+
+  it("reaches a 2.x server on the same revision: a repeat replays", async () => {
+    const sent: string[] = [];
+    const { clientSide, discovery } = await proxyTo(() => modernShopServer(sent, []));
+    const { client } = await modernClient(clientSide);
+    expect(discovery()?.capabilities?.tools?.idempotency).toEqual({ retentionSeconds: 86_400 });
+    const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+    const first = (await client.callTool(call)) as CallToolResult;
+    const repeat = (await client.callTool(call)) as CallToolResult;
+    expect(textOf(first)).toBe("sent #1 to ada@example.com");
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ada@example.com"]);
+  });
+
+  it("runs a multi-round-trip call once: the question is never recorded, the purchase is replayed", async () => {
+    const bought: string[] = [];
+    const { clientSide } = await proxyTo(() => modernShopServer([], bought));
+    const { client, asked } = await modernClient(clientSide);
+    const call = { name: "buy", arguments: { item: "lamp", idempotency_key: "order-1" } };
+    const first = (await client.callTool(call)) as CallToolResult;
+    const repeat = (await client.callTool(call)) as CallToolResult;
+    expect(textOf(first)).toBe("bought lamp (#1)");
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(bought).toEqual(["lamp"]);
+    expect(asked()).toBe(1);
+  });
+});
+
+describe("a client on a 2025 revision, through the proxy", () => {
+  it("reaches a 2.x server: a repeat replays", async () => {
+    const sent: string[] = [];
+    const { clientSide } = await proxyTo(() => modernShopServer(sent, []));
+    const client = new ClientV1({ name: "agent", version: "1.0.0" });
+    await client.connect(clientSide as unknown as Transport);
+    cleanups.push(() => client.close());
+    const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+    await client.callTool(call);
+    const repeat = (await client.callTool(call)) as CallToolResult;
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ada@example.com"]);
+  });
+});
+
+describe("clients on the 2026-07-28 revision, through idempotool proxy --http", () => {
+  const overHttp = (url: URL, headers: Record<string, string> = {}) =>
+    modernClient(new StreamableHTTPClientTransport(url, { requestInit: { headers } }));
+  const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+
+  it("share one copy of a 1.x server, request by request: a repeat from another client replays", async () => {
+    const sent: string[] = [];
+    const { url, counts } = await httpProxyTo(() => legacyMailServer(sent));
+    const { client: first } = await overHttp(url);
+    const { client: second } = await overHttp(url);
+    expect(first.getProtocolEra()).toBe("modern");
+
+    const original = (await first.callTool(call)) as CallToolResult;
+    const repeat = (await second.callTool(call)) as CallToolResult;
+    expect(textOf(original)).toBe("sent #1 to ada@example.com");
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ada@example.com"]);
+    expect(counts.started).toBe(1);
+  });
+
+  it("runs a multi-round-trip call on a 2.x server once, and replays the purchase", async () => {
+    const bought: string[] = [];
+    const { url } = await httpProxyTo(() => () => modernShopServer([], bought));
+    const { client, asked } = await overHttp(url);
+    const buy = { name: "buy", arguments: { item: "lamp", idempotency_key: "order-1" } };
+    const first = (await client.callTool(buy)) as CallToolResult;
+    const repeat = (await client.callTool(buy)) as CallToolResult;
+    expect(textOf(first)).toBe("bought lamp (#1)");
+    expect(envelope(repeat)?.was_replay).toBe(true);
+    expect(bought).toEqual(["lamp"]);
+    expect(asked()).toBe(1);
+  });
+
+  it("run a call whose response was cut once: the client's re-issue, under a new id, gets the original answer", async () => {
+    const sent: string[] = [];
+    const started = gate();
+    const release = gate();
+    const { url } = await httpProxyTo(() =>
+      legacyMailServer(sent, [], async () => {
+        started.open();
+        await release.opened;
+      }),
+    );
+    const cut = new AbortController();
+    const envelope2026 = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": {},
+    };
+    const first = fetch(url, {
+      method: "POST",
+      signal: cut.signal,
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 7,
+        method: "tools/call",
+        params: { ...call, _meta: envelope2026 },
+      }),
+    });
+    await started.opened;
+    cut.abort();
+    await expect(first).rejects.toThrow();
+
+    const { client } = await overHttp(url);
+    const reissue = client.callTool(call) as Promise<CallToolResult>;
+    release.open();
+    expect(textOf(await reissue)).toContain("sent #1 to ada@example.com");
+    expect(envelope(await reissue)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ada@example.com"]);
+  });
+
+  it("under --scope client, keep each credential's keys apart, and refuse a request without one", async () => {
+    const sent: string[] = [];
+    const { url, counts } = await httpProxyTo(() => legacyMailServer(sent), "client");
+    const { client: alice } = await overHttp(url, { authorization: "Bearer alice" });
+    const { client: bob } = await overHttp(url, { authorization: "Bearer bob" });
+    await alice.callTool(call);
+    const fromBob = (await bob.callTool(call)) as CallToolResult;
+    const fromAliceAgain = (await alice.callTool(call)) as CallToolResult;
+    expect(envelope(fromBob)?.was_replay).toBe(false);
+    expect(envelope(fromAliceAgain)?.was_replay).toBe(true);
+    expect(sent).toHaveLength(2);
+    expect(counts.started).toBe(2);
+    await expect(overHttp(url)).rejects.toThrow();
+  });
+
+  it("under --scope session, refuse them with a reason: they have no session to key by", async () => {
+    const { url, counts } = await httpProxyTo(() => legacyMailServer([]), "session");
+    await expect(overHttp(url)).rejects.toThrow();
+    const answer = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "server/discover", params: {} }),
+    });
+    expect(answer.status).toBe(400);
+    expect(await answer.text()).toContain("--scope shared or --scope client");
+    expect(counts.started).toBe(0);
+  });
+});
