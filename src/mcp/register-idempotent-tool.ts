@@ -16,6 +16,13 @@ import {
   type ToolExtraOf,
   type ToolResult,
 } from "./mcp-types.js";
+import {
+  bindingOf,
+  openQuestion,
+  type QuestionBinding,
+  type QuestionSeal,
+  type SealedQuestion,
+} from "./question-seal.js";
 import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
 import {
   type AnySchema,
@@ -124,6 +131,16 @@ export interface IdempotentToolOptions<A, Extra = RequestContextFields>
    * costs more than a retry.
    */
   readonly inProgress?: "wait" | "reject" | undefined;
+  /**
+   * SDK 2.x, multi-round-trip calls: seals each question the tool asks (its input-required answer's
+   * `requestState`) to the call that asked it, its scope, key and arguments, so that answers given for
+   * one call (an approval, a choice) cannot be carried to another. A continuation whose `requestState`
+   * does not open, or was sealed for another call, or that brings answers without one, is refused
+   * (`invalid_arguments`) before anything runs. Pass the SDK's `createRequestStateCodec({ key })`; give the
+   * server the same codec's `verify` (`requestState: { verify: codec.verify }`) or none. The tool reads its
+   * own `requestState`, if it gave one, as before.
+   */
+  readonly requestState?: QuestionSeal<Extra> | undefined;
 }
 
 /**
@@ -178,7 +195,14 @@ export function registerIdempotentTool<
   if (typeof config !== "object" || config === null) invalidOption(owner, "config", "must be an object");
   if (typeof handler !== "function") invalidOption(owner, "handler", "must be the tool's function");
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
-  const { scope: scopeOption, z: zOption, keyFrom: keyFromOption, inProgress, ...given } = options;
+  const {
+    scope: scopeOption,
+    z: zOption,
+    keyFrom: keyFromOption,
+    inProgress,
+    requestState: seal,
+    ...given
+  } = options;
   const keyFrom = resolveKeyFrom(keyFromOption);
   if (inProgress !== undefined && inProgress !== "wait" && inProgress !== "reject") {
     invalidOption(owner, "inProgress", 'must be "wait" or "reject"');
@@ -189,6 +213,15 @@ export function registerIdempotentTool<
   const core = inProgress === "reject" ? { ...given, waitMs: 0 } : given;
   if (scopeOption !== undefined && typeof scopeOption !== "function")
     invalidOption(owner, "scope", "must be a function");
+  if (
+    seal !== undefined &&
+    (typeof seal !== "object" ||
+      seal === null ||
+      typeof seal.mint !== "function" ||
+      typeof seal.verify !== "function")
+  ) {
+    invalidOption(owner, "requestState", "must be a codec with mint and verify (createRequestStateCodec)");
+  }
   const scopeOf: (extra: ToolExtraOf<Server>) => string = scopeOption ?? ((extra) => defaultScope(extra));
 
   const input = toolSchema(config.inputSchema, "inputSchema");
@@ -236,7 +269,10 @@ export function registerIdempotentTool<
       if (isInputRequired(answer) && call.multiRoundTrip) {
         // A question to the client, not an outcome: nothing is recorded, the key is free again, and the
         // client's continuation (the same call, with the answers) claims it and runs the tool anew.
-        call.inputRequired = answer;
+        call.inputRequired =
+          seal && call.binding
+            ? { ...answer, requestState: await seal.mint(sealed(call.binding, answer), call.original) }
+            : answer;
         throw notExecuted(new Error("the tool asked the client for input"));
       }
       return answer as ToolResult;
@@ -292,21 +328,30 @@ export function registerIdempotentTool<
         return errorResult(error, "", undefined, tool.effect);
       }
       const key = parsed.key;
-      const call: CallState<ToolExtraOf<Server>> = {
-        extra,
-        multiRoundTrip: typeof fields.mcpReq === "object" && fields.mcpReq !== null,
-      };
       // The SDK parsed the arguments against the tool's schema before calling us.
       const args = parsed.args as Args;
+      const multiRoundTrip = typeof fields.mcpReq === "object" && fields.mcpReq !== null;
+      let scope: string;
+      let call: CallState<ToolExtraOf<Server>>;
+      try {
+        scope = scopeOf(extra);
+        const binding = seal && multiRoundTrip ? bindingOf(scope, key, args) : undefined;
+        call = {
+          // A continuation of a sealed question is checked before anything runs.
+          extra: seal && binding ? await openQuestion(seal, extra, binding) : extra,
+          original: extra,
+          multiRoundTrip,
+          binding,
+        };
+      } catch (error) {
+        return errorResult(error, key, undefined, tool.effect);
+      }
       calls.set(args as object, call);
       try {
         // The request's abort signal is not passed on: a client that timed out cancels its request and then
         // retries under the same key, and cutting the effect short would turn that retry's replay into an
         // unknown outcome. The handler still gets the SDK's signal, to honour cancellation where that is safe.
-        const envelope: Envelope<ToolResult> = await tool(args, {
-          key,
-          scope: scopeOf(extra),
-        });
+        const envelope: Envelope<ToolResult> = await tool(args, { key, scope });
         return envelopeResult(envelope);
       } catch (error) {
         if (call.inputRequired) return call.inputRequired;
@@ -319,7 +364,12 @@ export function registerIdempotentTool<
 
 /** One request on its way through idempotent(): its SDK context, and how the tool's throw ended if it threw. */
 interface CallState<Extra> {
+  /** The context the handler gets: the SDK's, with the tool's own requestState once a sealed one opened. */
   readonly extra: Extra;
+  /** The SDK's context, as it came. */
+  readonly original: Extra;
+  /** The call a question the tool asks is sealed to, with the `requestState` option. */
+  readonly binding: QuestionBinding | undefined;
   /** The request came through an SDK that speaks multi-round-trip calls (2.x). */
   readonly multiRoundTrip: boolean;
   thrown?: ThrownKind;
@@ -448,4 +498,11 @@ function withFields(given: GivenSchema, option: string, fields: Record<string, A
     );
   }
   return extend.call(object, fields);
+}
+
+/** The payload a question's `requestState` is sealed with: the call, and the tool's own state. */
+function sealed(binding: QuestionBinding, answer: InputRequiredResult): SealedQuestion {
+  return answer.requestState === undefined
+    ? { idempotool: binding }
+    : { idempotool: binding, state: answer.requestState };
 }
