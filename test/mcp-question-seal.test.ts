@@ -188,7 +188,7 @@ describe("a sealed question, through the SDK's own client", () => {
     const first = (await client.callTool(buy("lamp", "order-1"))) as CallToolResult;
     const repeat = (await client.callTool(buy("lamp", "order-1"))) as CallToolResult;
     expect(first.content).toEqual([{ type: "text", text: "bought lamp" }]);
-    expect((repeat._meta?.[MetaKey.envelope] as { was_replay?: boolean }).was_replay).toBe(true);
+    expect(repeat._meta?.[MetaKey.envelope]).toMatchObject({ was_replay: true });
     expect(bought).toEqual(["lamp (asked about lamp)"]);
     expect(asked).toBe(1);
   });
