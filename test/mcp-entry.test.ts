@@ -12,9 +12,16 @@ import { registerIdempotentTool, type ZodNamespace } from "../src/mcp/index.js";
 
 const dir = new URL("../src/mcp/", import.meta.url);
 
-it("exports the registration function and its constants, and nothing else at runtime", () => {
+it("exports the registration function, the transport wrapper and the constants, nothing else at runtime", () => {
   expect(Object.keys(mcp).sort()).toEqual(
-    ["MetaKey", "keyDescription", "keyField", "registerIdempotentTool", "structuredField"].sort(),
+    [
+      "MetaKey",
+      "acceptParamsKey",
+      "keyDescription",
+      "keyField",
+      "registerIdempotentTool",
+      "structuredField",
+    ].sort(),
   );
 });
 

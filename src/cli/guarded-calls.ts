@@ -10,6 +10,7 @@ import { NotExecuted, notExecuted } from "../core/outcomes.js";
 import { callKey, everyKeySource } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
 import { type InputRequiredResult, isInputRequired, type ToolResult } from "../mcp/mcp-types.js";
+import { keyRefusal } from "../mcp/params-key.js";
 import { envelopeResult, errorResult, type ThrownKind } from "../mcp/tool-results.js";
 
 /** A JSON-RPC error the server answered a request with. */
@@ -158,28 +159,9 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
   };
 }
 
-/** The JSON-RPC error code of a key's refusals: the request's params cannot be served now, or ever. */
-export const keyErrorCode = -32602;
-
-/**
- * A repeat in flight or a key reused for other arguments, as a JSON-RPC error: `error.data.type` names it
- * (`idempotency_key_in_progress`, `idempotency_key_conflict`) beside the key, and how long to wait before
- * retrying a call in flight. Undefined for every other failure.
- */
+/** A repeat in flight or a key reused for other arguments, as a JSON-RPC error; undefined otherwise. */
 function keyErrorOf(error: unknown, key: string): UpstreamError["error"] | undefined {
-  if (isIdempotencyError(error, ErrorCode.keyInUse)) {
-    return {
-      code: keyErrorCode,
-      message: error.message,
-      data: { type: "idempotency_key_in_progress", idempotencyKey: key, retryAfterMs: error.retryAfterMs },
-    };
-  }
-  if (isIdempotencyError(error, ErrorCode.keyConflict)) {
-    return {
-      code: keyErrorCode,
-      message: error.message,
-      data: { type: "idempotency_key_conflict", idempotencyKey: key },
-    };
-  }
-  return undefined;
+  if (!(error instanceof IdempotencyError)) return undefined;
+  const retryAfterMs = isIdempotencyError(error, ErrorCode.keyInUse) ? error.retryAfterMs : undefined;
+  return keyRefusal(error.code, error.message, key, retryAfterMs);
 }

@@ -18,6 +18,7 @@ export type {
   ToolExtraOf,
   ToolResult,
 } from "./mcp-types.js";
+export { acceptParamsKey, type McpTransportLike } from "./params-key.js";
 export type { QuestionBinding, QuestionSeal, SealedQuestion } from "./question-seal.js";
 export {
   type IdempotentToolConfig,

@@ -16,6 +16,7 @@ import {
   type ToolExtraOf,
   type ToolResult,
 } from "./mcp-types.js";
+import { paramsKeyMetaField } from "./params-key.js";
 import {
   bindingOf,
   openQuestion,
@@ -322,7 +323,13 @@ export function registerIdempotentTool<
       let parsed: CallKey;
       try {
         // The same reader as the proxy's: the same fields, the same checks, whichever copy carries the key.
-        parsed = callKey(input, requestMeta(fields), keyFrom.sources);
+        // A key the client sent in params.idempotencyKey, put in _meta by acceptParamsKey's transport.
+        const meta = requestMeta(fields);
+        const paramsKey =
+          typeof meta === "object" && meta !== null
+            ? (meta as Record<string, unknown>)[paramsKeyMetaField]
+            : undefined;
+        parsed = callKey(input, meta, keyFrom.sources, paramsKey);
         if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyFrom.missing);
       } catch (error) {
         return errorResult(error, "", undefined, tool.effect);
