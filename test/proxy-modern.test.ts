@@ -138,9 +138,14 @@ async function proxyTo(server: McpServerV1 | (() => McpServer)) {
 }
 
 /** `idempotool proxy --http` on a free loopback port; `started` counts the servers it started. */
-async function httpProxyTo(server: () => McpServerV1 | (() => McpServer), scope: HttpScope = "shared") {
+async function httpProxyTo(
+  server: () => McpServerV1 | (() => McpServer) | ((serverSide: InMemoryTransport) => void),
+  scope: HttpScope = "shared",
+  tuning: { maxSessions?: number; discoveryTimeoutMs?: number } = {},
+) {
   const counts = { started: 0 };
   const http = await serveHttpProxy({
+    ...tuning,
     port: 0,
     host: "127.0.0.1",
     scope,
@@ -153,8 +158,11 @@ async function httpProxyTo(server: () => McpServerV1 | (() => McpServer), scope:
       counts.started++;
       const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
       const behind = server();
-      if (typeof behind === "function") {
-        const served = serveStdio(behind, { transport: serverSide });
+      if (typeof behind === "function" && behind.length === 1) {
+        // A hand-written server on the raw link.
+        (behind as (serverSide: InMemoryTransport) => void)(serverSide);
+      } else if (typeof behind === "function") {
+        const served = serveStdio(behind as () => McpServer, { transport: serverSide });
         cleanups.push(() => served.close());
       } else {
         void behind.connect(serverSide as unknown as Transport);
@@ -346,5 +354,246 @@ describe("clients on the 2026-07-28 revision, through idempotool proxy --http", 
     expect(answer.status).toBe(400);
     expect(await answer.text()).toContain("--scope shared or --scope client");
     expect(counts.started).toBe(0);
+  });
+});
+
+type Raw = Record<string, unknown>;
+
+/** The 2026-07-28 envelope of a client called `name`. */
+const envelopeOf2026 = (name: string, capabilities: Raw = {}) => ({
+  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientInfo": { name, version: "1.0.0" },
+  "io.modelcontextprotocol/clientCapabilities": capabilities,
+});
+
+/** A raw POST to the proxy, and the messages of its answer (server-sent events or one JSON body). */
+async function post(url: URL, body: Raw, headers: Record<string, string> = {}) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  const messages = text.startsWith("{")
+    ? [JSON.parse(text) as Raw]
+    : text
+        .split("\n")
+        .filter((line) => line.startsWith("data: "))
+        .map((line) => JSON.parse(line.slice(6)) as Raw);
+  return { status: response.status, last: messages.at(-1), headers: response.headers };
+}
+
+describe("the 2026-07-28 bridge, against what an unlucky or hostile peer does", () => {
+  it("sends each client's guarded call with that client's own envelope, whoever spoke last", async () => {
+    const seenBy: string[] = [];
+    const bought: string[] = [];
+    const listed = gate();
+    const release = gate();
+    const { url } = await httpProxyTo(() => (serverSide: InMemoryTransport) => {
+      // The answer to the proxy's first tools/list is held, so the calls below wait for it.
+      const send = serverSide.send.bind(serverSide);
+      let held = false;
+      serverSide.send = async (message, options) => {
+        const raw = message as Raw;
+        if (
+          !held &&
+          String(raw.id).startsWith("idempotool-proxy-") &&
+          Array.isArray((raw.result as Raw)?.tools)
+        ) {
+          held = true;
+          listed.open();
+          await release.opened;
+        }
+        return send(message, options);
+      };
+      const served = serveStdio(
+        () => {
+          const server = modernShopServer([], bought);
+          server.registerTool(
+            "create_note",
+            { description: "Create a note.", inputSchema: z.object({ text: z.string() }) },
+            async ({ text }, ctx) => {
+              const envelope = ctx.mcpReq.envelope as Record<string, { name?: string }> | undefined;
+              const info = envelope?.["io.modelcontextprotocol/clientInfo"];
+              seenBy.push(String(info?.name));
+              return { content: [{ type: "text", text: `note ${text} by ${info?.name}` }] };
+            },
+          );
+          return server;
+        },
+        { transport: serverSide },
+      );
+      cleanups.push(() => served.close());
+    });
+    const alice = envelopeOf2026("alice", { elicitation: { form: {} } });
+    const call = (id: number, name: string, args: Raw) =>
+      post(url, {
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: { name, arguments: args, _meta: alice },
+      });
+    const note = call(1, "create_note", { text: "hi", idempotency_key: "n-1" });
+    const buy = call(2, "buy", { item: "lamp", idempotency_key: "order-1" });
+    await listed.opened;
+    // Bob, who declared no elicitation, speaks while Alice's calls wait.
+    const ping = await post(url, {
+      jsonrpc: "2.0",
+      id: 9,
+      method: "ping",
+      params: { _meta: envelopeOf2026("bob") },
+    });
+    expect(ping.status).toBe(200);
+    release.open();
+
+    expect(textOf((await note).last?.result as CallToolResult)).toBe("note hi by alice");
+    expect(seenBy).toEqual(["alice"]);
+    // Alice's purchase is a question for her, not an unknown outcome recorded under her key.
+    expect((await buy).last?.result).toMatchObject({ resultType: "input_required" });
+    const again = await call(3, "buy", { item: "lamp", idempotency_key: "order-1" });
+    expect(again.last?.result).toMatchObject({ resultType: "input_required" });
+    expect(bought).toEqual([]);
+  });
+
+  it("stops the idlest relay when --max-sessions is reached, instead of refusing everyone after", async () => {
+    const { url, counts } = await httpProxyTo(() => legacyMailServer([]), "client", { maxSessions: 2 });
+    const discover = (token: string) =>
+      post(
+        url,
+        { jsonrpc: "2.0", id: 1, method: "server/discover", params: { _meta: envelopeOf2026(token) } },
+        { authorization: `Bearer ${token}` },
+      );
+    expect((await discover("a")).status).toBe(200);
+    expect((await discover("b")).status).toBe(200);
+    expect((await discover("c")).status).toBe(200);
+    const initialize = await post(
+      url,
+      {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-06-18",
+          capabilities: {},
+          clientInfo: { name: "old", version: "1" },
+        },
+      },
+      { authorization: "Bearer d" },
+    );
+    expect(initialize.status).toBe(200);
+    expect(counts.started).toBe(4);
+  });
+
+  it("takes a server that never answers server/discover for a 2025 one, and initializes it", async () => {
+    const seen: string[] = [];
+    const { url } = await httpProxyTo(
+      () => (serverSide: InMemoryTransport) => {
+        serverSide.onmessage = (message) => {
+          const raw = message as Raw;
+          if (typeof raw.method === "string") seen.push(raw.method);
+          // It answers what it knows, and nothing else.
+          if (raw.method !== "initialize" && raw.method !== "tools/list") return;
+          const result =
+            raw.method === "tools/list"
+              ? { tools: [] }
+              : {
+                  protocolVersion: "2025-11-25",
+                  capabilities: { tools: {} },
+                  serverInfo: { name: "quiet", version: "1" },
+                };
+          void serverSide.send({ jsonrpc: "2.0", id: raw.id as number, result });
+        };
+        void serverSide.start();
+      },
+      "shared",
+      { discoveryTimeoutMs: 100 },
+    );
+    const answer = await post(url, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "server/discover",
+      params: { _meta: envelopeOf2026("a") },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.last?.result).toMatchObject({ supportedVersions: ["2026-07-28"] });
+    expect(seen.slice(0, 2)).toEqual(["server/discover", "initialize"]);
+  });
+
+  it("treats a 2026 envelope on a session that initialized as _meta: the server is initialized once", async () => {
+    const seen: string[] = [];
+    const { url } = await httpProxyTo(() => (serverSide: InMemoryTransport) => {
+      serverSide.onmessage = (message) => {
+        const raw = message as Raw;
+        if (typeof raw.method === "string") seen.push(raw.method);
+        if (raw.id === undefined) return;
+        const result =
+          raw.method === "initialize"
+            ? {
+                protocolVersion: "2025-06-18",
+                capabilities: { tools: {} },
+                serverInfo: { name: "s", version: "1" },
+              }
+            : raw.method === "tools/list"
+              ? { tools: [] }
+              : raw.method === "ping"
+                ? {}
+                : undefined;
+        const id = raw.id as number;
+        // A 2025 server: it does not know server/discover.
+        void serverSide.send(
+          result === undefined
+            ? { jsonrpc: "2.0", id, error: { code: -32601, message: "Method not found" } }
+            : { jsonrpc: "2.0", id, result },
+        );
+      };
+      void serverSide.start();
+    });
+    const opened = await post(url, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "old", version: "1" } },
+    });
+    const session = {
+      "mcp-session-id": opened.headers.get("mcp-session-id") ?? "",
+      "mcp-protocol-version": "2025-06-18",
+    };
+    await post(url, { jsonrpc: "2.0", method: "notifications/initialized" }, session);
+    const ping = await post(
+      url,
+      { jsonrpc: "2.0", id: 2, method: "ping", params: { _meta: envelopeOf2026("x") } },
+      session,
+    );
+    expect(ping.last?.result).toEqual({});
+    expect(seen.filter((method) => method === "initialize")).toHaveLength(1);
+  });
+
+  it("records a 2025 server's result that says resultType: input_required like any other", async () => {
+    const sent: string[] = [];
+    const server = new McpServerV1({ name: "mail-1x", version: "1.0.0" });
+    server.registerTool(
+      "send_email",
+      { description: "Send an email.", inputSchema: { to: z3.string() } },
+      async ({ to }) => {
+        sent.push(to);
+        // A 2025 server knows no questions: the field is part of what it answered.
+        return {
+          content: [{ type: "text" as const, text: `sent #${sent.length}` }],
+          resultType: "input_required",
+        };
+      },
+    );
+    const { clientSide } = await proxyTo(server);
+    const client = new ClientV1({ name: "agent", version: "1.0.0" });
+    await client.connect(clientSide as unknown as Transport);
+    cleanups.push(() => client.close());
+    const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+    await client.request({ method: "tools/call", params: call }, z3.object({}).passthrough());
+    await client.request({ method: "tools/call", params: call }, z3.object({}).passthrough());
+    expect(sent).toEqual(["ada@example.com"]);
   });
 });

@@ -27,6 +27,11 @@ export class UpstreamError extends Error {
  * after the effect, so the effect class judges it.
  */
 const refusedCodes = new Set([-32700, -32600, -32601, -32602]);
+/**
+ * On a multi-round-trip call (2026-07-28), the client lacks a capability the tool's question needs: the
+ * question could not be asked, which is an input-required answer that did not get through.
+ */
+const missingCapabilityCode = -32021;
 
 export interface GuardedCallOptions
   extends Pick<RecordOptions<unknown, unknown>, "store" | "ttlMs" | "leaseMs" | "waitMs"> {
@@ -54,6 +59,8 @@ export type GuardedCalls = (
   effect: Effect,
   params: Record<string, unknown>,
   scope: string,
+  /** The call comes from a client, and goes to a server, on the 2026-07-28 revision. */
+  multiRoundTrip?: boolean,
 ) => Promise<CallAnswer>;
 
 /**
@@ -64,6 +71,8 @@ export type GuardedCalls = (
 interface CallState {
   readonly meta: Record<string, unknown> | undefined;
   readonly continuation: Record<string, unknown>;
+  /** Client and server speak the 2026-07-28 revision, where a tool may answer with a question. */
+  readonly multiRoundTrip: boolean;
   thrown?: ThrownKind;
   inputRequired?: InputRequiredResult;
 }
@@ -97,14 +106,19 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
             call.thrown = "not_executed";
             throw error;
           }
-          if (error instanceof UpstreamError && refusedCodes.has(error.error.code)) {
+          const code = error instanceof UpstreamError ? error.error.code : undefined;
+          const refused =
+            code !== undefined &&
+            (refusedCodes.has(code) || (call.multiRoundTrip && code === missingCapabilityCode));
+          if (refused) {
             call.thrown = "not_executed";
-            throw notExecuted(error);
+            throw notExecuted(error as UpstreamError);
           }
           call.thrown = "error";
           throw error;
         }
-        if (isInputRequired(result)) {
+        // Only a server on the 2026-07-28 revision asks: to a 2025 one the field is part of a result.
+        if (call.multiRoundTrip && isInputRequired(result)) {
           // A question for the client, not an outcome: the key is freed for the continuation to claim.
           call.inputRequired = result;
           throw notExecuted(new Error("the MCP server asked the client for input"));
@@ -126,7 +140,7 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
       },
     );
 
-  return async (name, effect, params, scope) => {
+  return async (name, effect, params, scope, multiRoundTrip = false) => {
     const id = `${effect}\u0000${name}`;
     let tool = tools.get(id);
     if (!tool) {
@@ -143,7 +157,7 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     const continuation: Record<string, unknown> = {};
     for (const field of continuationFields)
       if (params[field] !== undefined) continuation[field] = params[field];
-    const call: CallState = { meta: parsed.meta, continuation };
+    const call: CallState = { meta: parsed.meta, continuation, multiRoundTrip };
     calls.set(parsed.args, call);
     try {
       return { result: envelopeResult(await tool(parsed.args, { key: parsed.key, scope })) };

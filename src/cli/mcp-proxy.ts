@@ -42,6 +42,11 @@ export interface McpProxyOptions
   readonly scope: string | (() => string);
   /** One line for the operator (stderr). */
   readonly log: (line: string) => void;
+  /**
+   * How long the server may take to answer `server/discover` (for a 2026-07-28 client) before the proxy
+   * takes it for a 2025 server that ignores methods it does not know, and initializes it. Default 5 s.
+   */
+  readonly discoveryTimeoutMs?: number | undefined;
 }
 
 /** Why the proxy stopped. */
@@ -66,6 +71,15 @@ const maxPages = 100;
 const maxRelists = 3;
 /** How long the server may take to finish its calls once the client has gone. */
 const drainMs = 30_000;
+const defaultDiscoveryTimeoutMs = 5_000;
+
+/** The server did not answer a request of the proxy's own in time. */
+class NoAnswer extends Error {
+  override name = "NoAnswer";
+  constructor(method: string, timeoutMs: number) {
+    super(`the MCP server did not answer ${method} within ${timeoutMs} ms`);
+  }
+}
 
 /**
  * Relay between `client` and `server`, guarding side-effectful tools. Both transports are started here.
@@ -75,6 +89,7 @@ const drainMs = 30_000;
  */
 export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy> {
   const { client, server, store, rules, scope, log } = options;
+  const discoveryTimeoutMs = options.discoveryTimeoutMs ?? defaultDiscoveryTimeoutMs;
   const scopeOf = typeof scope === "function" ? scope : () => scope;
   // Our own requests to the server carry ids no client picks, so their answers are never relayed.
   const idPrefix = `idempotool-proxy-${randomUUID()}-`;
@@ -98,8 +113,10 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   // Counts the server's list_changed notices: a list fetched across one may already be stale.
   let listGeneration = 0;
   let checkedRules = false;
-  // A client on the 2026-07-28 revision: its answers get that revision's shape.
+  // A client on the 2026-07-28 revision: its answers get that revision's shape. A client that initialized
+  // is on a 2025 one, whatever its later requests carry in `_meta`.
   let modernClient = false;
+  let clientInitialized = false;
   // The latest envelope it sent, which requests of the proxy's own carry to a 2026-07-28 server.
   let clientEnvelope: Record<string, unknown> = {};
   // What the server speaks, once a 2026-07-28 client needs to know: learned by discovering it, and on a
@@ -151,19 +168,40 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       .send(message as JSONRPCMessage)
       .catch((error: unknown) => log(`could not reach the server: ${String(error)}`));
 
-  /** A request of our own to the server, in the revision it speaks. */
-  const request = (method: string, params: Record<string, unknown>): Promise<unknown> => {
+  /**
+   * A request of our own to the server, in the revision it speaks; with `timeoutMs`, given up on (and its
+   * late answer ignored) when none came by then.
+   */
+  const request = (method: string, params: Record<string, unknown>, timeoutMs?: number): Promise<unknown> => {
     // Nothing was sent: a guarded call claimed before the client left frees its key for the retry.
     if (ending) return Promise.reject(notExecuted(new Error("the proxy is stopping")));
     const id = `${idPrefix}${nextId++}`;
+    // A client's own request (a guarded call) keeps its envelope; the proxy's own gets the latest one.
     const sent =
       server2026 === true
-        ? withEnvelope(params, clientEnvelope)
+        ? envelopeOf(params) === undefined
+          ? withEnvelope(params, clientEnvelope)
+          : params
         : server2026 === false
           ? withoutEnvelope(params)
           : params;
     return new Promise((resolve, reject) => {
-      pending.set(id, { resolve, reject });
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              if (pending.delete(id)) reject(new NoAnswer(method, timeoutMs));
+            }, timeoutMs);
+      pending.set(id, {
+        resolve: (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
       server.send({ jsonrpc: "2.0", id, method, params: sent } as JSONRPCMessage).catch((error: unknown) => {
         pending.delete(id);
         reject(error);
@@ -233,10 +271,16 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     discovery ??= (async () => {
       let answer: Record<string, unknown>;
       try {
-        answer = asObject(await request("server/discover", withEnvelope({}, clientEnvelope)));
+        const discovered = await request(
+          "server/discover",
+          withEnvelope({}, clientEnvelope),
+          discoveryTimeoutMs,
+        );
+        answer = asObject(discovered);
         server2026 = true;
       } catch (error) {
-        if (!(error instanceof UpstreamError)) throw error;
+        // A 2025 server refuses the method, or (some) never answers a method it does not know.
+        if (!(error instanceof UpstreamError || error instanceof NoAnswer)) throw error;
         const initialized = asObject(await request("initialize", initializeParamsFor(clientEnvelope)));
         await sendToServer({ jsonrpc: "2.0", method: "notifications/initialized" });
         server2026 = false;
@@ -313,7 +357,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     }
     const ticket = { cancelled: false };
     guardedRequests.set(id, ticket);
-    const outcome = await answerGuarded(name, guard.effect, params, scopeOf());
+    const multiRoundTrip = server2026 === true && envelopeOf(params) !== undefined;
+    const outcome = await answerGuarded(name, guard.effect, params, scopeOf(), multiRoundTrip);
     if (guardedRequests.get(id) === ticket) guardedRequests.delete(id);
     forgetProgress(id);
     // A client that cancelled its request expects no answer to it.
@@ -322,7 +367,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
 
   /** Relay a client's message to the server; a 2026-07-28 request to a 2025 server loses its envelope. */
   const relay = (message: Message) => {
-    if (server2026 !== false || envelopeOf(message.params) === undefined) return sendToServer(message);
+    if (!modernClient || server2026 !== false || envelopeOf(message.params) === undefined) {
+      return sendToServer(message);
+    }
     const id = message.id as RequestId | undefined;
     if (id !== undefined && typeof message.method === "string") bridged.set(id, message.method);
     return sendToServer({ ...message, params: withoutEnvelope(message.params as Record<string, unknown>) });
@@ -341,8 +388,9 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   let backlog: Promise<void> | undefined;
   client.onmessage = (raw) => {
     const message = raw as Message;
-    const envelope = envelopeOf(message.params);
-    if (envelope !== undefined || message.method === "server/discover") {
+    if (message.method === "initialize") clientInitialized = true;
+    const envelope = clientInitialized ? undefined : envelopeOf(message.params);
+    if (!clientInitialized && (envelope !== undefined || message.method === "server/discover")) {
       modernClient = true;
       if (envelope !== undefined) clientEnvelope = envelope;
     }
@@ -397,6 +445,12 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       return;
     } else if (method === "notifications/cancelled") {
       const cancelledId = (message.params as { requestId?: RequestId } | undefined)?.requestId;
+      // A cancelled request may never be answered: what waits for its answer goes (a tools/list answer
+      // that comes all the same is still guarded).
+      if (cancelledId !== undefined) {
+        bridged.delete(cancelledId);
+        forgetProgress(cancelledId);
+      }
       // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
       const guarded = cancelledId === undefined ? undefined : guardedRequests.get(cancelledId);
       if (guarded) {

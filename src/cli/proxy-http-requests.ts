@@ -23,6 +23,13 @@ export class RequestFront implements Transport {
   onerror?: (error: Error) => void;
   #next = 0;
   readonly #waiting = new Map<string, Waiting>();
+  /** When a request last came (ms since the epoch). */
+  lastUsed = Date.now();
+
+  /** No request is waiting for its answer. */
+  idle(): boolean {
+    return this.#waiting.size === 0;
+  }
 
   async start(): Promise<void> {}
 
@@ -37,12 +44,16 @@ export class RequestFront implements Transport {
    * that its progress can come first.
    */
   deliver(message: Message, response: ServerResponse): void {
-    if (message.id === undefined || typeof message.method !== "string") {
+    this.lastUsed = Date.now();
+    const method = message.method;
+    // A notification is one by its method, whatever id it carries: no answer comes to it.
+    if (message.id === undefined || typeof method !== "string" || method.startsWith("notifications/")) {
       response.writeHead(202).end();
       // A cancellation names the client's own id, which the relay never saw: a request is cancelled by
       // closing its response instead (below). A stray response has nothing to answer.
-      if (typeof message.method === "string" && message.method !== "notifications/cancelled") {
-        this.onmessage?.(message as JSONRPCMessage);
+      if (typeof method === "string" && method !== "notifications/cancelled") {
+        const { id: _, ...notification } = message;
+        this.onmessage?.(notification as JSONRPCMessage);
       }
       return;
     }

@@ -64,24 +64,52 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
   let starting = 0;
   let port = options.port;
 
+  // The relays started, for finding an idle one to stop.
+  const running = new Map<string, { front: RequestFront; proxy: McpProxy }>();
+
   /** The relay for requests whose keys live in `scope`, started (with its server) on first use. */
   const relayFor = (scope: string) => {
     let relay = relays.get(scope);
     if (relay) return relay;
     const front = new RequestFront();
-    relay = startMcpProxy({ ...options, client: front, server: options.startServer(), scope }).then(
+    const started = startMcpProxy({ ...options, client: front, server: options.startServer(), scope }).then(
       (proxy) => ({ front, proxy }),
     );
-    relays.set(scope, relay);
-    relay.then(
-      ({ proxy }) =>
-        proxy.ended.then((end) => {
-          relays.delete(scope);
-          log(`the relay for 2026-07-28 requests ended: ${end.reason}`);
-        }),
-      () => relays.delete(scope),
-    );
-    return relay;
+    relay = started;
+    relays.set(scope, started);
+    const forget = () => {
+      if (relays.get(scope) === started) relays.delete(scope);
+      if (running.get(scope)?.front === front) running.delete(scope);
+    };
+    started.then((relay) => {
+      running.set(scope, relay);
+      void relay.proxy.ended.then((end) => {
+        forget();
+        log(`the relay for 2026-07-28 requests ended: ${end.reason}`);
+      });
+    }, forget);
+    return started;
+  };
+
+  /**
+   * Whether one more session or relay may start: below `--max-sessions`, or once the relay that has
+   * waited longest with no request open is stopped (its server finishes the calls it runs first). A
+   * 2026-07-28 client has nothing to close, so its relay would otherwise hold its place forever.
+   */
+  const makeRoom = (): boolean => {
+    if (sessions.size + relays.size + starting < maxSessions) return true;
+    let idlest: [string, { front: RequestFront; proxy: McpProxy }] | undefined;
+    for (const entry of running) {
+      if (entry[1].front.idle() && (!idlest || entry[1].front.lastUsed < idlest[1].front.lastUsed))
+        idlest = entry;
+    }
+    if (!idlest) return false;
+    const [scope, relay] = idlest;
+    relays.delete(scope);
+    running.delete(scope);
+    log("stopping the idlest relay for 2026-07-28 requests to make room");
+    void relay.proxy.close();
+    return true;
   };
 
   /** A POST of a 2026-07-28 client: checked as a session's first request is, then relayed. */
@@ -111,7 +139,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       return;
     }
     const scope = options.within(options.scope === "client" ? `client:${credentialOf(request)}` : "default");
-    if (!relays.has(scope) && sessions.size + relays.size + starting >= maxSessions) {
+    if (!relays.has(scope) && !makeRoom()) {
       answer(response, 503, -32000, `idempotool proxy: ${maxSessions} sessions are open; close one first`);
       return;
     }
@@ -214,7 +242,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         answer(response, refused.status, -32000, refused.message);
         return;
       }
-      if (sessions.size + relays.size + starting >= maxSessions) {
+      if (!makeRoom()) {
         answer(response, 503, -32000, `idempotool proxy: ${maxSessions} sessions are open; close one first`);
         return;
       }
@@ -259,6 +287,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
     close: async () => {
       await Promise.allSettled([...sessions.values()].map(({ proxy }) => proxy.close()));
       await Promise.allSettled([...relays.values()].map(async (relay) => (await relay).proxy.close()));
+      await Promise.allSettled([...running.values()].map(({ proxy }) => proxy.close()));
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
