@@ -1,4 +1,5 @@
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
+import { fingerprint } from "../core/fingerprint.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
@@ -142,6 +143,15 @@ export interface IdempotentToolOptions<A, Extra = RequestContextFields>
    * own `requestState`, if it gave one, as before.
    */
   readonly requestState?: QuestionSeal<Extra> | undefined;
+  /**
+   * For hosts that send one tool call twice, a few milliseconds apart, under two request ids and without a
+   * key: a call that comes without one is keyed by its tool and arguments, and an identical call while it
+   * runs, or within `windowMs` after it, gets its outcome instead of running again (the model is told it
+   * was taken for a duplicate). Off by default; `keyFrom.argument` must then be `"optional"` or
+   * `"hidden"`. It cannot tell a genuine second request with the same arguments inside the window from a
+   * duplicate: keep the window short (at most a minute), and let calls that may be meant twice carry keys.
+   */
+  readonly withoutKey?: { readonly windowMs: number } | undefined;
 }
 
 /**
@@ -202,6 +212,7 @@ export function registerIdempotentTool<
     keyFrom: keyFromOption,
     inProgress,
     requestState: seal,
+    withoutKey,
     ...given
   } = options;
   const keyFrom = resolveKeyFrom(keyFromOption);
@@ -224,6 +235,28 @@ export function registerIdempotentTool<
     invalidOption(owner, "requestState", "must be a codec with mint and verify (createRequestStateCodec)");
   }
   const scopeOf: (extra: ToolExtraOf<Server>) => string = scopeOption ?? ((extra) => defaultScope(extra));
+  if (withoutKey !== undefined) {
+    const windowMs = (withoutKey as { windowMs?: unknown } | null)?.windowMs;
+    if (
+      typeof windowMs !== "number" ||
+      !Number.isInteger(windowMs) ||
+      windowMs < 1 ||
+      windowMs > maxKeylessWindowMs
+    ) {
+      invalidOption(
+        owner,
+        "withoutKey",
+        `must be { windowMs } with windowMs a whole number of ms from 1 to ${maxKeylessWindowMs}`,
+      );
+    }
+    if (keyFrom.argument === "required") {
+      invalidOption(
+        owner,
+        "withoutKey",
+        'needs keyFrom: { argument: "optional" } or "hidden": a required key is never missing',
+      );
+    }
+  }
 
   const input = toolSchema(config.inputSchema, "inputSchema");
   if (Object.hasOwn(input.shape, keyField)) {
@@ -246,40 +279,43 @@ export function registerIdempotentTool<
   // The handler needs its request's `extra`, which idempotent() does not carry: each call's arguments
   // are a fresh object, and idempotent() hands that very object to the tool, so it can find its call here.
   const calls = new WeakMap<object, CallState<ToolExtraOf<Server>>>();
-  const tool = idempotent<Args, ToolResult>(
-    async (args, context) => {
-      const call = calls.get(args as object);
-      if (!call) {
-        throw new Error("registerIdempotentTool: a call reached the tool without its request context");
-      }
-      let answer: unknown;
-      try {
-        // The arguments are the tool's, parsed by the SDK against its schema; the extra is the SDK's own.
-        answer = await handler(args, call.extra, context);
-      } catch (error) {
-        call.thrown =
-          error instanceof DefinitiveFailure
-            ? "definitive"
-            : error instanceof NotExecuted
-              ? "not_executed"
-              : "error";
-        throw error;
-      }
-      // Only the 2.x SDK (whose request context has `mcpReq`) speaks multi-round-trip calls; on 1.x such a
-      // shape is just a result, recorded like any other.
-      if (isInputRequired(answer) && call.multiRoundTrip) {
-        // A question to the client, not an outcome: nothing is recorded, the key is free again, and the
-        // client's continuation (the same call, with the answers) claims it and runs the tool anew.
-        call.inputRequired =
-          seal && call.binding
-            ? { ...answer, requestState: await seal.mint(sealed(call.binding, answer), call.original) }
-            : answer;
-        throw notExecuted(new Error("the tool asked the client for input"));
-      }
-      return answer as ToolResult;
-    },
-    { ...core, name },
-  );
+  const run = async (args: Args, context: ToolContext): Promise<ToolResult> => {
+    const call = calls.get(args as object);
+    if (!call) {
+      throw new Error("registerIdempotentTool: a call reached the tool without its request context");
+    }
+    let answer: unknown;
+    try {
+      // The arguments are the tool's, parsed by the SDK against its schema; the extra is the SDK's own.
+      answer = await handler(args, call.extra, context);
+    } catch (error) {
+      call.thrown =
+        error instanceof DefinitiveFailure
+          ? "definitive"
+          : error instanceof NotExecuted
+            ? "not_executed"
+            : "error";
+      throw error;
+    }
+    // Only the 2.x SDK (whose request context has `mcpReq`) speaks multi-round-trip calls; on 1.x such a
+    // shape is just a result, recorded like any other.
+    if (isInputRequired(answer) && call.multiRoundTrip) {
+      // A question to the client, not an outcome: nothing is recorded, the key is free again, and the
+      // client's continuation (the same call, with the answers) claims it and runs the tool anew.
+      call.inputRequired =
+        seal && call.binding
+          ? { ...answer, requestState: await seal.mint(sealed(call.binding, answer), call.original) }
+          : answer;
+      throw notExecuted(new Error("the tool asked the client for input"));
+    }
+    return answer as ToolResult;
+  };
+  const tool = idempotent<Args, ToolResult>(run, { ...core, name });
+  // Keyless calls' records, kept only for the window: the same store, the same tool.
+  const keyless =
+    withoutKey === undefined
+      ? undefined
+      : idempotent<Args, ToolResult>(run, { ...core, name, ttlMs: withoutKey.windowMs });
 
   const outputFlavour = output?.flavour;
   const inputFlavour = input.flavour ?? outputFlavour;
@@ -330,13 +366,18 @@ export function registerIdempotentTool<
             ? (meta as Record<string, unknown>)[paramsKeyMetaField]
             : undefined;
         parsed = callKey(input, meta, keyFrom.sources, paramsKey);
-        if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyFrom.missing);
+        if (parsed.key === undefined && keyless === undefined) {
+          throw new IdempotencyError(ErrorCode.keyMissing, keyFrom.missing);
+        }
       } catch (error) {
         return errorResult(error, "", undefined, tool.effect);
       }
-      const key = parsed.key;
       // The SDK parsed the arguments against the tool's schema before calling us.
       const args = parsed.args as Args;
+      // Without a key (withoutKey), the call is keyed by what it does: the tool and its arguments.
+      const byArguments = parsed.key === undefined;
+      const key = parsed.key ?? `args-${fingerprint({ tool: name, arguments: args })}`;
+      const runner = byArguments && keyless ? keyless : tool;
       const multiRoundTrip = typeof fields.mcpReq === "object" && fields.mcpReq !== null;
       let scope: string;
       let call: CallState<ToolExtraOf<Server>>;
@@ -358,8 +399,8 @@ export function registerIdempotentTool<
         // The request's abort signal is not passed on: a client that timed out cancels its request and then
         // retries under the same key, and cutting the effect short would turn that retry's replay into an
         // unknown outcome. The handler still gets the SDK's signal, to honour cancellation where that is safe.
-        const envelope: Envelope<ToolResult> = await tool(args, { key, scope });
-        return envelopeResult(envelope);
+        const envelope: Envelope<ToolResult> = await runner(args, { key, scope });
+        return envelopeResult(envelope, byArguments ? "arguments" : undefined);
       } catch (error) {
         if (call.inputRequired) return call.inputRequired;
         return errorResult(error, key, call.thrown, tool.effect);
@@ -513,3 +554,6 @@ function sealed(binding: QuestionBinding, answer: InputRequiredResult): SealedQu
     ? { idempotool: binding }
     : { idempotool: binding, state: answer.requestState };
 }
+
+/** The longest `withoutKey` window: longer, and it would take genuine repeats for duplicates. */
+const maxKeylessWindowMs = 60_000;

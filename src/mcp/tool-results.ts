@@ -28,6 +28,11 @@ export interface IdempotencyInfo {
    * the window. This call ran; the model is told, so it can check with the user that both were meant.
    */
   readonly recent_similar_call?: RecentSimilarCall;
+  /**
+   * `"arguments"` when the call came without a key and was keyed by its tool and arguments (the
+   * `withoutKey` option): a repeat is then an identical call within the window, not a retry of one key.
+   */
+  readonly key_source?: "arguments";
 }
 
 /** What an error result carries in `_meta`, for clients that branch on it rather than read the text. */
@@ -62,7 +67,7 @@ export type ThrownKind = "definitive" | "not_executed" | "error";
  * The tool's result as the client gets it: the original result, plus what happened. The stored result
  * never carries these additions, so a replay is decorated afresh (with `was_replay: true`).
  */
-export function envelopeResult(envelope: Envelope<ToolResult>): ToolResult {
+export function envelopeResult(envelope: Envelope<ToolResult>, keySource?: "arguments"): ToolResult {
   const similar = envelope.recent_similar_call;
   const info: IdempotencyInfo = {
     was_replay: envelope.was_replay,
@@ -70,6 +75,7 @@ export function envelopeResult(envelope: Envelope<ToolResult>): ToolResult {
     idempotency_key: envelope.idempotency_key,
     expires_at: envelope.expires_at,
     ...(similar === undefined ? {} : { recent_similar_call: { ...similar } }),
+    ...(keySource === undefined ? {} : { key_source: keySource }),
   };
   const original: ToolResult = isObject(envelope.result) ? envelope.result : { content: [] };
   const content = Array.isArray(original.content) ? [...original.content] : [];
@@ -90,6 +96,13 @@ export function envelopeResult(envelope: Envelope<ToolResult>): ToolResult {
 
 /** The text appended to a replayed result, so a model reading only `content` knows nothing ran again. */
 export function replayNote(info: IdempotencyInfo): string {
+  if (info.key_source === "arguments") {
+    return (
+      `This is a replay: an identical call (the same tool and arguments, sent without an idempotency_key) ran ` +
+      `at ${info.original_called_at}, so this one was taken for a duplicate and not run. The content above is ` +
+      "its result. If the user really wants it done again, call again with a new idempotency_key."
+    );
+  }
   return (
     `This is a replay: this action already ran at ${info.original_called_at} under idempotency_key ` +
     `"${info.idempotency_key}" and was not repeated. The content above is the original result.`
