@@ -63,6 +63,11 @@ describe("the command line", () => {
       "idempotool inspect list",
     ],
     [
+      ["proxy", "--without-key", "60001", "--", "node", "server.js"],
+      '--without-key must be a whole number of milliseconds from 1 to 60000, not "60001"',
+      "idempotool proxy",
+    ],
+    [
       ["proxy", "--in-progress", "queue", "--", "node", "server.js"],
       '--in-progress must be one of wait, reject, not "queue"',
       "idempotool proxy",

@@ -87,7 +87,7 @@ afterEach(async () => {
 
 async function connectThroughProxy(
   rules: [string, ToolRule][] = [],
-  tuning: { waitMs?: number; similarWindowMs?: number } = {},
+  tuning: { waitMs?: number; similarWindowMs?: number; withoutKeyWindowMs?: number } = {},
   store = memoryStore(),
   capabilities?: Record<string, unknown>,
 ) {
@@ -259,6 +259,24 @@ describe("the proxy's relay", () => {
       recent_similar_call: { idempotency_key: "k-7" },
     });
     expect(JSON.stringify(second.content)).toContain("Note: this action ran now as a new request");
+  });
+
+  it("with --without-key, lists the key as optional and sends two identical keyless calls once", async () => {
+    const { client, server } = await connectThroughProxy([], { withoutKeyWindowMs: 5_000 });
+    const { tools } = await client.listTools();
+    const sendMessage = tools.find((tool) => tool.name === "send_message");
+    expect(sendMessage?.inputSchema.properties).toHaveProperty("idempotency_key");
+    expect(sendMessage?.inputSchema.required ?? []).not.toContain("idempotency_key");
+
+    const call = { name: "send_message", arguments: { to: "hal" } };
+    const [first, second] = await Promise.all([client.callTool(call), client.callTool(call)]);
+    expect(server.calls()).toHaveLength(1);
+    const replay = [first, second].find((result) => metaOf(result, MetaKey.envelope)?.was_replay);
+    expect(replay?._meta?.[MetaKey.envelope]).toMatchObject({ key_source: "arguments" });
+    expect(JSON.stringify(replay?.content)).toContain("taken for a duplicate");
+    // A call with a key is its key's, whatever its arguments.
+    await client.callTool({ name: "send_message", arguments: { to: "hal", idempotency_key: "k-1" } });
+    expect(server.calls()).toHaveLength(2);
   });
 
   it("lets the server finish a guarded call when the client goes away, so the retry after a reconnect replays it", async () => {

@@ -2,8 +2,10 @@
  * Parsers for option values, shared by the commands; a bad value is a usage error (exit 2). Each message
  * completes "--option …" and names the unit the option counts in.
  */
+
 import { InvalidArgumentError } from "commander";
 import { maxTimerMs } from "../core/option-checks.js";
+import { maxKeylessWindowMs } from "../mcp/call-key.js";
 
 /** `--limit 50`: a positive whole number. */
 export function positiveInteger(value: string): number {
@@ -17,6 +19,15 @@ export function milliseconds(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > maxTimerMs) {
     throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${maxTimerMs}`);
+  }
+  return n;
+}
+
+/** `--without-key <ms>`: a short window, at most a minute (longer, genuine repeats would be absorbed). */
+export function keylessWindow(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > maxKeylessWindowMs) {
+    throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${maxKeylessWindowMs}`);
   }
   return n;
 }

@@ -7,7 +7,7 @@ import { ErrorCode, IdempotencyError, isIdempotencyError } from "../core/errors.
 import { idempotent } from "../core/idempotent.js";
 import type { Effect, RecordOptions } from "../core/options.js";
 import { NotExecuted, notExecuted } from "../core/outcomes.js";
-import { callKey, everyKeySource } from "../mcp/call-key.js";
+import { argumentsKey, callKey, everyKeySource } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
 import { type InputRequiredResult, isInputRequired, type ToolResult } from "../mcp/mcp-types.js";
 import { keyRefusal } from "../mcp/params-key.js";
@@ -37,6 +37,11 @@ export interface GuardedCallOptions
   extends Pick<RecordOptions<unknown, unknown>, "store" | "ttlMs" | "leaseMs" | "waitMs"> {
   /** The near-duplicate hint's window (ms): the same arguments under a new key. Default: off. */
   readonly similarWindowMs?: number | undefined;
+  /**
+   * A call without a key is keyed by its tool and arguments, and an identical one within this window
+   * (ms) is its duplicate (`--without-key`). Default: off, and a call without a key is refused.
+   */
+  readonly withoutKeyWindowMs?: number | undefined;
   /**
    * Send the call to the server and resolve with its result; reject with an {@link UpstreamError} when
    * it answers with an error, a `NotExecuted` when the call was never sent, with anything else when no
@@ -92,7 +97,7 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
   // request's `_meta` here.
   const calls = new WeakMap<object, CallState>();
 
-  const wrap = (name: string, effect: Effect) =>
+  const wrap = (name: string, effect: Effect, ttlMs = options.ttlMs) =>
     idempotent<Record<string, unknown>, ToolResult>(
       async (args) => {
         const call = calls.get(args);
@@ -129,7 +134,7 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
         name,
         store: options.store,
         effect,
-        ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }),
+        ...(ttlMs === undefined ? {} : { ttlMs }),
         ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
         ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
         ...(options.similarWindowMs === undefined
@@ -141,18 +146,23 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     );
 
   return async (name, effect, params, scope, multiRoundTrip = false) => {
-    const id = `${effect}\u0000${name}`;
-    let tool = tools.get(id);
-    if (!tool) {
-      tool = wrap(name, effect);
-      tools.set(id, tool);
-    }
     let parsed: ReturnType<typeof callKey>;
     try {
       parsed = callKey(params.arguments, params._meta, everyKeySource, params.idempotencyKey);
-      if (parsed.key === undefined) throw new IdempotencyError(ErrorCode.keyMissing, keyRequiredMessage);
+      if (parsed.key === undefined && options.withoutKeyWindowMs === undefined) {
+        throw new IdempotencyError(ErrorCode.keyMissing, keyRequiredMessage);
+      }
     } catch (error) {
       return { result: errorResult(error, "", undefined, effect) };
+    }
+    // Without a key (--without-key), the call is keyed by what it does, for the window only.
+    const byArguments = parsed.key === undefined;
+    const key = parsed.key ?? argumentsKey(name, parsed.args);
+    const id = `${effect}\u0000${name}${byArguments ? "\u0000keyless" : ""}`;
+    let tool = tools.get(id);
+    if (!tool) {
+      tool = byArguments ? wrap(name, effect, options.withoutKeyWindowMs) : wrap(name, effect);
+      tools.set(id, tool);
     }
     const continuation: Record<string, unknown> = {};
     for (const field of continuationFields)
@@ -160,15 +170,16 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     const call: CallState = { meta: parsed.meta, continuation, multiRoundTrip };
     calls.set(parsed.args, call);
     try {
-      return { result: envelopeResult(await tool(parsed.args, { key: parsed.key, scope })) };
+      const envelope = await tool(parsed.args, { key, scope });
+      return { result: envelopeResult(envelope, byArguments ? "arguments" : undefined) };
     } catch (error) {
       if (call.inputRequired) return { result: call.inputRequired };
       // The server refused the call and nothing is recorded: its error goes to the client as it was.
       if (error instanceof UpstreamError && call.thrown === "not_executed") return { error: error.error };
       // A client that sent the key in params speaks the protocol's own idempotency: a JSON-RPC error.
-      const keyError = params.idempotencyKey === undefined ? undefined : keyErrorOf(error, parsed.key);
+      const keyError = params.idempotencyKey === undefined ? undefined : keyErrorOf(error, key);
       if (keyError) return { error: keyError };
-      return { result: errorResult(error, parsed.key, call.thrown, tool.effect) };
+      return { result: errorResult(error, key, call.thrown, tool.effect) };
     }
   };
 }

@@ -31,7 +31,10 @@ import {
 } from "./proxy-tools.js";
 
 export interface McpProxyOptions
-  extends Pick<GuardedCallOptions, "store" | "ttlMs" | "leaseMs" | "waitMs" | "similarWindowMs"> {
+  extends Pick<
+    GuardedCallOptions,
+    "store" | "ttlMs" | "leaseMs" | "waitMs" | "similarWindowMs" | "withoutKeyWindowMs"
+  > {
   /** The connection to the MCP client (the proxy is its server). */
   readonly client: Transport;
   /** The connection to the real MCP server (the proxy is its client). */
@@ -310,10 +313,13 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     leaseMs: options.leaseMs,
     waitMs: options.waitMs,
     similarWindowMs: options.similarWindowMs,
+    withoutKeyWindowMs: options.withoutKeyWindowMs,
     forward: (params) => request("tools/call", params),
   });
-  // The window a guarded tool's key description states is the one its records use.
+  // The window a guarded tool's key description states is the one its records use; the key is optional
+  // where a call without one is keyed by its arguments.
   const ttlMs = options.ttlMs ?? defaults.ttlMs;
+  const shown = { ttlMs, keyRequired: options.withoutKeyWindowMs === undefined };
 
   const answerCall = async (message: Message, id: RequestId): Promise<void> => {
     const params = (isObject(message.params) ? message.params : {}) as Record<string, unknown>;
@@ -497,7 +503,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       bridged.delete(id);
       const result =
         clientListings.delete(id) && isObject(message.result)
-          ? withGuards(message.result, rules, guardedBefore, ttlMs)
+          ? withGuards(message.result, rules, guardedBefore, shown)
           : message.result;
       void answer(id, bridgedMethod, isObject(message.error) ? { error: message.error } : { result });
       return;
@@ -517,7 +523,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       clientListings.delete(id) &&
       isObject(message.result)
     ) {
-      void sendToClient({ ...message, result: withGuards(message.result, rules, guardedBefore, ttlMs) });
+      void sendToClient({ ...message, result: withGuards(message.result, rules, guardedBefore, shown) });
       return;
     }
     void sendToClient(message);
@@ -593,7 +599,7 @@ function withGuards(
   result: Record<string, unknown>,
   rules: ToolRules,
   guardedBefore: Map<string, Guard>,
-  ttlMs: number,
+  shown: { ttlMs: number; keyRequired: boolean },
 ): Record<string, unknown> {
   if (!Array.isArray(result.tools)) return result;
   const guards = guardsOf(result.tools.filter(isListedTool), rules, guardedBefore);
@@ -604,7 +610,7 @@ function withGuards(
       if (!isListedTool(tool) || !guard?.guarded) return tool;
       // A client told a tool takes a key keeps sending one: keep guarding it.
       guardedBefore.set(tool.name, guard);
-      return guardedTool(tool, ttlMs);
+      return guardedTool(tool, shown.ttlMs, shown.keyRequired);
     }),
   };
 }

@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Command, InvalidArgumentError, Option } from "commander";
-import { commaList, milliseconds, positiveInteger } from "./arguments.js";
+import { commaList, keylessWindow, milliseconds, positiveInteger } from "./arguments.js";
 import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { startMcpProxy } from "./mcp-proxy.js";
@@ -45,6 +45,7 @@ interface ProxyFlags {
   readonly wait?: number;
   readonly inProgress: "wait" | "reject";
   readonly similar?: number;
+  readonly withoutKey?: number;
   readonly http?: number;
   readonly host: string;
   readonly maxSessions: number;
@@ -116,6 +117,11 @@ export function proxyCommand(command: Command, context: CommandContext): void {
       milliseconds,
     )
     .option(
+      "--without-key <ms>",
+      "key a call that comes without a key by its tool and arguments: an identical call within <ms> (at most 60000) is its duplicate",
+      keylessWindow,
+    )
+    .option(
       "--http <port>",
       "also serve over Streamable HTTP at http://<host>:<port>/mcp (0: any free port)",
       portNumber,
@@ -171,6 +177,7 @@ export function proxyCommand(command: Command, context: CommandContext): void {
         leaseMs: flags.lease,
         waitMs: flags.inProgress === "reject" ? 0 : flags.wait,
         similarWindowMs: flags.similar,
+        withoutKeyWindowMs: flags.withoutKey,
         log,
       };
       if (flags.http !== undefined) {

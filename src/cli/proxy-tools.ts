@@ -76,7 +76,7 @@ export function guardOf(
  * The tool as the client sees it behind the proxy: a required `idempotency_key` argument described with
  * the dedup window, `idempotentHint: true`, and `_idempotency` in the output schema when there is one.
  */
-export function guardedTool(tool: ListedTool, ttlMs: number): ListedTool {
+export function guardedTool(tool: ListedTool, ttlMs: number, keyRequired = true): ListedTool {
   const input = isObject(tool.inputSchema) ? tool.inputSchema : { type: "object" };
   const properties = isObject(input.properties) ? input.properties : {};
   const required = Array.isArray(input.required) ? (input.required as unknown[]) : [];
@@ -94,7 +94,7 @@ export function guardedTool(tool: ListedTool, ttlMs: number): ListedTool {
           description: keyDescription(ttlMs),
         },
       },
-      required: [...required.filter((name) => name !== keyArgument), keyArgument],
+      required: [...required.filter((name) => name !== keyArgument), ...(keyRequired ? [keyArgument] : [])],
     },
     annotations: { ...annotations, idempotentHint: true },
   };

@@ -1,10 +1,16 @@
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import { fingerprint } from "../core/fingerprint.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { DefinitiveFailure, NotExecuted, notExecuted } from "../core/outcomes.js";
-import { type CallKey, callKey, type KeySources, metaKeyFields } from "./call-key.js";
+import {
+  argumentsKey,
+  type CallKey,
+  callKey,
+  type KeySources,
+  maxKeylessWindowMs,
+  metaKeyFields,
+} from "./call-key.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import {
   authenticatedClient,
@@ -376,7 +382,7 @@ export function registerIdempotentTool<
       const args = parsed.args as Args;
       // Without a key (withoutKey), the call is keyed by what it does: the tool and its arguments.
       const byArguments = parsed.key === undefined;
-      const key = parsed.key ?? `args-${fingerprint({ tool: name, arguments: args })}`;
+      const key = parsed.key ?? argumentsKey(name, args);
       const runner = byArguments && keyless ? keyless : tool;
       const multiRoundTrip = typeof fields.mcpReq === "object" && fields.mcpReq !== null;
       let scope: string;
@@ -554,6 +560,3 @@ function sealed(binding: QuestionBinding, answer: InputRequiredResult): SealedQu
     ? { idempotool: binding }
     : { idempotool: binding, state: answer.requestState };
 }
-
-/** The longest `withoutKey` window: longer, and it would take genuine repeats for duplicates. */
-const maxKeylessWindowMs = 60_000;
