@@ -12,11 +12,12 @@ import { registerIdempotentTool, type ZodNamespace } from "../src/mcp/index.js";
 
 const dir = new URL("../src/mcp/", import.meta.url);
 
-it("exports the registration function, the transport wrapper and the constants, nothing else at runtime", () => {
+it("exports the tool wrappers, the transport wrapper and the constants, nothing else at runtime", () => {
   expect(Object.keys(mcp).sort()).toEqual(
     [
       "MetaKey",
       "acceptParamsKey",
+      "idempotentExecute",
       "keyDescription",
       "keyField",
       "registerIdempotentTool",

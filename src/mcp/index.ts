@@ -8,6 +8,11 @@
  * user's: this entry imports neither at runtime, and its types need only the one the user has.
  * @module
  */
+export {
+  type ExecuteAnswer,
+  type IdempotentExecuteOptions,
+  idempotentExecute,
+} from "./idempotent-execute.js";
 export { keyDescription } from "./key-description.js";
 export type {
   ContentBlock,
