@@ -22,6 +22,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { memoryStore } from "../src/index.js";
 import { type IdempotencyErrorInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+import { fakeClock } from "../src/testing/fake-clock.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -191,5 +192,99 @@ describe("a sealed question, through the SDK's own client", () => {
     expect(repeat._meta?.[MetaKey.envelope]).toMatchObject({ was_replay: true });
     expect(bought).toEqual(["lamp (asked about lamp)"]);
     expect(asked).toBe(1);
+  });
+});
+
+describe("a sealed question, carried elsewhere", () => {
+  const ask = (message: string, state: string) =>
+    inputRequired({
+      inputRequests: {
+        confirm: inputRequired.elicit({
+          message,
+          requestedSchema: {
+            type: "object",
+            properties: { confirm: { type: "boolean" } },
+            required: ["confirm"],
+          },
+        }),
+      },
+      requestState: state,
+    });
+  const server = (name: string) =>
+    new McpServer(
+      { name, version: "1.0.0" },
+      { supportedProtocolVersions: ["2026-07-28", "2025-11-25"], requestState: { verify: codec.verify } },
+    );
+
+  it("does not open for another tool called with the same key and arguments", async () => {
+    const ran: string[] = [];
+    const store = memoryStore();
+    const call = await rawClient(() => {
+      const bank = server("bank");
+      const schema = z.object({ to: z.string(), amount: z.number() });
+      registerIdempotentTool(
+        bank,
+        "preview_transfer",
+        { inputSchema: schema },
+        async ({ to, amount }, ctx) =>
+          ctx.mcpReq.inputResponses === undefined
+            ? ask(`Show the fees for ${amount} to ${to}?`, "preview")
+            : { content: [{ type: "text", text: "fee: 0" }] },
+        { store, requestState: codec },
+      );
+      registerIdempotentTool(
+        bank,
+        "transfer",
+        { inputSchema: schema },
+        async ({ to, amount }, ctx) => {
+          if (ctx.mcpReq.inputResponses === undefined) return ask(`Send ${amount} to ${to}?`, "transfer");
+          ran.push(`${amount} to ${to}`);
+          return { content: [{ type: "text", text: "sent" }] };
+        },
+        { store, requestState: codec },
+      );
+      return bank;
+    });
+    const args = { to: "mallory", amount: 1000, idempotency_key: "k-1" };
+    const question = await call({ name: "preview_transfer", arguments: args });
+    const requestState = question.result?.requestState;
+    const carried = await call({ name: "transfer", arguments: args, inputResponses: yes, requestState });
+    expect((refusal(carried) as IdempotencyErrorInfo).code).toBe("invalid_arguments");
+    expect(ran).toEqual([]);
+  });
+
+  it("does not open for a keyless call with the same arguments once its window has passed", async () => {
+    const bought: string[] = [];
+    const clock = fakeClock();
+    const store = memoryStore();
+    const call = await rawClient(() => {
+      const shop = server("shop");
+      registerIdempotentTool(
+        shop,
+        "buy",
+        { inputSchema: z.object({ item: z.string() }) },
+        async ({ item }, ctx) => {
+          if (ctx.mcpReq.inputResponses === undefined) return ask(`Buy ${item}?`, "asked");
+          bought.push(item);
+          return { content: [{ type: "text", text: `bought ${item}` }] };
+        },
+        {
+          store,
+          clock,
+          requestState: codec,
+          keyFrom: { argument: "optional" },
+          withoutKey: { windowMs: 5_000 },
+        },
+      );
+      return shop;
+    });
+    const question = await call({ name: "buy", arguments: { item: "lamp" } });
+    const requestState = question.result?.requestState;
+    await call({ name: "buy", arguments: { item: "lamp" }, inputResponses: yes, requestState });
+    expect(bought).toEqual(["lamp"]);
+    await clock.advance(60_000);
+    const again = await call({ name: "buy", arguments: { item: "lamp" }, inputResponses: yes, requestState });
+    expect((refusal(again) as IdempotencyErrorInfo).code).toBe("invalid_arguments");
+    expect(bought).toEqual(["lamp"]);
   });
 });

@@ -8,7 +8,12 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { memoryStore } from "../src/index.js";
-import { type IdempotencyInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
+import {
+  type IdempotencyErrorInfo,
+  type IdempotencyInfo,
+  MetaKey,
+  registerIdempotentTool,
+} from "../src/mcp/index.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
 import { type Connected, connectInMemory } from "./fixtures/mcp-harness.js";
 
@@ -19,6 +24,7 @@ afterEach(async () => {
 
 /** A mail server whose send_email takes calls without a key, keyed by their arguments for 5 s. */
 async function mailServer(sent: string[], clock = fakeClock()) {
+  const store = memoryStore();
   const server = new McpServer({ name: "mail", version: "1.0.0" });
   registerIdempotentTool(
     server,
@@ -28,11 +34,11 @@ async function mailServer(sent: string[], clock = fakeClock()) {
       sent.push(to);
       return { content: [{ type: "text", text: `sent #${sent.length} to ${to}` }] };
     },
-    { store: memoryStore(), clock, keyFrom: { argument: "optional" }, withoutKey: { windowMs: 5_000 } },
+    { store, clock, keyFrom: { argument: "optional" }, withoutKey: { windowMs: 5_000 } },
   );
   const connected = await connectInMemory(server);
   open.push(connected);
-  return { client: connected.client, clock };
+  return { client: connected.client, clock, store };
 }
 
 const info = (result: unknown) =>
@@ -80,6 +86,46 @@ describe("withoutKey", () => {
     await client.callTool(email("ada@example.com"));
     expect(sent).toHaveLength(3);
     expect(info(keyed)?.key_source).toBeUndefined();
+  });
+
+  it("keeps its keys apart from callers': a caller's key in the derived keys' form is refused", async () => {
+    const sent: string[] = [];
+    const { client, store } = await mailServer(sent);
+    await client.callTool(email("ada@example.com"));
+    const [record] = (await store.list({})).records;
+    expect(record?.key.startsWith("~args~")).toBe(true);
+    const forged = await client.callTool(email("ada@example.com", record?.key ?? ""));
+    expect(forged.isError).toBe(true);
+    expect((forged._meta?.[MetaKey.error] as IdempotencyErrorInfo | undefined)?.code).toBe(
+      "idempotency_key_invalid",
+    );
+    expect(sent).toEqual(["ada@example.com"]);
+  });
+
+  it("derives its key from the keyed fingerprint when the records' fingerprints are keyed", async () => {
+    const plain = memoryStore();
+    const keyed = memoryStore();
+    for (const [store, extra] of [
+      [plain, {}],
+      [keyed, { fingerprintKeys: { keys: { f1: new Uint8Array(32).fill(7) }, current: "f1" } }],
+    ] as const) {
+      const server = new McpServer({ name: "mail", version: "1.0.0" });
+      registerIdempotentTool(
+        server,
+        "send_email",
+        { inputSchema: { to: z.string() } },
+        async () => ({ content: [] }),
+        { store, keyFrom: { argument: "optional" }, withoutKey: { windowMs: 5_000 }, ...extra },
+      );
+      const connected = await connectInMemory(server);
+      open.push(connected);
+      await connected.client.callTool(email("ada@example.com"));
+    }
+    const [plainRecord] = (await plain.list({})).records;
+    const [keyedRecord] = (await keyed.list({})).records;
+    expect(keyedRecord?.fingerprint).toMatch(/^hmac-sha256:/);
+    // A dump of the store cannot test guesses of the arguments against the key.
+    expect(keyedRecord?.key).not.toBe(plainRecord?.key);
   });
 
   it("is refused with a key argument the SDK requires, or a window that is not a short whole number of ms", () => {

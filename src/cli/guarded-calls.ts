@@ -5,9 +5,10 @@
  */
 import { ErrorCode, IdempotencyError, isIdempotencyError } from "../core/errors.js";
 import { idempotent } from "../core/idempotent.js";
+import { keyedByArguments } from "../core/keys.js";
 import type { Effect, RecordOptions } from "../core/options.js";
 import { NotExecuted, notExecuted } from "../core/outcomes.js";
-import { argumentsKey, callKey, everyKeySource } from "../mcp/call-key.js";
+import { callKey, everyKeySource } from "../mcp/call-key.js";
 import { keyRequiredMessage } from "../mcp/key-description.js";
 import { type InputRequiredResult, isInputRequired, type ToolResult } from "../mcp/mcp-types.js";
 import { keyRefusal } from "../mcp/params-key.js";
@@ -155,9 +156,10 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     } catch (error) {
       return { result: errorResult(error, "", undefined, effect) };
     }
-    // Without a key (--without-key), the call is keyed by what it does, for the window only.
+    // Without a key (--without-key), the call is keyed by what it does (idempotent() derives the key from
+    // the tool and its arguments), for the window only.
     const byArguments = parsed.key === undefined;
-    const key = parsed.key ?? argumentsKey(name, parsed.args);
+    const key = parsed.key ?? "";
     const id = `${effect}\u0000${name}${byArguments ? "\u0000keyless" : ""}`;
     let tool = tools.get(id);
     if (!tool) {
@@ -170,7 +172,10 @@ export function guardedCalls(options: GuardedCallOptions): GuardedCalls {
     const call: CallState = { meta: parsed.meta, continuation, multiRoundTrip };
     calls.set(parsed.args, call);
     try {
-      const envelope = await tool(parsed.args, { key, scope });
+      const envelope = await tool(
+        parsed.args,
+        byArguments ? keyedByArguments({ key: "", scope }) : { key, scope },
+      );
       return { result: envelopeResult(envelope, byArguments ? "arguments" : undefined) };
     } catch (error) {
       if (call.inputRequired) return { result: call.inputRequired };

@@ -37,7 +37,13 @@ import {
   waitForOutcome,
 } from "./in-flight.js";
 import { fingerprintWith, sameFingerprint } from "./keyed-fingerprint.js";
-import { similarMarkerKey, validateCallKey, validateScope } from "./keys.js";
+import {
+  argumentsKey,
+  isKeyedByArguments,
+  similarMarkerKey,
+  validateCallKey,
+  validateScope,
+} from "./keys.js";
 import {
   type CallOptions,
   type Effect,
@@ -167,10 +173,12 @@ async function callOnce<A, R>(
   callOptions: CallOptions,
 ): Promise<Envelope<Awaited<R>>> {
   // Bad input is rejected here, before the store or the tool is touched.
-  const key = validateCallKey(callOptions.key ?? options.key?.(args, callOptions), options.name, callOptions);
+  const fingerprintKeys = options.codec?.fingerprintKeys;
+  const key = isKeyedByArguments(callOptions)
+    ? argumentsKey(options.name, args, options.bigint, fingerprintKeys)
+    : validateCallKey(callOptions.key ?? options.key?.(args, callOptions), options.name, callOptions);
   const scope = validateScope(callOptions.scope);
   const significant = options.significant ? options.significant(args) : args;
-  const fingerprintKeys = options.codec?.fingerprintKeys;
   const call: Call<A, R> = {
     fn,
     options,

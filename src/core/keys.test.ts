@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { type IdempotencyError, isIdempotencyError } from "./errors.js";
+import { idempotent } from "./idempotent.js";
+import { resolveFingerprintKeys } from "./keyed-fingerprint.js";
 import {
+  argumentsKey,
   compensationKeyPrefix,
+  isKeyedByArguments,
+  keyedByArguments,
   keys,
   ownCompensationCall,
   similarMarkerKey,
@@ -9,6 +14,7 @@ import {
   validateKey,
   validateScope,
 } from "./keys.js";
+import { memoryStore } from "./memory-store.js";
 
 function errorOf(run: () => unknown): IdempotencyError {
   try {
@@ -308,6 +314,46 @@ describe("validateKey", () => {
     expect(compensation.message).toBe(
       'send_email: idempotency keys starting with "~compensation~" are reserved for idempotool\'s saga compensations; choose another key.',
     );
+    const byArguments = errorOf(() => validateKey("~args~abc", "send_email"));
+    expect(byArguments.message).toBe(
+      'send_email: idempotency keys starting with "~args~" are reserved for idempotool\'s calls made without a key; choose another key.',
+    );
+    // Not even idempotool's own compensation call may use one.
+    expect(errorOf(() => validateCallKey("~args~abc", "refund", ownCompensationCall({}))).code).toBe(
+      "idempotency_key_invalid",
+    );
+  });
+});
+
+describe("argumentsKey and keyedByArguments", () => {
+  it("derives one key per tool and arguments, from the keyed fingerprint when there is one", () => {
+    const key = argumentsKey("send_email", { to: "ada" }, "reject");
+    expect(key).toMatch(/^~args~[0-9a-f]{64}$/);
+    expect(argumentsKey("send_email", { to: "ada" }, "reject")).toBe(key);
+    expect(argumentsKey("send_sms", { to: "ada" }, "reject")).not.toBe(key);
+    expect(argumentsKey("send_email", { to: "bob" }, "reject")).not.toBe(key);
+    // A tool whose arguments may hold bigints (bigint: "string") gets a key for them too.
+    expect(argumentsKey("refund", { cents: 10n }, "string")).toMatch(/^~args~[0-9a-f]{64}$/);
+    const fingerprintKeys = resolveFingerprintKeys(
+      { keys: { f1: new Uint8Array(32).fill(7) }, current: "f1" },
+      undefined,
+      (option, problem) => {
+        throw new Error(`${option} ${problem}`);
+      },
+    );
+    expect(argumentsKey("send_email", { to: "ada" }, "reject", fingerprintKeys)).not.toBe(key);
+  });
+
+  it("marks only the call options given, and idempotent() keys such a call by its arguments", async () => {
+    const marked = keyedByArguments({ key: "ignored" });
+    expect(isKeyedByArguments(marked)).toBe(true);
+    expect(isKeyedByArguments({ key: "ignored" })).toBe(false);
+    const tool = idempotent(async (args: { to: string }) => args.to, {
+      name: "send_email",
+      store: memoryStore(),
+    });
+    const envelope = await tool({ to: "ada" }, keyedByArguments({ key: "ignored" }));
+    expect(envelope.idempotency_key).toBe(argumentsKey("send_email", { to: "ada" }, "reject"));
   });
 });
 

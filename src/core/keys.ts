@@ -26,6 +26,43 @@ export const compensationKeyPrefix = "~compensation~";
 export const similarMarkerPrefix = "~similar~";
 
 /**
+ * Every key idempotool derives for a call that came without one (`withoutKey`) starts with this; a
+ * caller's key may not, so no caller's record can sit where such a call's goes, or take its short window.
+ */
+export const argumentsKeyPrefix = "~args~";
+
+/**
+ * The key of a call made without one: its tool and its arguments. Plaintext in every store, so with
+ * fingerprint keys it is made from the keyed fingerprint (a dump cannot test guesses of the arguments).
+ */
+export function argumentsKey(
+  tool: string,
+  args: unknown,
+  bigint: "reject" | "string",
+  fingerprintKeys?: ResolvedFingerprintKeys,
+): string {
+  const print = fingerprintWith(fingerprintKeys, args, { bigint });
+  return `${argumentsKeyPrefix}${sha256Hex(`${tool}\u0000${print}`)}`;
+}
+
+// Call options whose key idempotool derives from the arguments. A set, as for compensation calls below.
+const keyedByArgumentsCalls = new WeakSet<object>();
+
+/**
+ * Mark call options as a call keyed by its tool and arguments (`withoutKey`): `idempotent()` derives its
+ * key, and ignores the one given. No entry point exports it, so no caller can make one.
+ */
+export function keyedByArguments<C extends object>(call: C): C {
+  keyedByArgumentsCalls.add(call);
+  return call;
+}
+
+/** Whether these call options are keyed by their arguments ({@link keyedByArguments}). */
+export function isKeyedByArguments(call: object): boolean {
+  return keyedByArgumentsCalls.has(call);
+}
+
+/**
  * Where the near-duplicate marker for these similar fields lives (similar.ts reads and writes it). Its name
  * is a record key, plaintext in every store: with fingerprint keys it is made from the keyed fingerprint, so
  * a dump cannot test guesses of the fields (after a key rotation, markers made under the old key are simply
@@ -90,6 +127,8 @@ function checkKey(key: unknown, tool: string, ownCompensation: boolean): string 
   }
   if (key.startsWith(similarMarkerPrefix))
     throw reserved(tool, similarMarkerPrefix, "near-duplicate markers");
+  if (key.startsWith(argumentsKeyPrefix))
+    throw reserved(tool, argumentsKeyPrefix, "calls made without a key");
   if (key.startsWith(compensationKeyPrefix) && !ownCompensation) {
     throw reserved(tool, compensationKeyPrefix, "saga compensations");
   }

@@ -1,5 +1,4 @@
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
-import { fingerprint } from "../core/fingerprint.js";
 import { keyRequiredMessage } from "./key-description.js";
 
 /** The argument a guarded tool takes its key in (the same name `registerIdempotentTool` adds). */
@@ -127,8 +126,3 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /** The longest window a call without a key is keyed by its arguments for: longer, genuine repeats are lost. */
 export const maxKeylessWindowMs = 60_000;
-
-/** The key of a call that came without one (the `withoutKey` option): what it does, its tool and arguments. */
-export function argumentsKey(tool: string, args: unknown): string {
-  return `args-${fingerprint({ tool, arguments: args })}`;
-}

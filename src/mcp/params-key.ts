@@ -62,27 +62,48 @@ export function keyRefusal(
  * await server.connect(acceptParamsKey(new StdioServerTransport()));
  */
 export function acceptParamsKey<T extends McpTransportLike>(transport: T): T {
-  // The calls whose key came in params, by request id, until they are answered.
+  // The calls whose key came in params, by request id, until they are answered or cancelled.
   const keyed = new Set<unknown>();
   let handler: McpTransportLike["onmessage"];
   // biome-ignore lint/suspicious/noExplicitAny: passed on as the SDK gave them.
   const receive = (message: any, ...rest: any[]) => handler?.(fromParams(message, keyed), ...rest);
+  // A transport may keep `onmessage` behind an accessor of its class (SDK 1.x's Streamable HTTP transport
+  // hands it to an inner one): the wrapped handler goes through that accessor too.
+  const inherited = accessorOf(Object.getPrototypeOf(transport), "onmessage");
+  const install = (next: McpTransportLike["onmessage"]) => {
+    handler = next;
+    inherited?.set?.call(transport, next === undefined ? undefined : receive);
+  };
+  const existing = transport.onmessage;
   Object.defineProperty(transport, "onmessage", {
     configurable: true,
     enumerable: true,
     get: () => (handler === undefined ? undefined : receive),
-    set: (next: McpTransportLike["onmessage"]) => {
-      handler = next;
-    },
+    set: install,
   });
+  if (existing !== undefined) install(existing);
   const send = transport.send.bind(transport);
   // biome-ignore lint/suspicious/noExplicitAny: as above.
   transport.send = (message: any, ...rest: any[]) => send(toJsonRpcError(message, keyed), ...rest);
   return transport;
 }
 
+/** The accessor `name` has on `prototype` or further up its chain, if it is one. */
+function accessorOf(prototype: object | null, name: string): PropertyDescriptor | undefined {
+  for (let at = prototype; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
+    const descriptor = Object.getOwnPropertyDescriptor(at, name);
+    if (descriptor) return descriptor.set ? descriptor : undefined;
+  }
+  return undefined;
+}
+
 /** A `tools/call` with `params.idempotencyKey`: the key moved into `_meta`, where the tool reads it. */
 function fromParams(message: unknown, keyed: Set<unknown>): unknown {
+  if (isObject(message) && message.method === "notifications/cancelled" && isObject(message.params)) {
+    // A cancelled request is never answered, and its id may be used again for another call.
+    keyed.delete(message.params.requestId);
+    return message;
+  }
   if (!isObject(message) || message.method !== "tools/call" || !isObject(message.params)) return message;
   if (!Object.hasOwn(message.params, "idempotencyKey")) return message;
   const { idempotencyKey, ...params } = message.params;

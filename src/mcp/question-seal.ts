@@ -21,15 +21,30 @@ export interface SealedQuestion {
   readonly state?: unknown;
 }
 
-/** The call a question belongs to: its scope, its key, and a digest of its arguments. */
+/**
+ * The call a question belongs to: the tool, its scope, its key ("" for a call keyed by its arguments) and
+ * a digest of its arguments, under a label of its own (no other use of the same codec reads as one), and
+ * when it was asked.
+ */
 export interface QuestionBinding {
+  readonly purpose: typeof purpose;
+  readonly tool: string;
   readonly scope: string;
   readonly key: string;
   readonly arguments: string;
+  readonly askedAt: number;
 }
 
-export function bindingOf(scope: string, key: string, args: unknown): QuestionBinding {
-  return { scope, key, arguments: fingerprint(args) };
+const purpose = "idempotool/question v1";
+
+export function bindingOf(
+  tool: string,
+  scope: string,
+  key: string,
+  args: unknown,
+  now: number,
+): QuestionBinding {
+  return { purpose, tool, scope, key, arguments: fingerprint(args), askedAt: now };
 }
 
 /** The part of a 2.x request context read here. */
@@ -46,6 +61,8 @@ export async function openQuestion<Extra>(
   seal: QuestionSeal<Extra>,
   extra: Extra,
   binding: QuestionBinding,
+  now: number,
+  maxAgeMs?: number,
 ): Promise<Extra> {
   const request = (extra as Continuation).mcpReq;
   const raw = request?.requestState?.();
@@ -65,10 +82,19 @@ export async function openQuestion<Extra>(
   }
   const sealed = opened as Partial<SealedQuestion> | null;
   const bound = typeof sealed === "object" && sealed !== null ? sealed.idempotool : undefined;
-  if (bound?.scope !== binding.scope || bound.key !== binding.key || bound.arguments !== binding.arguments) {
+  if (
+    bound?.purpose !== purpose ||
+    bound.tool !== binding.tool ||
+    bound.scope !== binding.scope ||
+    bound.key !== binding.key ||
+    bound.arguments !== binding.arguments
+  ) {
     refuse(
       "These answers were given for another call (another key or other arguments): ask again for this one.",
     );
+  }
+  if (maxAgeMs !== undefined && !(now - bound.askedAt <= maxAgeMs)) {
+    refuse("These answers were given for an earlier call with the same arguments: ask again for this one.");
   }
   const state = sealed?.state;
   return { ...extra, mcpReq: { ...request, requestState: () => state } } as Extra;

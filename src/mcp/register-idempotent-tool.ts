@@ -1,16 +1,11 @@
+import { systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.js";
+import { keyedByArguments } from "../core/keys.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { DefinitiveFailure, NotExecuted, notExecuted } from "../core/outcomes.js";
-import {
-  argumentsKey,
-  type CallKey,
-  callKey,
-  type KeySources,
-  maxKeylessWindowMs,
-  metaKeyFields,
-} from "./call-key.js";
+import { type CallKey, callKey, type KeySources, maxKeylessWindowMs, metaKeyFields } from "./call-key.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import {
   authenticatedClient,
@@ -380,19 +375,23 @@ export function registerIdempotentTool<
       }
       // The SDK parsed the arguments against the tool's schema before calling us.
       const args = parsed.args as Args;
-      // Without a key (withoutKey), the call is keyed by what it does: the tool and its arguments.
+      // Without a key (withoutKey), the call is keyed by what it does: idempotent() derives the key from the
+      // tool and its arguments, for the window only.
       const byArguments = parsed.key === undefined;
-      const key = parsed.key ?? argumentsKey(name, args);
+      const key = parsed.key ?? "";
       const runner = byArguments && keyless ? keyless : tool;
       const multiRoundTrip = typeof fields.mcpReq === "object" && fields.mcpReq !== null;
       let scope: string;
       let call: CallState<ToolExtraOf<Server>>;
       try {
         scope = scopeOf(extra);
-        const binding = seal && multiRoundTrip ? bindingOf(scope, key, args) : undefined;
+        const now = (core.clock ?? systemClock).now();
+        const binding = seal && multiRoundTrip ? bindingOf(name, scope, key, args, now) : undefined;
+        // A keyless call's question is good for its window only: after it, the same arguments are a new call.
+        const maxAgeMs = byArguments ? withoutKey?.windowMs : undefined;
         call = {
           // A continuation of a sealed question is checked before anything runs.
-          extra: seal && binding ? await openQuestion(seal, extra, binding) : extra,
+          extra: seal && binding ? await openQuestion(seal, extra, binding, now, maxAgeMs) : extra,
           original: extra,
           multiRoundTrip,
           binding,
@@ -405,7 +404,10 @@ export function registerIdempotentTool<
         // The request's abort signal is not passed on: a client that timed out cancels its request and then
         // retries under the same key, and cutting the effect short would turn that retry's replay into an
         // unknown outcome. The handler still gets the SDK's signal, to honour cancellation where that is safe.
-        const envelope: Envelope<ToolResult> = await runner(args, { key, scope });
+        const envelope: Envelope<ToolResult> = await runner(
+          args,
+          byArguments ? keyedByArguments({ key: "", scope }) : { key, scope },
+        );
         return envelopeResult(envelope, byArguments ? "arguments" : undefined);
       } catch (error) {
         if (call.inputRequired) return call.inputRequired;
