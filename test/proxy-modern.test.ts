@@ -387,6 +387,8 @@ async function post(url: URL, body: Raw, headers: Record<string, string> = {}) {
   return { status: response.status, last: messages.at(-1), headers: response.headers };
 }
 
+const overHttpClient = (url: URL) => modernClient(new StreamableHTTPClientTransport(url));
+
 describe("the 2026-07-28 bridge, against what an unlucky or hostile peer does", () => {
   it("sends each client's guarded call with that client's own envelope, whoever spoke last", async () => {
     const seenBy: string[] = [];
@@ -570,6 +572,28 @@ describe("the 2026-07-28 bridge, against what an unlucky or hostile peer does", 
     );
     expect(ping.last?.result).toEqual({});
     expect(seen.filter((method) => method === "initialize")).toHaveLength(1);
+  });
+
+  it("refuses an initialize carrying the 2026 envelope: the relay other clients share stays theirs", async () => {
+    const sent: string[] = [];
+    const { url } = await httpProxyTo(() => legacyMailServer(sent));
+    const hostile = await post(url, {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "mallory", version: "1" },
+        _meta: envelopeOf2026("mallory"),
+      },
+    });
+    expect(hostile.last?.error).toMatchObject({ code: -32600 });
+    const { client } = await overHttpClient(url);
+    const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+    await client.callTool(call);
+    expect(envelope((await client.callTool(call)) as CallToolResult)?.was_replay).toBe(true);
+    expect(sent).toEqual(["ada@example.com"]);
   });
 
   it("records a 2025 server's result that says resultType: input_required like any other", async () => {

@@ -57,6 +57,21 @@ export class RequestFront implements Transport {
       }
       return;
     }
+    if (method === "initialize") {
+      // A handshake has no place in a relay many clients share (it would turn the relay to a 2025 client's).
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: message.id,
+          error: {
+            code: -32600,
+            message: "initialize opens a session: send it without the 2026-07-28 envelope",
+          },
+        }),
+      );
+      return;
+    }
     const id = `request-${this.#next++}`;
     const params = isObject(message.params) ? message.params : undefined;
     const meta = isObject(params?._meta) ? params._meta : undefined;
