@@ -11,7 +11,6 @@ import {
   type InMemoryTransport as ClientInMemoryTransport,
 } from "@modelcontextprotocol/client";
 import {
-  acceptedContent,
   createRequestStateCodec,
   InMemoryTransport,
   inputRequired,
@@ -23,6 +22,7 @@ import { z } from "zod";
 import { memoryStore } from "../src/index.js";
 import { type IdempotencyErrorInfo, MetaKey, registerIdempotentTool } from "../src/mcp/index.js";
 import { fakeClock } from "../src/testing/fake-clock.js";
+import { confirmed, confirmPurchase } from "./fixtures/mcp-v2.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -50,26 +50,7 @@ function shop(bought: string[], verifyInServer: boolean) {
       "buy",
       { description: "Buy an item.", inputSchema: z.object({ item: z.string() }) },
       async ({ item }, ctx) => {
-        const answer = acceptedContent(
-          ctx.mcpReq.inputResponses,
-          "confirm",
-          z.object({ confirm: z.boolean() }),
-        );
-        if (answer?.confirm !== true) {
-          return inputRequired({
-            inputRequests: {
-              confirm: inputRequired.elicit({
-                message: `Buy ${item}?`,
-                requestedSchema: {
-                  type: "object",
-                  properties: { confirm: { type: "boolean" } },
-                  required: ["confirm"],
-                },
-              }),
-            },
-            requestState: `asked about ${item}`,
-          });
-        }
+        if (!confirmed(ctx.mcpReq.inputResponses)) return confirmPurchase(item, `asked about ${item}`);
         // The tool's own state comes back as it gave it.
         bought.push(`${item} (${String(ctx.mcpReq.requestState())})`);
         return { content: [{ type: "text", text: `bought ${item}` }] };

@@ -7,13 +7,13 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { acceptedContent, createMcpHandler, inputRequired, McpServer } from "@modelcontextprotocol/server";
+import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type IdempotencyStore, memoryStore } from "../src/index.js";
 import { registerIdempotentTool } from "../src/mcp/index.js";
 import { idempotentClient } from "../src/mcp-client/index.js";
-import { cleanups, envelope, mailServer, textOf } from "./fixtures/mcp-v2.js";
+import { cleanups, confirmed, confirmPurchase, envelope, mailServer, textOf } from "./fixtures/mcp-v2.js";
 
 /**
  * The SDK's stateless HTTP handler on a local port, a new McpServer per request from `factory`. A request's
@@ -75,25 +75,7 @@ describe("stateless HTTP on the 2026-07-28 revision (createMcpHandler)", () => {
         "buy",
         { description: "Buy an item.", inputSchema: z.object({ item: z.string() }) },
         async ({ item }, ctx) => {
-          const confirmation = acceptedContent(
-            ctx.mcpReq.inputResponses,
-            "confirm",
-            z.object({ confirm: z.boolean() }),
-          );
-          if (confirmation?.confirm !== true) {
-            return inputRequired({
-              inputRequests: {
-                confirm: inputRequired.elicit({
-                  message: `Buy ${item}?`,
-                  requestedSchema: {
-                    type: "object",
-                    properties: { confirm: { type: "boolean" } },
-                    required: ["confirm"],
-                  },
-                }),
-              },
-            });
-          }
+          if (!confirmed(ctx.mcpReq.inputResponses)) return confirmPurchase(item);
           bought.push(item);
           return { content: [{ type: "text", text: `bought ${item} (#${bought.length})` }] };
         },

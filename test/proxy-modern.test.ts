@@ -14,7 +14,7 @@ import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { McpServer as McpServerV1 } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { acceptedContent, InMemoryTransport, inputRequired, McpServer } from "@modelcontextprotocol/server";
+import { InMemoryTransport, McpServer } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -23,6 +23,7 @@ import { startMcpProxy } from "../src/cli/mcp-proxy.js";
 import { type HttpScope, serveHttpProxy } from "../src/cli/proxy-http.js";
 import { memoryStore } from "../src/index.js";
 import { type IdempotencyInfo, MetaKey } from "../src/mcp/index.js";
+import { confirmed, confirmPurchase } from "./fixtures/mcp-v2.js";
 import { gate } from "./fixtures/tools.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -71,25 +72,7 @@ function modernShopServer(sent: string[], bought: string[]) {
     "buy",
     { description: "Buy an item.", inputSchema: z.object({ item: z.string() }) },
     async ({ item }, ctx) => {
-      const confirmation = acceptedContent(
-        ctx.mcpReq.inputResponses,
-        "confirm",
-        z.object({ confirm: z.boolean() }),
-      );
-      if (confirmation?.confirm !== true) {
-        return inputRequired({
-          inputRequests: {
-            confirm: inputRequired.elicit({
-              message: `Buy ${item}?`,
-              requestedSchema: {
-                type: "object",
-                properties: { confirm: { type: "boolean" } },
-                required: ["confirm"],
-              },
-            }),
-          },
-        });
-      }
+      if (!confirmed(ctx.mcpReq.inputResponses)) return confirmPurchase(item);
       bought.push(item);
       return { content: [{ type: "text", text: `bought ${item} (#${bought.length})` }] };
     },

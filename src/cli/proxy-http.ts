@@ -130,12 +130,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       return;
     }
     if (options.scope === "client" && !request.headers.authorization) {
-      answer(
-        response,
-        401,
-        -32001,
-        "idempotool proxy --scope client needs an Authorization header: each credential gets its own keys",
-      );
+      noCredential(response);
       return;
     }
     const scope = options.within(options.scope === "client" ? `client:${credentialOf(request)}` : "default");
@@ -247,13 +242,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         return;
       }
       if (options.scope === "client" && !request.headers.authorization) {
-        // Every client without one would share a namespace, and replay each other's results.
-        answer(
-          response,
-          401,
-          -32001,
-          "idempotool proxy --scope client needs an Authorization header: each credential gets its own keys",
-        );
+        noCredential(response);
         return;
       }
       starting++;
@@ -353,6 +342,19 @@ function isInitialize(body: unknown): boolean {
       typeof message === "object" &&
       message !== null &&
       (message as { method?: unknown }).method === "initialize",
+  );
+}
+
+/**
+ * A request under `--scope client` without an Authorization header: every client without one would share
+ * a namespace, and replay each other's results.
+ */
+function noCredential(response: ServerResponse): void {
+  answer(
+    response,
+    401,
+    -32001,
+    "idempotool proxy --scope client needs an Authorization header: each credential gets its own keys",
   );
 }
 

@@ -6,11 +6,10 @@ import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
-import { DefinitiveFailure, NotExecuted } from "../core/outcomes.js";
 import { callKey } from "./call-key.js";
 import { keyRequiredMessage } from "./key-description.js";
 import type { ToolResult } from "./mcp-types.js";
-import { envelopeResult, errorResult, type ThrownKind } from "./tool-results.js";
+import { envelopeResult, errorResult, type ThrownKind, thrownKind } from "./tool-results.js";
 
 /** What a tool's `execute` may answer: a result, or text (one text block). */
 export type ExecuteAnswer = ToolResult | string;
@@ -69,12 +68,7 @@ export function idempotentExecute<Args extends object, Context = unknown>(
       const answer = await execute(args, call.context, idempotency);
       return typeof answer === "string" ? { content: [{ type: "text", text: answer }] } : answer;
     } catch (error) {
-      call.thrown =
-        error instanceof DefinitiveFailure
-          ? "definitive"
-          : error instanceof NotExecuted
-            ? "not_executed"
-            : "error";
+      call.thrown = thrownKind(error);
       throw error;
     }
   }, given);

@@ -4,7 +4,7 @@ import { type Envelope, idempotent, type ToolContext } from "../core/idempotent.
 import { keyedByArguments } from "../core/keys.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
-import { DefinitiveFailure, NotExecuted, notExecuted } from "../core/outcomes.js";
+import { notExecuted } from "../core/outcomes.js";
 import { type CallKey, callKey, type KeySources, maxKeylessWindowMs, metaKeyFields } from "./call-key.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import {
@@ -26,7 +26,7 @@ import {
   type QuestionSeal,
   type SealedQuestion,
 } from "./question-seal.js";
-import { envelopeResult, errorResult, structuredField, type ThrownKind } from "./tool-results.js";
+import { envelopeResult, errorResult, structuredField, type ThrownKind, thrownKind } from "./tool-results.js";
 import {
   type AnySchema,
   type ArgsOf,
@@ -290,12 +290,7 @@ export function registerIdempotentTool<
       // The arguments are the tool's, parsed by the SDK against its schema; the extra is the SDK's own.
       answer = await handler(args, call.extra, context);
     } catch (error) {
-      call.thrown =
-        error instanceof DefinitiveFailure
-          ? "definitive"
-          : error instanceof NotExecuted
-            ? "not_executed"
-            : "error";
+      call.thrown = thrownKind(error);
       throw error;
     }
     // Only the 2.x SDK (whose request context has `mcpReq`) speaks multi-round-trip calls; on 1.x such a

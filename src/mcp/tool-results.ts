@@ -9,7 +9,7 @@ import {
 } from "../core/errors.js";
 import type { Envelope } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
-import { ReplayedFailureError } from "../core/outcomes.js";
+import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "../core/outcomes.js";
 import type { RecentSimilarCall } from "../core/similar.js";
 import { aboutDuration, iso } from "../core/time.js";
 import type { ToolResult } from "./mcp-types.js";
@@ -62,6 +62,15 @@ export const structuredField = "_idempotency";
 
 /** How the tool's own throw ended, as seen before the core turned it into the caller's error. */
 export type ThrownKind = "definitive" | "not_executed" | "error";
+
+/** How a tool's throw is meant: a declared outcome (definitiveFailure, notExecuted), or any other error. */
+export function thrownKind(error: unknown): ThrownKind {
+  return error instanceof DefinitiveFailure
+    ? "definitive"
+    : error instanceof NotExecuted
+      ? "not_executed"
+      : "error";
+}
 
 /**
  * The tool's result as the client gets it: the original result, plus what happened. The stored result
