@@ -16,18 +16,18 @@ export function positiveInteger(value: string): number {
 
 /** `--timeout 500`: whole milliseconds a timer can hold (1 to 2^31 − 1). */
 export function milliseconds(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > maxTimerMs) {
-    throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${maxTimerMs}`);
-  }
-  return n;
+  return millisecondsUpTo(value, maxTimerMs);
 }
 
 /** `--without-key <ms>`: a short window, at most a minute (longer, genuine repeats would be absorbed). */
 export function keylessWindow(value: string): number {
+  return millisecondsUpTo(value, maxKeylessWindowMs);
+}
+
+function millisecondsUpTo(value: string, max: number): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > maxKeylessWindowMs) {
-    throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${maxKeylessWindowMs}`);
+  if (!Number.isInteger(n) || n < 1 || n > max) {
+    throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${max}`);
   }
   return n;
 }

@@ -41,8 +41,7 @@ export function argumentsKey(
   bigint: "reject" | "string",
   fingerprintKeys?: ResolvedFingerprintKeys,
 ): string {
-  const print = fingerprintWith(fingerprintKeys, args, { bigint });
-  return `${argumentsKeyPrefix}${sha256Hex(`${tool}\u0000${print}`)}`;
+  return derivedKey(argumentsKeyPrefix, tool, args, bigint, fingerprintKeys);
 }
 
 // Call options whose key idempotool derives from the arguments. A set, as for compensation calls below.
@@ -74,8 +73,19 @@ export function similarMarkerKey(
   bigint: "reject" | "string",
   fingerprintKeys?: ResolvedFingerprintKeys,
 ): string {
+  return derivedKey(similarMarkerPrefix, tool, args, bigint, fingerprintKeys);
+}
+
+/** A key of idempotool's own: its prefix, then a hash of the tool and the (keyed) fingerprint of `args`. */
+function derivedKey(
+  prefix: string,
+  tool: string,
+  args: unknown,
+  bigint: "reject" | "string",
+  fingerprintKeys: ResolvedFingerprintKeys | undefined,
+): string {
   const print = fingerprintWith(fingerprintKeys, args, { bigint });
-  return `${similarMarkerPrefix}${sha256Hex(`${tool}\u0000${print}`)}`;
+  return `${prefix}${sha256Hex(`${tool}\u0000${print}`)}`;
 }
 
 // The call options idempotool made for its own compensation calls. A set, not a flag on the object: no
