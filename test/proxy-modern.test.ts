@@ -367,12 +367,53 @@ async function post(url: URL, body: Raw, headers: Record<string, string> = {}) {
         .split("\n")
         .filter((line) => line.startsWith("data: "))
         .map((line) => JSON.parse(line.slice(6)) as Raw);
-  return { status: response.status, last: messages.at(-1), headers: response.headers };
+  return { status: response.status, messages, last: messages.at(-1), headers: response.headers };
 }
 
 const overHttpClient = (url: URL) => modernClient(new StreamableHTTPClientTransport(url));
 
 describe("the 2026-07-28 bridge, against what an unlucky or hostile peer does", () => {
+  it("passes a 2025 server's log lines only to a request that asked, at or above its level", async () => {
+    const { url } = await httpProxyTo(() => {
+      const server = new McpServerV1({ name: "chatty", version: "1.0.0" }, { capabilities: { logging: {} } });
+      server.registerTool(
+        "send_email",
+        { description: "Send an email.", inputSchema: { to: z3.string() } },
+        async ({ to }, extra) => {
+          for (const level of ["debug", "warning"] as const) {
+            await extra.sendNotification({ method: "notifications/message", params: { level, data: level } });
+          }
+          return { content: [{ type: "text" as const, text: `sent to ${to}` }] };
+        },
+      );
+      return server;
+    });
+    const logLines = async (key: string, logLevel?: string) => {
+      const meta = {
+        ...envelopeOf2026("agent"),
+        ...(logLevel ? { "io.modelcontextprotocol/logLevel": logLevel } : {}),
+      };
+      const { messages } = await post(url, {
+        jsonrpc: "2.0",
+        id: key,
+        method: "tools/call",
+        params: {
+          name: "send_email",
+          arguments: { to: "ada@example.com", idempotency_key: key },
+          _meta: meta,
+        },
+      });
+      expect(messages.at(-1)?.result).toBeDefined();
+      return messages
+        .filter((message) => message.method === "notifications/message")
+        .map((message) => (message.params as Raw).data);
+    };
+    // The revision forbids log lines for a request that names no level; a 2025 server sends them all.
+    expect(await logLines("quiet")).toEqual([]);
+    expect(await logLines("warnings", "warning")).toEqual(["warning"]);
+    expect(await logLines("everything", "debug")).toEqual(["debug", "warning"]);
+  });
+
   it("sends each client's guarded call with that client's own envelope, whoever spoke last", async () => {
     const seenBy: string[] = [];
     const bought: string[] = [];

@@ -12,12 +12,15 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { defaults, Effect } from "../core/options.js";
 import { notExecuted } from "../core/outcomes.js";
+import { isObject } from "../mcp/mcp-types.js";
 import { type GuardedCallOptions, guardedCalls, UpstreamError } from "./guarded-calls.js";
 import {
   asModernResult,
   discoveryFrom,
   envelopeOf,
   initializeParamsFor,
+  logLevelOf,
+  logLineWanted,
   withEnvelope,
   withoutEnvelope,
 } from "./proxy-revisions.js";
@@ -103,6 +106,11 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
   // Which client request a progress token belongs to, so a transport with one stream per request (HTTP)
   // sends the server's progress on that request's stream.
   const progressOwners = new Map<string | number, RequestId>();
+  // The client's requests not yet answered, oldest first, with the log level a 2026-07-28 request asked
+  // for. A server on stdio cannot say which request a log line, a sampling or an elicitation request
+  // belongs to; over HTTP the proxy sends it on the stream of the newest, so a client that only POSTs (no
+  // GET stream) still gets it.
+  const openRequests = new Map<RequestId, unknown>();
   // The guarded call each client request id names now. A cancellation marks that call, not the id: a
   // client that reuses the id afterwards must get the new call's answer, never the cancelled one's.
   const guardedRequests = new Map<RequestId, { cancelled: boolean }>();
@@ -160,12 +168,21 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     });
   };
 
-  const sendToClient = (message: Message, relatedRequestId?: RequestId) =>
-    client
+  const sendToClient = (message: Message, relatedRequestId?: RequestId) => {
+    if (message.method === undefined && message.id !== undefined)
+      openRequests.delete(message.id as RequestId);
+    return client
       .send(message as JSONRPCMessage, relatedRequestId === undefined ? undefined : { relatedRequestId })
       .catch((error: unknown) => {
         if (ending?.by !== "client") log(`could not answer the client: ${String(error)}`);
       });
+  };
+  /** The client request a message of the server's own most likely belongs to: the newest still open. */
+  const newestOpen = (): RequestId | undefined => {
+    let newest: RequestId | undefined;
+    for (const id of openRequests.keys()) newest = id;
+    return newest;
+  };
   const sendToServer = (message: Message) =>
     server
       .send(message as JSONRPCMessage)
@@ -438,6 +455,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       const token = (message.params as { _meta?: { progressToken?: unknown } } | undefined)?._meta
         ?.progressToken;
       if (typeof token === "string" || typeof token === "number") progressOwners.set(token, id);
+      openRequests.set(id, logLevelOf(message.params));
       if (method === "tools/call") {
         track(answerCall(message, id));
         return;
@@ -456,6 +474,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       if (cancelledId !== undefined) {
         bridged.delete(cancelledId);
         forgetProgress(cancelledId);
+        openRequests.delete(cancelledId);
       }
       // A guarded call is never cut short: its outcome is recorded, and the client's retry gets it.
       const guarded = cancelledId === undefined ? undefined : guardedRequests.get(cancelledId);
@@ -494,7 +513,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     if (message.method === "notifications/progress") {
       const token = (message.params as { progressToken?: string | number } | undefined)?.progressToken;
       const owner = token === undefined ? undefined : progressOwners.get(token);
-      void sendToClient(message, owner);
+      void sendToClient(message, owner ?? newestOpen());
       return;
     }
     if (message.method === undefined && id !== undefined) forgetProgress(id);
@@ -526,8 +545,19 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       void sendToClient({ ...message, result: withGuards(message.result, rules, guardedBefore, shown) });
       return;
     }
-    void sendToClient(message);
+    // A log line, a list change, a sampling or elicitation request: most likely the newest open request's.
+    const related = message.method === undefined ? undefined : newestOpen();
+    if (message.method === "notifications/message" && modernClient && !wanted(message, related)) return;
+    void sendToClient(message, related);
   };
+
+  /**
+   * Whether a 2026-07-28 client asked for this log line: a request gets log lines only at or above the
+   * level its `_meta` names, and one that names none gets none (a 2025 server logs to whoever listens).
+   */
+  const wanted = (message: Message, related: RequestId | undefined): boolean =>
+    related !== undefined &&
+    logLineWanted(isObject(message.params) ? message.params.level : undefined, openRequests.get(related));
 
   client.onclose = () => end({ by: "client", reason: "the client closed the connection" });
   server.onclose = () => {
@@ -634,8 +664,4 @@ function nothing(): void {}
 function asObject(value: unknown): Record<string, unknown> {
   if (!isObject(value)) throw new Error(`the MCP server answered ${JSON.stringify(value)}, not an object`);
   return value;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -7,6 +7,7 @@
 import type { ServerResponse } from "node:http";
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { isObject } from "../mcp/mcp-types.js";
 
 type Message = Record<string, unknown>;
 
@@ -135,8 +136,4 @@ function write({ response }: Waiting, message: Message): void {
     response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
   }
   response.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

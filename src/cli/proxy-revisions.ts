@@ -7,6 +7,8 @@
  * it relays to the server, and gives the server's results the fields a 2026 client requires.
  */
 
+import { isObject } from "../mcp/mcp-types.js";
+
 /** The first revision of the generation without sessions: discovery, envelopes, multi-round-trip calls. */
 export const modernRevision = "2026-07-28";
 /** The revision the proxy asks for when it initializes a server for a 2026-07-28 client. */
@@ -19,7 +21,10 @@ const envelopeKeys = [
   "io.modelcontextprotocol/clientCapabilities",
   "io.modelcontextprotocol/logLevel",
 ] as const;
-const [protocolVersionKey, clientInfoKey, clientCapabilitiesKey] = envelopeKeys;
+const [protocolVersionKey, clientInfoKey, clientCapabilitiesKey, logLevelKey] = envelopeKeys;
+
+/** Log levels, least severe first. */
+const logLevels = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 /** Results a 2026-07-28 client expects cache fields on. */
 const cacheableMethods = new Set([
@@ -38,6 +43,20 @@ export function envelopeOf(params: unknown): Record<string, unknown> | undefined
   const envelope: Record<string, unknown> = {};
   for (const key of envelopeKeys) if (meta[key] !== undefined) envelope[key] = meta[key];
   return envelope;
+}
+
+/**
+ * Whether a log line at `level` is one a 2026-07-28 request asked for with `asked` (the level in its
+ * envelope): at or above it. A request that names no level gets no log lines at all.
+ */
+export function logLineWanted(level: unknown, asked: unknown): boolean {
+  const least = logLevels.indexOf(String(asked));
+  return least >= 0 && logLevels.indexOf(String(level)) >= least;
+}
+
+/** The log level a request's envelope asks for, if it names one. */
+export function logLevelOf(params: unknown): unknown {
+  return envelopeOf(params)?.[logLevelKey];
 }
 
 /** Params with the envelope in `_meta` (replacing any), for a request of the proxy's own. */
@@ -96,8 +115,4 @@ export function discoveryFrom(initialized: Record<string, unknown>): Record<stri
     ...(typeof initialized.instructions === "string" ? { instructions: initialized.instructions } : {}),
     ...(isObject(serverInfo) ? { _meta: { "io.modelcontextprotocol/serverInfo": serverInfo } } : {}),
   });
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

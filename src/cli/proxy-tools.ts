@@ -9,6 +9,7 @@ import { classifyTool, ToolClass } from "../audit/classify.js";
 import { readToolDefinitions } from "../audit/tool-definition.js";
 import { Effect } from "../core/options.js";
 import { keyDescription } from "../mcp/key-description.js";
+import { isObject } from "../mcp/mcp-types.js";
 import { structuredField } from "../mcp/tool-results.js";
 import { UsageError } from "./errors.js";
 
@@ -195,8 +196,4 @@ export function unknownToolsIn(rules: ToolRules, tools: readonly ListedTool[]): 
 
 function isRule(value: string): value is ToolRule {
   return value === readOnlyRule || effects.includes(value);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -1,5 +1,6 @@
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { keyRequiredMessage } from "./key-description.js";
+import { isObject } from "./mcp-types.js";
 
 /** The argument a guarded tool takes its key in (the same name `registerIdempotentTool` adds). */
 const argumentField = "idempotency_key";
@@ -118,10 +119,6 @@ function checked(where: string, value: unknown): { where: string; value: string 
     );
   }
   return { where, value };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** The longest window a call without a key is keyed by its arguments for: longer, genuine repeats are lost. */

@@ -89,6 +89,7 @@ export function isInputRequired(value: unknown): value is InputRequiredResult {
   return isObject(value) && value.resultType === "input_required";
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+/** A JSON object: not null, not an array. */
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }

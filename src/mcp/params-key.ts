@@ -5,6 +5,7 @@
  * transport, which sees the messages as they are.
  */
 import { ErrorCode } from "../core/errors.js";
+import { isObject } from "./mcp-types.js";
 import { type IdempotencyErrorInfo, MetaKey } from "./tool-results.js";
 
 /**
@@ -127,8 +128,4 @@ function toJsonRpcError(message: unknown, keyed: Set<unknown>): unknown {
     info.retry_after_ms,
   );
   return error === undefined ? message : { jsonrpc: "2.0", id: message.id, error };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

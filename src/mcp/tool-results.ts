@@ -13,6 +13,7 @@ import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "../core/ou
 import type { RecentSimilarCall } from "../core/similar.js";
 import { aboutDuration, iso } from "../core/time.js";
 import type { ToolResult } from "./mcp-types.js";
+import { isObject } from "./mcp-types.js";
 
 /** What every successful result carries, in `structuredContent._idempotency` and `_meta`. */
 export interface IdempotencyInfo {
@@ -277,8 +278,4 @@ function explain(error: unknown, key: string, thrown: ThrownKind | undefined, ef
       // Thrown before the tool was called (the scope hook, say).
       return { code: "tool_failed", wasReplay: false, text: `The tool did not run: ${message}` };
   }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -1,0 +1,138 @@
+/**
+ * `idempotool proxy --http` for a client that only POSTs (it opens no GET stream, as the spec allows): a
+ * server on stdio cannot say which request its log lines, sampling or elicitation requests belong to, so
+ * the proxy sends them on the stream of the client's open request. Without that they went to a GET stream
+ * nobody had opened: the logs were lost and a call that asked the user never finished. The proxy runs in
+ * this process; its server is an in-memory MCP server, as a stdio one, with no relation kept.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import {
+  ElicitRequestSchema,
+  ElicitResultSchema,
+  LoggingMessageNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { serveHttpProxy } from "../src/cli/proxy-http.js";
+import { memoryStore } from "../src/index.js";
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** The proxy in front of a server whose tools log, and whose `send_message` asks the user first. */
+async function proxy() {
+  const sent: string[] = [];
+  const http = await serveHttpProxy({
+    port: 0,
+    host: "127.0.0.1",
+    scope: "shared",
+    within: (name) => name,
+    store: memoryStore(),
+    rules: new Map(),
+    log: () => {},
+    Transport: StreamableHTTPServerTransport,
+    startServer: () => {
+      const server = new McpServer(
+        { name: "messages", version: "1.0.0" },
+        { capabilities: { logging: {} } },
+      );
+      server.registerTool(
+        "send_message",
+        { description: "Send a message.", inputSchema: { to: z.string() } },
+        async ({ to }, extra) => {
+          await extra.sendNotification({
+            method: "notifications/message",
+            params: { level: "info", data: `about to send to ${to}` },
+          });
+          const answer = await extra.sendRequest(
+            {
+              method: "elicitation/create",
+              params: {
+                message: `Send to ${to}?`,
+                requestedSchema: { type: "object", properties: { send: { type: "boolean" } } },
+              },
+            },
+            ElicitResultSchema,
+          );
+          if (answer.action !== "accept" || answer.content?.send !== true) {
+            return { content: [{ type: "text", text: "not sent" }] };
+          }
+          sent.push(to);
+          return { content: [{ type: "text", text: `sent to ${to}` }] };
+        },
+      );
+      server.registerTool(
+        "preview_message",
+        {
+          description: "Show a message.",
+          inputSchema: { text: z.string() },
+          annotations: { readOnlyHint: true },
+        },
+        async ({ text }, extra) => {
+          await extra.sendNotification({
+            method: "notifications/message",
+            params: { level: "info", data: `previewing ${text}` },
+          });
+          return { content: [{ type: "text", text: `preview: ${text}` }] };
+        },
+      );
+      const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
+      void server.connect(serverSide);
+      return proxySide;
+    },
+  });
+  cleanups.push(() => http.close());
+  return { url: new URL(http.url), sent };
+}
+
+/** A client that never opens the GET stream: the proxy is asked for one and the answer is 405. */
+async function postOnlyClient(url: URL) {
+  const transport = new StreamableHTTPClientTransport(url, {
+    fetch: (input, init) =>
+      init?.method === "GET" ? Promise.resolve(new Response(null, { status: 405 })) : fetch(input, init),
+  });
+  const client = new Client({ name: "agent", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+  const logs: unknown[] = [];
+  const questions: string[] = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    logs.push(notification.params.data);
+  });
+  client.setRequestHandler(ElicitRequestSchema, (request) => {
+    questions.push(request.params.message);
+    return { action: "accept", content: { send: true } };
+  });
+  await client.connect(transport);
+  cleanups.push(() => client.close());
+  return { client, logs, questions };
+}
+
+const text = (result: unknown) => (result as { content: { text: string }[] }).content[0]?.text;
+
+describe("idempotool proxy --http, a client that only POSTs", () => {
+  it("gets a guarded call's log lines and elicitation on the call's own stream; the effect runs once", async () => {
+    const { url, sent } = await proxy();
+    const { client, logs, questions } = await postOnlyClient(url);
+    const call = { name: "send_message", arguments: { to: "carol", idempotency_key: "streams-1" } };
+    // Without the stream of its own, the question never reached the client and the call never finished.
+    expect(text(await client.callTool(call, undefined, { timeout: 10_000 }))).toBe("sent to carol");
+    expect(questions).toEqual(["Send to carol?"]);
+    expect(logs).toEqual(["about to send to carol"]);
+    expect(text(await client.callTool(call, undefined, { timeout: 10_000 }))).toBe("sent to carol");
+    expect(questions).toHaveLength(1);
+    expect(sent).toEqual(["carol"]);
+  });
+
+  it("gets the log lines of a tool the proxy passes through", async () => {
+    const { url } = await proxy();
+    const { client, logs } = await postOnlyClient(url);
+    const preview = { name: "preview_message", arguments: { text: "hello" } };
+    expect(text(await client.callTool(preview))).toBe("preview: hello");
+    expect(logs).toEqual(["previewing hello"]);
+  });
+});
