@@ -38,10 +38,7 @@ async function proxy() {
     log: () => {},
     Transport: StreamableHTTPServerTransport,
     startServer: () => {
-      const server = new McpServer(
-        { name: "messages", version: "1.0.0" },
-        { capabilities: { logging: {} } },
-      );
+      const server = new McpServer({ name: "messages", version: "1.0.0" }, { capabilities: { logging: {} } });
       server.registerTool(
         "send_message",
         { description: "Send a message.", inputSchema: { to: z.string() } },
