@@ -6,11 +6,13 @@
  * Some calls run where timers fail, so the lease cannot be started after the claim: the tool never runs
  * and the call frees the key before it fails. Some tools throw a value that cannot become a string, and one
  * key is refused by the store itself (as SQLite on Deno refuses a NUL): its callers are told so, its tool
- * never runs, and the store is not asked again and again to release it.
+ * never runs, and the store is not asked again and again to release it. Some calls come without a key and
+ * are keyed by their tool and arguments, as `withoutKey` servers and the proxy key them.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { argumentsKey, keyedByArguments } from "../src/core/keys.js";
 import {
   type Clock,
   definitiveFailure,
@@ -49,7 +51,9 @@ const leaseMs = 30_000;
 
 /** A key the store refuses to hold: every store operation naming it throws `invalid_arguments`. */
 const refusedKey = "refused";
-const keyArb = fc.constantFrom("a", "b", "a", "b", refusedKey);
+/** A call made without a key: keyed by its tool and arguments. */
+const keyless = "(keyless)";
+const keyArb = fc.constantFrom("a", "b", "a", "b", refusedKey, keyless);
 const scopeArb = fc.constantFrom("s1", "s2");
 const variantArb = fc.constantFrom(0, 0, 0, 1);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -94,6 +98,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
 );
+
+/** The key a keyless call of this tool with these arguments is given. */
+function keyOf(tool: number, variant: number, behaviour: Behaviour): string {
+  return argumentsKey(toolNames[tool]!, { variant, behaviour }, "reject");
+}
 
 /** A call running where timers fail, and the owner tokens of the claims it sent. */
 interface Unstartable {
@@ -247,7 +256,8 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
     ),
   );
 
-  const calls: { id: string; tool: string; promise: Promise<unknown>; settled: boolean }[] = [];
+  const calls: { id: string; tool: string; keyless: boolean; promise: Promise<unknown>; settled: boolean }[] =
+    [];
   // Claims an unstartable call still held when it failed: the key stays blocked for nobody's call.
   const keptByUnstartable: string[] = [];
   let dyingWorkers = 0;
@@ -257,10 +267,12 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
     } else if (op.kind === "crash") {
       // A worker claimed the key, renewed its lease for a while, maybe did the effect, and died.
       if (op.key === refusedKey) continue;
-      const id = `${op.scope}/${op.key}`;
+      // A keyless worker died in a call whose tool had nothing unusual to do.
+      const key = op.key === keyless ? keyOf(op.tool, op.variant, "ok") : op.key;
+      const id = `${op.scope}/${key}`;
       const record = {
         scope: op.scope,
-        key: op.key,
+        key,
         tool: toolNames[op.tool]!,
         fingerprint: fingerprint({ variant: op.variant }),
         token: `dead-${nextId++}`,
@@ -282,15 +294,20 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
       })().finally(() => dyingWorkers--);
     } else {
       const tool = toolNames[op.tool]!;
+      const key = op.key === keyless ? keyOf(op.tool, op.variant, op.behaviour) : op.key;
       const call = {
-        id: `${op.scope}/${op.key}`,
+        id: `${op.scope}/${key}`,
         tool,
+        keyless: op.key === keyless,
         promise: Promise.resolve() as Promise<unknown>,
         settled: false,
       };
       const fault = op.behaviour === "unstartable" ? { tokens: new Set<string>() } : undefined;
-      const run = () =>
-        tools[op.tool]!({ variant: op.variant, behaviour: op.behaviour }, { key: op.key, scope: op.scope });
+      const callOptions =
+        op.key === keyless
+          ? keyedByArguments({ key: "", scope: op.scope })
+          : { key: op.key, scope: op.scope };
+      const run = () => tools[op.tool]!({ variant: op.variant, behaviour: op.behaviour }, callOptions);
       call.promise = (fault === undefined ? run() : unstartable.run(fault, run))
         .then(
           (envelope) => envelope,
@@ -361,6 +378,8 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
         (typeof error === "object" && error !== null && unprintables.has(error)) ||
         (error instanceof Error && ["invalid", "boom", "declined"].includes(error.message));
       if (!typed) expect.fail(`untyped error: ${String(error)}`);
+      // A call without a key is keyed by its arguments: its key is never found missing or malformed.
+      if (call.keyless && isIdempotencyError(error)) expect(error.code).not.toMatch(/^idempotency_key_/);
     } else {
       // A value handed back is a successful run's value of this very tool on this key.
       expect(
