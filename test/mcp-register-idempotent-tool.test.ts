@@ -715,8 +715,20 @@ describe("scopes", () => {
     expect(envelopeOf(fromA).was_replay).toBe(false);
     expect(envelopeOf(fromB).was_replay).toBe(false);
     expect(envelopeOf(fromAAgain).was_replay).toBe(true);
-    expect(await store.get({ scope: "client-a", key: hello.idempotency_key }, Date.now())).toBeDefined();
-    expect(await store.get({ scope: "client-b", key: hello.idempotency_key }, Date.now())).toBeDefined();
+    expect(await store.get({ scope: "client:client-a", key: hello.idempotency_key }, Date.now())).toBeDefined();
+    expect(await store.get({ scope: "client:client-b", key: hello.idempotency_key }, Date.now())).toBeDefined();
+  });
+
+  it("keeps a client whose id is literally \"default\" apart from callers without authentication", async () => {
+    const store = memoryStore();
+    const a = slackServer({ store });
+    const b = slackServer({ store });
+    const anonymous = await connect(a.server);
+    const named = await connect(b.server, { token: "t", clientId: "default", scopes: [] });
+
+    expect(envelopeOf(await callTool(anonymous.client, "send_slack_message", hello)).was_replay).toBe(false);
+    expect(envelopeOf(await callTool(named.client, "send_slack_message", hello)).was_replay).toBe(false);
+    expect(a.posts.length + b.posts.length).toBe(2);
   });
 
   it("uses the scope option when given", async () => {

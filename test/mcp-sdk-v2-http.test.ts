@@ -127,8 +127,8 @@ describe("stateless HTTP on the 2026-07-28 revision (createMcpHandler)", () => {
     expect(envelope(fromBob)?.was_replay).toBe(false);
     expect(envelope(fromAliceAgain)?.was_replay).toBe(true);
     expect(sent).toHaveLength(2);
-    expect(await store.get({ scope: "alice", key: "k-1" }, Date.now())).toBeDefined();
-    expect(await store.get({ scope: "bob", key: "k-1" }, Date.now())).toBeDefined();
+    expect(await store.get({ scope: "client:alice", key: "k-1" }, Date.now())).toBeDefined();
+    expect(await store.get({ scope: "client:bob", key: "k-1" }, Date.now())).toBeDefined();
   });
 });
 

@@ -109,9 +109,9 @@ export interface KeyFrom {
 export interface IdempotentToolOptions<A, Extra = RequestContextFields>
   extends Omit<IdempotentOptions<A, ToolResult>, "name" | "key"> {
   /**
-   * The namespace a key lives in, from the request. Default: the authenticated OAuth client id (SDK 1.x
-   * `extra.authInfo?.clientId`, SDK 2.x `ctx.http?.authInfo?.clientId`), else `"default"`, so one client
-   * can never read another's results.
+   * The namespace a key lives in, from the request. Default: `client:` and the authenticated OAuth client
+   * id (SDK 1.x `extra.authInfo?.clientId`, SDK 2.x `ctx.http?.authInfo?.clientId`), else `"default"`, so
+   * one client can never read another's results, nor those of callers without authentication.
    */
   readonly scope?: ((extra: Extra) => string) | undefined;
   /**
@@ -472,8 +472,9 @@ function resolveKeyFrom(option: KeyFrom | undefined): ResolvedKeyFrom {
 }
 
 function defaultScope(extra: unknown): string {
-  if (typeof extra !== "object" || extra === null) return "default";
-  return authenticatedClient(extra) ?? "default";
+  const client = typeof extra === "object" && extra !== null ? authenticatedClient(extra) : undefined;
+  // Prefixed, so no client id (not even "default") names the namespace of callers without one.
+  return client === undefined ? "default" : `client:${client}`;
 }
 
 /** The `_idempotency` field of `structuredContent`, as the output schema declares it. */
