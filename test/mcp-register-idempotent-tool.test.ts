@@ -715,11 +715,15 @@ describe("scopes", () => {
     expect(envelopeOf(fromA).was_replay).toBe(false);
     expect(envelopeOf(fromB).was_replay).toBe(false);
     expect(envelopeOf(fromAAgain).was_replay).toBe(true);
-    expect(await store.get({ scope: "client:client-a", key: hello.idempotency_key }, Date.now())).toBeDefined();
-    expect(await store.get({ scope: "client:client-b", key: hello.idempotency_key }, Date.now())).toBeDefined();
+    expect(
+      await store.get({ scope: "client:client-a", key: hello.idempotency_key }, Date.now()),
+    ).toBeDefined();
+    expect(
+      await store.get({ scope: "client:client-b", key: hello.idempotency_key }, Date.now()),
+    ).toBeDefined();
   });
 
-  it("keeps a client whose id is literally \"default\" apart from callers without authentication", async () => {
+  it('keeps a client whose id is literally "default" apart from callers without authentication', async () => {
     const store = memoryStore();
     const a = slackServer({ store });
     const b = slackServer({ store });
