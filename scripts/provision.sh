@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What `npm run test:all` needs beyond Node and npm, made ready where this machine allows it: spin and a C
-# compiler for the protocol model, PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. A missing tool
+# compiler for the protocol model, PostgreSQL on 127.0.0.1:5432, MariaDB (or MySQL) on 127.0.0.1:3306 with a
+# database named test, and Redis on 127.0.0.1:6379. A missing tool
 # is installed from the system's packages when we are root with apt-get (set IDEMPOTOOL_NO_INSTALL=1 to
 # forbid that); a server that is installed but stopped is started. Whatever is still missing is named, one
 # line each, with how to get it, and the script exits 1: the tests that need it would fail, never skip.
@@ -39,6 +40,25 @@ if ! postgres_up 2>/dev/null; then
   fi
   postgres_up 2>/dev/null || {
     say "PostgreSQL is not up on 127.0.0.1:5432: start one with trust auth and a database named test (apt-get install postgresql)"
+    missing=1
+  }
+fi
+
+mysql_up() { mysqladmin -h 127.0.0.1 -P 3306 -u root ping; }
+if ! mysql_up >/dev/null 2>&1; then
+  if command -v mariadbd >/dev/null 2>&1 || [[ -x /usr/sbin/mariadbd ]]; then
+    say "starting MariaDB"
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd >/dev/null 2>&1
+    wait_for mysql_up
+  fi
+  mysql_up >/dev/null 2>&1 || {
+    say "MariaDB is not up on 127.0.0.1:3306: start one with root and an empty password (apt-get install mariadb-server)"
+    missing=1
+  }
+fi
+if mysql_up >/dev/null 2>&1; then
+  mysql -h 127.0.0.1 -P 3306 -u root -e "CREATE DATABASE IF NOT EXISTS test" >/dev/null 2>&1 || {
+    say "cannot create the database test on MariaDB at 127.0.0.1:3306 as root"
     missing=1
   }
 fi

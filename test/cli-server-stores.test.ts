@@ -1,6 +1,6 @@
 /**
- * The record commands (inspect, purge, reconcile), in this process, against the real PostgreSQL and Redis
- * servers, named by URL as an operator would.
+ * The record commands (inspect, purge, reconcile), in this process, against the real PostgreSQL, MySQL
+ * (MariaDB here) and Redis servers, named by URL as an operator would.
  */
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -10,14 +10,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UsageError } from "../src/cli/errors.js";
 import { openStore } from "../src/cli/store-url.js";
 import type { IdempotencyStore } from "../src/index.js";
+import { mysqlStore } from "../src/mysql/index.js";
 import { postgresStore } from "../src/postgres/index.js";
 import { redisStore } from "../src/redis/index.js";
 import { cli } from "./fixtures/cli-binary.js";
+import { testMysqlPool } from "./fixtures/mysql-helpers.js";
 import { seedRecord } from "./fixtures/reconcile-seed.js";
 
 const DAY = 86_400_000;
 const hooks = join(import.meta.dirname, "fixtures", "reconcile-hooks.mjs");
 const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test", max: 2 });
+const mysql = testMysqlPool({ connectionLimit: 2 });
 const redis = new Redis({ host: "127.0.0.1", port: 6379, maxRetriesPerRequest: 1 });
 const table = `idempotool_cli_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
 const prefix = `idempotool-cli-${randomUUID().slice(0, 8)}:`;
@@ -43,11 +46,14 @@ async function seed(store: IdempotencyStore, expired: number): Promise<void> {
 beforeAll(async () => {
   await seed(postgresStore({ client: pool, table, clock: "request" }), 5);
   await seed(redisStore({ client: redis, prefix, clock: "request" }), 0);
+  await seed(mysqlStore({ client: mysql, table, clock: "request" }), 5);
 });
 
 afterAll(async () => {
   await pool.query(`DROP TABLE IF EXISTS ${table}`);
   await pool.end();
+  await mysql.query(`DROP TABLE IF EXISTS ${table}`);
+  await mysql.end();
   const keys = await redis.keys(`${prefix}*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
@@ -56,12 +62,14 @@ afterAll(async () => {
 const stores = () => [
   { name: "PostgreSQL", url: `postgres://postgres@127.0.0.1:5432/test?table=${table}` },
   { name: "Redis", url: `redis://127.0.0.1:6379?prefix=${encodeURIComponent(prefix)}` },
+  { name: "MySQL", url: `mysql://root@127.0.0.1:3306/test?table=${table}` },
 ];
 
 describe("the record commands on server stores", () => {
   for (const { name, url } of [
     { name: "PostgreSQL", url: "postgres" },
     { name: "Redis", url: "redis" },
+    { name: "MySQL", url: "mysql" },
   ]) {
     it(`inspects ${name}: lists and filters the records as JSON`, async () => {
       const store = stores().find((s) => s.url.startsWith(url))!;
@@ -119,12 +127,39 @@ describe("the record commands on server stores", () => {
     expect(JSON.parse(left)).toHaveLength(4);
   });
 
+  it("purges the expired MySQL rows and keeps the live ones; a dry run counts them first", async () => {
+    const store = stores()[2]!;
+    const dry = await cli(["purge", "--store", store.url, "--dry-run", "--json"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toEqual({ dryRun: true, expired: 5 });
+    const { code, stdout, stderr } = await cli(["purge", "--store", store.url, "--json"]);
+    expect(code, stderr).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ deleted: 5 });
+    const [rows] = await mysql.query(`SELECT COUNT(*) AS n FROM ${table}`);
+    expect(rows).toEqual([{ n: 4 }]);
+  });
+
+  it("refuses a MySQL table that does not exist instead of creating it", async () => {
+    const { code, stderr } = await cli([
+      "inspect",
+      "list",
+      "--store",
+      "mysql://root@127.0.0.1:3306/test?table=no_such_records",
+    ]);
+    expect(code).toBe(2);
+    expect(stderr).toContain("has no table no_such_records; check --table");
+  });
+
   it("answers an unreachable server with one line and exit 2, never a stack", async () => {
-    for (const url of ["postgres://postgres@127.0.0.1:1/test", "redis://127.0.0.1:1"]) {
+    for (const url of [
+      "postgres://postgres@127.0.0.1:1/test",
+      "redis://127.0.0.1:1",
+      "mysql://root@127.0.0.1:1/test",
+    ]) {
       const { code, stderr } = await cli(["inspect", "list", "--store", url]);
       expect(code, url).toBe(2);
       expect(stderr.trim().split("\n"), url).toHaveLength(1);
-      expect(stderr, url).toMatch(/cannot reach the (PostgreSQL|Redis) store/);
+      expect(stderr, url).toMatch(/cannot reach the (PostgreSQL|Redis|MySQL) store/);
     }
   });
 });

@@ -43,7 +43,7 @@ describe("parseStoreUrl", () => {
     });
   });
 
-  it.each(["mysql://db/x", "records.db", "sqlite://", "postgres://", "redis://:6379"])(
+  it.each(["mongodb://db/x", "records.db", "sqlite://", "postgres://", "redis://:6379"])(
     "refuses %s with a UsageError",
     (url) => {
       expect(() => parseStoreUrl(url)).toThrow(UsageError);

@@ -77,8 +77,8 @@ for (const { row, lossy } of lossyStores) {
 
     it("a settle whose reply was lost is read back: the caller gets its result, and a repeat replays it", async () => {
       const { link, send, sent } = await behindLossyLink();
-      // The claim is the first command naming the key, the settle the second.
-      const lost = link.loseReplyTo("settle-lost", 2);
+      // The claim's commands come first (one on most stores), then the settle.
+      const lost = link.loseReplyTo("settle-lost", (link.claimCommands ?? 1) + 1);
       const first = await send(alice, { key: "settle-lost" });
       await lost;
       expect(first).toMatchObject({ result: { messageId: "m-1" }, was_replay: false });

@@ -31,6 +31,8 @@ async function pathWithout(without: readonly string[]): Promise<string> {
     "head",
     "pg_isready",
     "redis-cli",
+    "mysqladmin",
+    "mysql",
     "cc",
     "gcc",
     "spin",
@@ -50,7 +52,7 @@ async function provision(path: string) {
 }
 
 describe("scripts/provision.sh", () => {
-  it("passes quietly when spin, a compiler, PostgreSQL and Redis are there", async () => {
+  it("passes quietly when spin, a compiler, PostgreSQL, MariaDB and Redis are there", async () => {
     expect(await provision(await pathWithout([]))).toEqual({ code: 0, stderr: "" });
   });
 

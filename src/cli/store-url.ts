@@ -1,5 +1,5 @@
 /**
- * Stores named by URL on the command line: `sqlite://path`, `postgres://…`, `redis://…`,
+ * Stores named by URL on the command line: `sqlite://path`, `postgres://…`, `mysql://…`, `redis://…`,
  * `dynamodb://table?region=…`. Commands that work on records (inspect, purge, reconcile) open their store
  * here, so every one of them fails the same way on a bad URL, a missing store or table, or an unreachable
  * server: one line and exit 2. None creates a store or a table unless asked, and none prints a password.
@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { IdempotencyStore } from "../core/store.js";
 import { createTableInput, dynamoStore } from "../dynamodb/index.js";
+import { mysqlStore } from "../mysql/index.js";
 import { postgresStore } from "../postgres/index.js";
 import { redisStore } from "../redis/index.js";
 import { type AnySqliteDatabase, sqliteStore } from "../sqlite/index.js";
@@ -22,6 +23,7 @@ import { redactUrl } from "./redact.js";
 export type StoreUrl =
   | { readonly kind: "sqlite"; readonly path: string; readonly table: string | undefined }
   | { readonly kind: "postgres"; readonly url: string; readonly table: string | undefined }
+  | { readonly kind: "mysql"; readonly url: string; readonly table: string | undefined }
   | { readonly kind: "redis"; readonly url: string; readonly prefix: string | undefined }
   | {
       readonly kind: "dynamodb";
@@ -36,7 +38,7 @@ export type StoreUrl =
 export type OpenedStore = IdempotencyStore & {
   close(): Promise<void>;
   /**
-   * The instant the store's `purge` would judge expiry by, were it called now: PostgreSQL's clock, or for
+   * The instant the store's `purge` would judge expiry by, were it called now: PostgreSQL's or MySQL's clock, or for
    * DynamoDB this machine's less the store's skew margin. Absent where `purge` judges by the `now` it is
    * given (SQLite, with `Date.now()`).
    */
@@ -44,11 +46,12 @@ export type OpenedStore = IdempotencyStore & {
 };
 
 const examples =
-  "sqlite://./idempotool.db, postgres://user@host:5432/db, redis://host:6379 or dynamodb://table?region=eu-west-1";
+  "sqlite://./idempotool.db, postgres://user@host:5432/db, mysql://user@host:3306/db, redis://host:6379 or " +
+  "dynamodb://table?region=eu-west-1";
 
 /**
  * Parse a store URL. `sqlite://` takes a path (`sqlite://./records.db`, `sqlite:///var/lib/x.db`);
- * `?table=` names the SQLite or PostgreSQL table and `?prefix=` the Redis key prefix. `dynamodb://` takes
+ * `?table=` names the SQLite, PostgreSQL or MySQL table and `?prefix=` the Redis key prefix. `dynamodb://` takes
  * the table where a host would be, and `?region=` and `?endpoint=`; credentials come from the AWS SDK's
  * own chain (environment, profile, role). Messages show the URL with its password masked.
  * @example
@@ -80,7 +83,14 @@ export function parseStoreUrl(text: string): StoreUrl {
       endpoint,
     };
   }
-  if (scheme === "postgres" || scheme === "postgresql" || scheme === "redis" || scheme === "rediss") {
+  if (
+    scheme === "postgres" ||
+    scheme === "postgresql" ||
+    scheme === "mysql" ||
+    scheme === "mariadb" ||
+    scheme === "redis" ||
+    scheme === "rediss"
+  ) {
     let url: URL;
     try {
       url = new URL(text);
@@ -91,9 +101,11 @@ export function parseStoreUrl(text: string): StoreUrl {
       );
     }
     if (url.hostname === "") throw new UsageError(`the store URL ${shown} names no host`);
-    return scheme.startsWith("postgres")
-      ? { kind: "postgres", url: text, table: url.searchParams.get("table") ?? undefined }
-      : { kind: "redis", url: text, prefix: url.searchParams.get("prefix") ?? undefined };
+    if (scheme.startsWith("postgres"))
+      return { kind: "postgres", url: text, table: url.searchParams.get("table") ?? undefined };
+    if (scheme === "mysql" || scheme === "mariadb")
+      return { kind: "mysql", url: text, table: url.searchParams.get("table") ?? undefined };
+    return { kind: "redis", url: text, prefix: url.searchParams.get("prefix") ?? undefined };
   }
   throw new UsageError(
     `the store URL ${shown} is not one idempotool knows: use ${examples}${scheme ? ` (not ${printable(scheme)}:)` : ""}`,
@@ -121,6 +133,7 @@ export const storeOpeners: Record<
 > = {
   sqlite: openSqlite,
   postgres: openPostgres,
+  mysql: openMysql,
   redis: openRedis,
   dynamodb: openDynamo,
 };
@@ -294,6 +307,59 @@ async function openPostgres(
   };
 }
 
+async function openMysql(
+  url: Extract<StoreUrl, { kind: "mysql" }>,
+  options: OpenOptions,
+): Promise<OpenedStore> {
+  const mysql = await loadOptional("a mysql:// store", ["mysql2"], async () => {
+    const module = (await import("mysql2/promise")) as MysqlDriver & { default?: MysqlDriver };
+    return module.default ?? module;
+  });
+  // `table` is ours, not a connection parameter; mysql2 reads only mysql:// URLs.
+  const connection = new URL(url.url.replace(/^mariadb:/i, "mysql:"));
+  connection.searchParams.delete("table");
+  const shown = printable(redactUrl(connection.toString()));
+  const pool = mysql.createPool({
+    uri: connection.toString(),
+    connectTimeout: connectTimeoutMs,
+    connectionLimit: 2,
+  });
+  let store: ReturnType<typeof mysqlStore>;
+  try {
+    store = mysqlStore({ client: pool, ...(url.table ? { table: url.table } : {}) });
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw optionError(error) ?? error;
+  }
+  let found: unknown;
+  try {
+    const [rows] = await pool.query(
+      "SELECT COUNT(*) AS found FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+      [store.table],
+    );
+    found = (rows as { found?: unknown }[])[0]?.found;
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw new UsageError(`cannot reach the MySQL store at ${shown}: ${reasonOf(error)}`, { cause: error });
+  }
+  if (!options.create && Number(found) === 0) {
+    // Without this, the store's first query would create a misspelled table.
+    await pool.end().catch(() => undefined);
+    throw new UsageError(`the MySQL store at ${shown} has no table ${store.table}; check --table`);
+  }
+  return {
+    ...store,
+    close: () => pool.end(),
+    // The store judges by the server's clock (clock "server"): its purge reads UTC_TIMESTAMP().
+    purgeCutoff: async () => {
+      const [rows] = await pool.query(
+        "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000 AS now",
+      );
+      return Number((rows as { now: unknown }[])[0]?.now);
+    },
+  };
+}
+
 async function openRedis(
   url: Extract<StoreUrl, { kind: "redis" }>,
   options: OpenOptions,
@@ -401,6 +467,15 @@ async function openDynamo(
     },
     purgeCutoff: async () => Date.now() - store.clockSkewMarginMs,
   };
+}
+
+interface MysqlDriver {
+  createPool(config: object): MysqlPool;
+}
+
+interface MysqlPool {
+  query(sql: string, values?: unknown[]): Promise<readonly [unknown, unknown?]>;
+  end(): Promise<void>;
 }
 
 interface PgPool {

@@ -1,0 +1,130 @@
+/**
+ * mysqlStore against the real MariaDB on this machine (MySQL's protocol and SQL): the conformance suite
+ * on the request clock (the cross-process scenarios run it on the server's), then what only this store has: keys compared as bytes, the
+ * server's clock, its options, the CLI's mysql:// URL. Every case gets a fresh table, dropped afterwards.
+ * A missing server fails; nothing skips.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { parseStoreUrl } from "../src/cli/store-url.js";
+import { type ClaimRequest, idempotent } from "../src/index.js";
+import { type MysqlStoreOptions, mysqlStore } from "../src/mysql/index.js";
+import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
+import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
+import { dropMysqlTable, freshMysqlTable, testMysqlPool } from "./fixtures/mysql-helpers.js";
+
+const t0 = Date.parse("2026-01-01T00:00:00.000Z");
+const pool = testMysqlPool({ connectionLimit: 10 });
+const tables: string[] = [];
+afterAll(async () => {
+  for (const name of tables) await dropMysqlTable(pool, name);
+  await pool.end();
+});
+
+/** A store on a fresh table, dropped after the file. */
+function freshStore(options: Omit<MysqlStoreOptions, "client"> = {}) {
+  const table = freshMysqlTable();
+  tables.push(table);
+  return mysqlStore({ client: pool, table, ...options });
+}
+
+const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
+
+describe("MariaDB on this machine", () => {
+  it("is reachable (the tests below need it; CI fails rather than skips without it)", async () => {
+    const [rows] = await pool.query("SELECT 1 AS one");
+    expect(rows).toEqual([{ one: 1 }]);
+  });
+});
+
+describe("mysqlStore conformance (request clock)", () => {
+  for (const c of storeConformanceCases({
+    name: "mysql",
+    create: () => {
+      const table = freshMysqlTable();
+      return {
+        store: mysqlStore({ client: pool, table, clock: "request" }),
+        clock: fakeClock(),
+        cleanup: () => dropMysqlTable(pool, table),
+      };
+    },
+  })) {
+    it(c.name, c.run);
+  }
+});
+
+describe("mysqlStore, what only it has", () => {
+  it("keeps keys apart that a collation would fold together: case, trailing spaces, accents", async () => {
+    const store = freshStore({ clock: "request" });
+    const keys = ["k", "K", "k ", "ḱ", "k\u0000"];
+    for (const [i, key] of keys.entries()) {
+      const result = await store.claim(claimRequest({ key, token: `token-${i}` }));
+      expect(result.claimed, JSON.stringify(key)).toBe(true);
+      expect(result.record.key).toBe(key);
+    }
+  });
+
+  it("judges by the server's clock by default: a request's own now is ignored", async () => {
+    const store = freshStore();
+    const before = Date.now();
+    const result = await store.claim(claimRequest({ now: 0 }));
+    expect(result.claimed).toBe(true);
+    // The server's clock is this machine's here.
+    expect(result.now).toBeGreaterThanOrEqual(before - 1_000);
+    expect(result.now).toBeLessThanOrEqual(Date.now() + 1_000);
+  });
+
+  it("takes over a lease only once the server's clock has passed it (clockOffsetMs moves that clock)", async () => {
+    let offset = 0;
+    const store = freshStore({ clockOffsetMs: () => offset });
+    const claimed = await store.claim(claimRequest({ leaseMs: 60_000, token: "first" }));
+    const takeover = {
+      scope: claimed.record.scope,
+      key: claimed.record.key,
+      fromToken: "first",
+      token: "second",
+      leaseMs: 60_000,
+      ttlMs: 60_000,
+      now: 0,
+    };
+    expect(await store.takeover(takeover)).toBeNull();
+    offset = 61_000;
+    expect(await store.takeover(takeover)).toMatchObject({ token: "second", attempts: 2 });
+  });
+
+  it("runs a tool once for two calls with one key", async () => {
+    const store = freshStore();
+    let runs = 0;
+    const send = idempotent(
+      async (args: { to: string }) => {
+        runs++;
+        return { sent: args.to };
+      },
+      { name: "send_email", store },
+    );
+    const first = await send({ to: "ada" }, { key: "k-1" });
+    const second = await send({ to: "ada" }, { key: "k-1" });
+    expect(first.was_replay).toBe(false);
+    expect(second.was_replay).toBe(true);
+    expect(second.result).toEqual({ sent: "ada" });
+    expect(runs).toBe(1);
+  });
+
+  it("rejects bad options, naming the option", () => {
+    for (const table of ["", "1records", "a-b", "records; DROP TABLE x", "a".repeat(53)]) {
+      expect(() => mysqlStore({ client: pool, table }), table).toThrow(/table/);
+    }
+    expect(() => mysqlStore({ client: {} as never })).toThrow(/client/);
+    expect(() => mysqlStore({ client: pool, clock: "wall" as never })).toThrow(/clock/);
+    expect(() => mysqlStore({ client: pool, clock: "request", clockOffsetMs: 5 })).toThrow(/clockOffsetMs/);
+    expect(() => mysqlStore({ client: pool, statementTimeoutMs: 0 })).toThrow(/statementTimeoutMs/);
+  });
+
+  it("is named by mysql:// and mariadb:// URLs on the command line", () => {
+    expect(parseStoreUrl("mysql://app@db:3306/agents?table=calls")).toEqual({
+      kind: "mysql",
+      url: "mysql://app@db:3306/agents?table=calls",
+      table: "calls",
+    });
+    expect(parseStoreUrl("mariadb://app@db/agents")).toMatchObject({ kind: "mysql", table: undefined });
+  });
+});
