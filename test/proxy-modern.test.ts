@@ -373,27 +373,126 @@ async function post(url: URL, body: Raw, headers: Record<string, string> = {}) {
 const overHttpClient = (url: URL) => modernClient(new StreamableHTTPClientTransport(url));
 
 describe("the 2026-07-28 bridge, against what an unlucky or hostile peer does", () => {
-  it("passes a 2025 server's log lines only to a request that asked, at or above its level", async () => {
+  it("never sends one client's log lines or progress to another client of the shared relay", async () => {
+    const alicePaid = gate();
+    const bobAsked = gate();
+    const reached = { alice: gate(), bob: gate() };
     const { url } = await httpProxyTo(() => {
-      const server = new McpServerV1({ name: "chatty", version: "1.0.0" }, { capabilities: { logging: {} } });
+      const server = new McpServerV1({ name: "bank", version: "1.0.0" }, { capabilities: { logging: {} } });
       server.registerTool(
-        "send_email",
-        { description: "Send an email.", inputSchema: { to: z3.string() } },
-        async ({ to }, extra) => {
-          for (const level of ["debug", "warning"] as const) {
-            await extra.sendNotification({ method: "notifications/message", params: { level, data: level } });
+        "charge_card",
+        { description: "Charge a card.", inputSchema: { owner: z3.string() } },
+        async ({ owner }, extra) => {
+          reached.alice.open();
+          await alicePaid.opened;
+          // A 2025 server says which call a log line is about only in its text.
+          await extra.sendNotification({
+            method: "notifications/message",
+            params: { level: "info", data: `charging the card of ${owner}` },
+          });
+          const token = extra._meta?.progressToken;
+          if (token !== undefined) {
+            await extra.sendNotification({
+              method: "notifications/progress",
+              params: { progressToken: token, progress: 1, message: `card of ${owner} charged` },
+            });
           }
-          return { content: [{ type: "text" as const, text: `sent to ${to}` }] };
+          return { content: [{ type: "text" as const, text: `charged ${owner}` }] };
+        },
+      );
+      server.registerTool(
+        "get_balance",
+        {
+          description: "Read a balance.",
+          inputSchema: { owner: z3.string() },
+          annotations: { readOnlyHint: true },
+        },
+        async ({ owner }) => {
+          reached.bob.open();
+          await bobAsked.opened;
+          return { content: [{ type: "text" as const, text: `balance of ${owner}: 0` }] };
         },
       );
       return server;
     });
+    const call = (id: string, name: string, args: Raw, meta: Raw, auth: string, signal?: AbortSignal) =>
+      fetch(url, {
+        method: "POST",
+        signal: signal ?? null,
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: auth,
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id,
+          method: "tools/call",
+          params: { name, arguments: args, _meta: meta },
+        }),
+      }).then((response) => response.text());
+    // Alice asks for progress, then her connection drops while her call runs on; Bob asks for every log line.
+    const dropped = new AbortController();
+    const alice = call(
+      "1",
+      "charge_card",
+      { owner: "alice", idempotency_key: "a-1" },
+      { ...envelopeOf2026("alice-agent"), progressToken: "alice-progress" },
+      "Bearer alice",
+      dropped.signal,
+    ).catch(() => "dropped");
+    await reached.alice.opened;
+    const bob = call(
+      "1",
+      "get_balance",
+      { owner: "bob" },
+      {
+        ...envelopeOf2026("bob-agent"),
+        "io.modelcontextprotocol/logLevel": "debug",
+        progressToken: "bob-progress",
+      },
+      "Bearer bob",
+    );
+    await reached.bob.opened;
+    dropped.abort();
+    expect(await alice).toBe("dropped");
+    alicePaid.open();
+    // The server's log line and progress about Alice's call come while only Bob's request is open.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    bobAsked.open();
+    const bobHeard = await bob;
+    expect(bobHeard).toContain("balance of bob: 0");
+    expect(bobHeard).not.toContain("alice");
+  });
+
+  it("passes a 2025 server's log lines only to a request that asked, at or above its level", async () => {
+    const server = new McpServerV1({ name: "chatty", version: "1.0.0" }, { capabilities: { logging: {} } });
+    server.registerTool(
+      "send_email",
+      { description: "Send an email.", inputSchema: { to: z3.string() } },
+      async ({ to }, extra) => {
+        for (const level of ["debug", "warning"] as const) {
+          await extra.sendNotification({ method: "notifications/message", params: { level, data: level } });
+        }
+        return { content: [{ type: "text" as const, text: `sent to ${to}` }] };
+      },
+    );
+    const { clientSide } = await proxyTo(server);
+    const heard: Raw[] = [];
+    const answered = new Map<unknown, () => void>();
+    clientSide.onmessage = (message) => {
+      heard.push(message as Raw);
+      answered.get((message as Raw).id)?.();
+    };
+    await clientSide.start();
     const logLines = async (key: string, logLevel?: string) => {
+      heard.length = 0;
       const meta = {
         ...envelopeOf2026("agent"),
         ...(logLevel ? { "io.modelcontextprotocol/logLevel": logLevel } : {}),
       };
-      const { messages } = await post(url, {
+      const answer = new Promise<void>((resolve) => answered.set(key, resolve));
+      await clientSide.send({
         jsonrpc: "2.0",
         id: key,
         method: "tools/call",
@@ -403,8 +502,8 @@ describe("the 2026-07-28 bridge, against what an unlucky or hostile peer does", 
           _meta: meta,
         },
       });
-      expect(messages.at(-1)?.result).toBeDefined();
-      return messages
+      await answer;
+      return heard
         .filter((message) => message.method === "notifications/message")
         .map((message) => (message.params as Raw).data);
     };

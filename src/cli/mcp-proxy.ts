@@ -53,6 +53,11 @@ export interface McpProxyOptions
    * takes it for a 2025 server that ignores methods it does not know, and initializes it. Default 5 s.
    */
   readonly discoveryTimeoutMs?: number | undefined;
+  /**
+   * The client side is shared by several clients (a relay): a server message is sent only where its
+   * request is known for certain (progress, by its token); never to a guessed request.
+   */
+  readonly sharedByClients?: boolean | undefined;
 }
 
 /** Why the proxy stopped. */
@@ -513,7 +518,8 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
     if (message.method === "notifications/progress") {
       const token = (message.params as { progressToken?: string | number } | undefined)?.progressToken;
       const owner = token === undefined ? undefined : progressOwners.get(token);
-      void sendToClient(message, owner ?? newestOpen());
+      // A token names its request: one whose owner is gone (cancelled, answered) has nobody to tell.
+      void sendToClient(message, owner);
       return;
     }
     if (message.method === undefined && id !== undefined) forgetProgress(id);
@@ -546,7 +552,7 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
       return;
     }
     // A log line, a list change, a sampling or elicitation request: most likely the newest open request's.
-    const related = message.method === undefined ? undefined : newestOpen();
+    const related = message.method === undefined || options.sharedByClients ? undefined : newestOpen();
     if (message.method === "notifications/message" && modernClient && !wanted(message, related)) return;
     void sendToClient(message, related);
   };

@@ -126,6 +126,8 @@ export class RequestFront implements Transport {
         : this.#waiting.get(String(options.relatedRequestId));
     if (waiting === undefined) return;
     const params = isObject(raw.params) ? raw.params : {};
+    // Progress is this request's only when it names the token the relay gave it.
+    if (raw.method === "notifications/progress" && params.progressToken !== options?.relatedRequestId) return;
     const progress = raw.method === "notifications/progress" ? { progressToken: waiting.progressToken } : {};
     write(waiting, { ...raw, params: { ...params, ...progress } });
   }

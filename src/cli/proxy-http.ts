@@ -72,9 +72,13 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
     let relay = relays.get(scope);
     if (relay) return relay;
     const front = new RequestFront();
-    const started = startMcpProxy({ ...options, client: front, server: options.startServer(), scope }).then(
-      (proxy) => ({ front, proxy }),
-    );
+    const started = startMcpProxy({
+      ...options,
+      client: front,
+      server: options.startServer(),
+      scope,
+      sharedByClients: true,
+    }).then((proxy) => ({ front, proxy }));
     relay = started;
     relays.set(scope, started);
     const forget = () => {
