@@ -206,6 +206,8 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
   const returned = new Map<string, number[]>();
   const attemptsSeen = new Map<string, number[]>();
   const released = new Set<string>();
+  // Which tool and arguments ran under each key made from a keyless call's arguments: only ever one.
+  const argumentsRun = new Map<string, Set<string>>();
   const undoneOnThrow = effect === "native-key" || effect === "owned-store";
   let nextId = 0;
   const count = (id: string, at = clock.now()) => maybeEffects.set(id, [...(maybeEffects.get(id) ?? []), at]);
@@ -215,6 +217,9 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
       async (args: { variant: number; behaviour: Behaviour }, context) => {
         const id = `${context.scope}/${context.key}`;
         attemptsSeen.set(id, [...(attemptsSeen.get(id) ?? []), context.attempt]);
+        if (context.key.startsWith("~args~")) {
+          argumentsRun.set(id, new Set([...(argumentsRun.get(id) ?? []), `${name} ${JSON.stringify(args)}`]));
+        }
         const result = ++nextId;
         switch (args.behaviour) {
           case "not_executed":
@@ -315,7 +320,7 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
             if (error === timersFail) {
               // The tool was never called: its claim must be gone by the time the caller hears of it.
               released.add(call.id);
-              const record = await inner.get({ scope: op.scope, key: op.key }, clock.now());
+              const record = await inner.get({ scope: op.scope, key }, clock.now());
               if (record !== undefined && fault?.tokens.has(record.token)) {
                 keptByUnstartable.push(`${call.id} (${record.status})`);
               }
@@ -332,6 +337,9 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
   await drive(s, clock, () => dyingWorkers === 0 && calls.every((c) => c.settled));
 
   expect(keptByUnstartable, "a call whose lease could not start kept its claim").toEqual([]);
+  for (const [id, runs] of argumentsRun) {
+    expect([...runs], `one key made from arguments, ${id}, for several calls`).toHaveLength(1);
+  }
 
   const refusedCalls = calls.filter((call) => call.id.endsWith(`/${refusedKey}`));
   expect(
@@ -378,9 +386,10 @@ async function checkRun(effect: Effect, ttlMs: number, ops: readonly Op[], s: fc
         (typeof error === "object" && error !== null && unprintables.has(error)) ||
         (error instanceof Error && ["invalid", "boom", "declined"].includes(error.message));
       if (!typed) expect.fail(`untyped error: ${String(error)}`);
-      // A call without a key is keyed by its arguments: its key is never found missing or malformed.
+      // A call without a key is keyed by its arguments: its key is never found missing or malformed, and
+      // a key made from its arguments never meets other arguments.
       if (call.keyless && isIdempotencyError(error)) {
-        expect(error.code).not.toMatch(/^idempotency_key_(missing|invalid)$/);
+        expect(error.code).not.toMatch(/^idempotency_key_(missing|invalid|conflict)$/);
       }
     } else {
       // A value handed back is a successful run's value of this very tool on this key.
