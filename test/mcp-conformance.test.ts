@@ -13,14 +13,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { sqliteStore } from "../src/sqlite/index.js";
 import { bin, ensureBuilt, root } from "./fixtures/cli-binary.js";
 
 const fixtures = join(root, "test", "fixtures");
 const server = [join(fixtures, "conformance-server.ts")];
 const suite = join(root, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js");
 
-/** The fixture's tools, each guarded by the proxy as an irreversible action. */
-const guardEveryTool = [
+/** The fixture's tools the scenarios call (json_schema_2020_12_tool is only listed). */
+const calledTools = [
   "test_simple_text",
   "test_image_content",
   "test_audio_content",
@@ -34,8 +35,12 @@ const guardEveryTool = [
   "test_elicitation_sep1034_defaults",
   "test_elicitation_sep1330_enums",
   "test_reconnection",
-  "json_schema_2020_12_tool",
-].flatMap((tool) => ["--tool", `${tool}=irreversible`]);
+];
+/** Every tool of the fixture guarded by the proxy as an irreversible action. */
+const guardEveryTool = [...calledTools, "json_schema_2020_12_tool"].flatMap((tool) => [
+  "--tool",
+  `${tool}=irreversible`,
+]);
 
 /**
  * The scenarios that call a tool without a key and fail when it is refused. Two more call one
@@ -89,6 +94,19 @@ function proxy(name: string, options: readonly string[]): string[] {
   return [bin, "proxy", "--store", store, ...guardEveryTool, ...options, "--", process.execPath, ...server];
 }
 
+/** The tools whose calls the proxy ran through its guard and recorded in `name`'s store, keyed by their arguments. */
+async function guardedRuns(name: string): Promise<string[]> {
+  const store = sqliteStore({ path: join(dir, `${name}.db`) });
+  try {
+    const { records } = await store.list({ keyPrefix: "~args~", limit: 1_000 });
+    return [
+      ...new Set(records.filter((record) => record.status === "completed").map((record) => record.tool)),
+    ].sort();
+  } finally {
+    await store.close();
+  }
+}
+
 /** Every server scenario against `url`; the tally the suite prints, and its exit code. */
 async function conformance(url: string, expectedFailures: readonly string[] = []) {
   const work = mkdtempSync(join(dir, "run-"));
@@ -126,11 +144,14 @@ describe("the MCP conformance suite", () => {
   });
 
   it("passes the same checks through idempotool proxy --http", async () => {
+    // Each scenario opens a session (a copy of the server) and leaves it open: room for all of them.
     const url = await serve(proxy("http", ["--http", "0", "--max-sessions", "64", "--without-key", "60000"]));
     const run = await conformance(url);
     expect(run.failed, run.output).toBe(0);
     expect(run.passed, run.output).toBe(direct.passed);
     expect(run.code, run.output).toBe(0);
+    // Every call went through the guard, and its outcome was recorded.
+    expect(await guardedRuns("http")).toEqual([...calledTools].sort());
   }, 180_000);
 
   it("passes the same checks through idempotool proxy on stdio", async () => {
@@ -140,6 +161,7 @@ describe("the MCP conformance suite", () => {
     expect(run.failed, run.output).toBe(0);
     expect(run.passed, run.output).toBe(direct.passed);
     expect(run.code, run.output).toBe(0);
+    expect(await guardedRuns("stdio")).toEqual([...calledTools].sort());
   }, 180_000);
 
   it("with keys required, fails exactly the scenarios that call a guarded tool without one", async () => {
