@@ -19,14 +19,18 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { serveHttpProxy } from "../src/cli/proxy-http.js";
 import { memoryStore } from "../src/index.js";
+import { gate } from "./fixtures/tools.js";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** The proxy in front of a server whose tools log, and whose `send_message` asks the user first. */
-async function proxy() {
+/**
+ * The proxy in front of a server whose tools log, and whose `send_message` asks the user first (once
+ * `ask` lets it); `slow_read` only reads, and answers once `read` lets it. `reached` hears each tool start.
+ */
+async function proxy(gates: { ask?: Promise<void>; read?: Promise<void>; reached?: () => void } = {}) {
   const sent: string[] = [];
   const http = await serveHttpProxy({
     port: 0,
@@ -43,6 +47,8 @@ async function proxy() {
         "send_message",
         { description: "Send a message.", inputSchema: { to: z.string() } },
         async ({ to }, extra) => {
+          gates.reached?.();
+          await gates.ask;
           await extra.sendNotification({
             method: "notifications/message",
             params: { level: "info", data: `about to send to ${to}` },
@@ -79,6 +85,15 @@ async function proxy() {
           return { content: [{ type: "text", text: `preview: ${text}` }] };
         },
       );
+      server.registerTool(
+        "slow_read",
+        { description: "Read slowly.", inputSchema: {}, annotations: { readOnlyHint: true } },
+        async () => {
+          gates.reached?.();
+          await gates.read;
+          return { content: [{ type: "text", text: "read" }] };
+        },
+      );
       const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
       void server.connect(serverSide);
       return proxySide;
@@ -110,6 +125,65 @@ async function postOnlyClient(url: URL) {
 }
 
 const text = (result: unknown) => (result as { content: { text: string }[] }).content[0]?.text;
+
+describe("idempotool proxy --http, a client with a GET stream", () => {
+  it("gets a question on the GET stream when the newest request's POST was cut", async () => {
+    const ask = gate();
+    const read = gate();
+    const started: (() => void)[] = [];
+    const { url, sent } = await proxy({
+      ask: ask.opened,
+      read: read.opened,
+      reached: () => started.shift()?.(),
+    });
+    const transport = new StreamableHTTPClientTransport(url);
+    const client = new Client({ name: "agent", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+    const questions: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, (request) => {
+      questions.push(request.params.message);
+      return { action: "accept", content: { send: true } };
+    });
+    await client.connect(transport);
+    cleanups.push(async () => {
+      read.open();
+      await client.close();
+    });
+    const sendStarted = new Promise<void>((resolve) => started.push(resolve));
+    const call = client.callTool(
+      { name: "send_message", arguments: { to: "carol", idempotency_key: "streams-cut" } },
+      undefined,
+      { timeout: 10_000 },
+    );
+    await sendStarted;
+    // A newer request on the session, whose connection is cut while it runs (an idle timeout, a blip).
+    const readStarted = new Promise<void>((resolve) => started.push(resolve));
+    const cut = new AbortController();
+    const newer = fetch(url, {
+      method: "POST",
+      signal: cut.signal,
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": transport.sessionId ?? "",
+        "mcp-protocol-version": "2025-06-18",
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: "newer",
+        method: "tools/call",
+        params: { name: "slow_read", arguments: {} },
+      }),
+    }).catch(() => undefined);
+    await readStarted;
+    cut.abort();
+    await newer;
+    // The question comes now, with the cut request the newest still open.
+    ask.open();
+    expect(text(await call)).toBe("sent to carol");
+    expect(questions).toEqual(["Send to carol?"]);
+    expect(sent).toEqual(["carol"]);
+  });
+});
 
 describe("idempotool proxy --http, a client that only POSTs", () => {
   it("gets a guarded call's log lines and elicitation on the call's own stream; the effect runs once", async () => {

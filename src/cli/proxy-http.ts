@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { isObject } from "../mcp/mcp-types.js";
 import { type McpProxy, type McpProxyOptions, startMcpProxy } from "./mcp-proxy.js";
 import { RequestFront } from "./proxy-http-requests.js";
 import { envelopeOf } from "./proxy-revisions.js";
@@ -56,7 +57,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
   const { log } = options;
   const sessions = new Map<
     string,
-    { transport: StreamableHTTPServerTransport; proxy: McpProxy; credential: string }
+    { transport: StreamableHTTPServerTransport; proxy: McpProxy; credential: string; watch: StreamWatch }
   >();
   // The relays of 2026-07-28 clients, by the namespace their keys live in.
   const relays = new Map<string, Promise<{ front: RequestFront; proxy: McpProxy }>>();
@@ -166,6 +167,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
           }
         : {}),
     });
+    const watch = watchStreams(transport);
     const credential = credentialOf(request);
     const scope =
       options.scope === "shared"
@@ -193,7 +195,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       await proxy.close();
       return;
     }
-    sessions.set(id, { transport, proxy, credential });
+    sessions.set(id, { transport, proxy, credential, watch });
     void proxy.ended.then((end) => {
       sessions.delete(id);
       log(`session ${id} ended: ${end.reason}`);
@@ -226,6 +228,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         answer(response, 403, -32001, "Forbidden: this session belongs to another credential");
         return;
       }
+      session.watch(request, response, body);
       await session.transport.handleRequest(request, response, body);
       return;
     }
@@ -284,6 +287,46 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
+  };
+}
+
+/** Notes each request of a session: which of its POST streams and GET streams are still open. */
+type StreamWatch = (request: IncomingMessage, response: ServerResponse, body: unknown) => void;
+
+/**
+ * Keeps a session's server messages off streams that are gone. The proxy relates a log line or a question
+ * of the server's to the client's newest open request; the transport then sends it on that request's POST
+ * stream, even one whose connection was cut (the SDK keeps writing to it, and it is lost). Such a message
+ * goes on the GET stream instead while the client has one open, or when that POST is gone (as the SDK
+ * sends a message related to no request). Progress names its request by its token, and is left alone.
+ */
+function watchStreams(transport: StreamableHTTPServerTransport): StreamWatch {
+  const openPosts = new Set<string>();
+  let openGets = 0;
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    const related = options?.relatedRequestId;
+    const guessed =
+      related !== undefined && "method" in message && message.method !== "notifications/progress";
+    if (guessed && (openGets > 0 || !openPosts.has(String(related)))) return send(message);
+    return send(message, options);
+  };
+  return (request, response, body) => {
+    if (request.method === "GET") {
+      openGets++;
+      response.once("close", () => openGets--);
+      return;
+    }
+    if (request.method !== "POST") return;
+    const ids = (Array.isArray(body) ? body : [body]).flatMap((message: unknown) =>
+      isObject(message) && typeof message.method === "string" && message.id !== undefined
+        ? [String(message.id)]
+        : [],
+    );
+    for (const id of ids) openPosts.add(id);
+    response.once("close", () => {
+      for (const id of ids) openPosts.delete(id);
+    });
   };
 }
 
