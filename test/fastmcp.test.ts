@@ -33,9 +33,25 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** A fastmcp mail server whose send_email is idempotent, and a client connected to it. */
-async function mailServer(sent: string[]) {
-  const server = new FastMCP({ name: "mail", version: "1.0.0" });
+/**
+ * A fastmcp mail server whose send_email is idempotent, and a client connected to it; with `users`, the
+ * server authenticates each request by its bearer token, and `scope` names the namespace of its keys.
+ */
+async function mailServer(
+  sent: string[],
+  auth: { token?: string; scope?: (context: { session?: { user: string } | undefined }) => string } = {},
+) {
+  const server = new FastMCP<{ user: string }>({
+    name: "mail",
+    version: "1.0.0",
+    ...(auth.token === undefined
+      ? {}
+      : {
+          authenticate: async (request) => ({
+            user: String(request.headers.authorization ?? "").replace(/^Bearer /, ""),
+          }),
+        }),
+  });
   server.addTool({
     name: "send_email",
     description: "Send an email.",
@@ -48,14 +64,17 @@ async function mailServer(sent: string[]) {
         sent.push(to);
         return `sent #${sent.length} to ${to}`;
       },
-      { name: "send_email", store: memoryStore() },
+      { name: "send_email", store: memoryStore(), ...(auth.scope ? { scope: auth.scope } : {}) },
     ),
   });
   const port = await freePort();
   await server.start({ transportType: "httpStream", httpStream: { port, host: "127.0.0.1" } });
   cleanups.push(() => server.stop());
   const client = new Client({ name: "agent", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+  const headers = auth.token === undefined ? {} : { authorization: `Bearer ${auth.token}` };
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { requestInit: { headers } }),
+  );
   cleanups.push(() => client.close());
   return client;
 }
@@ -64,6 +83,29 @@ const text = (result: unknown) =>
   (result as CallToolResult).content.map((block) => (block.type === "text" ? block.text : "")).join("\n");
 
 describe("idempotentExecute in a fastmcp server", () => {
+  it("refuses an authenticated call without a scope, rather than share the anonymous namespace", async () => {
+    const sent: string[] = [];
+    const client = await mailServer(sent, { token: "alice" });
+    const result = (await client.callTool({
+      name: "send_email",
+      arguments: { to: "ada@example.com", idempotency_key: "k-1" },
+    })) as CallToolResult;
+    expect(result.isError).toBe(true);
+    expect(text(result)).toContain("pass the scope option");
+    expect(sent).toEqual([]);
+  });
+
+  it("runs an authenticated call in the namespace its scope names", async () => {
+    const sent: string[] = [];
+    const client = await mailServer(sent, {
+      token: "alice",
+      scope: (context) => `user:${context.session?.user}`,
+    });
+    const call = { name: "send_email", arguments: { to: "ada@example.com", idempotency_key: "k-1" } };
+    expect(text(await client.callTool(call))).toBe("sent #1 to ada@example.com");
+    expect(sent).toEqual(["ada@example.com"]);
+  });
+
   it("sends once for a repeated key, and answers the repeat with the original result, marked a replay", async () => {
     const sent: string[] = [];
     const client = await mailServer(sent);

@@ -735,6 +735,24 @@ describe("scopes", () => {
     expect(a.posts.length + b.posts.length).toBe(2);
   });
 
+  it("refuses an authenticated request whose authInfo names no client, instead of a shared namespace", async () => {
+    const store = memoryStore();
+    let posts = 0;
+    for (const authInfo of [
+      { token: "t", scopes: [] },
+      { token: "t", clientId: "", scopes: [] },
+    ]) {
+      const slack = slackServer({ store });
+      const { client } = await connect(slack.server, authInfo as Parameters<typeof connect>[1]);
+      const result = await callTool(client, "send_slack_message", hello);
+      expect(result.isError).toBe(true);
+      expect(errorOf(result).code).toBe("invalid_options");
+      expect(textOf(result)).toContain("pass the scope option");
+      posts += slack.posts.length;
+    }
+    expect(posts).toBe(0);
+  });
+
   it("uses the scope option when given", async () => {
     const { server, store } = slackServer({ scope: (extra) => `tenant:${extra.authInfo?.extra?.tenant}` });
     const { client } = await connect(server, {

@@ -16,7 +16,11 @@ export type ExecuteAnswer = ToolResult | string;
 
 /** Options of {@link idempotentExecute}: those of `idempotent()` (the tool's `name` included), and the scope. */
 export interface IdempotentExecuteOptions<A, Context> extends Omit<IdempotentOptions<A, ToolResult>, "key"> {
-  /** The namespace a key lives in, from the framework's context (e.g. the authenticated session). Default `"default"`. */
+  /**
+   * The namespace a key lives in, from the framework's context (e.g. the authenticated session). Default
+   * `"default"` for calls without authentication; a call whose context has a `session` (what fastmcp's
+   * `authenticate` returned) is refused without this option, as it would share that namespace.
+   */
   readonly scope?: ((context: Context) => string) | undefined;
 }
 
@@ -85,11 +89,26 @@ export function idempotentExecute<Args extends object, Context = unknown>(
     const call: { context: Context; thrown?: ThrownKind } = { context };
     calls.set(args as object, call);
     try {
-      const scope = scopeOption === undefined ? undefined : scopeOption(context);
+      const scope = scopeOption === undefined ? unauthenticated(context) : scopeOption(context);
       const envelope = await tool(args, { key: parsed.key, ...(scope === undefined ? {} : { scope }) });
       return envelopeResult(envelope);
     } catch (error) {
       return errorResult(error, parsed.key, call.thrown, tool.effect);
     }
   };
+}
+
+/**
+ * The default scope: none (the core's "default") for a call without authentication; an authenticated one
+ * (fastmcp's `context.session`) is refused, since "default" is every anonymous caller's namespace.
+ */
+function unauthenticated(context: unknown): undefined {
+  const session =
+    typeof context === "object" && context !== null ? (context as { session?: unknown }).session : undefined;
+  if (session === undefined || session === null) return undefined;
+  throw new IdempotencyError(
+    ErrorCode.invalidOptions,
+    "idempotentExecute: the call is authenticated (context.session), and without a scope it would share " +
+      "the namespace of callers without authentication: pass the scope option (e.g. the session's user id).",
+  );
 }

@@ -79,9 +79,12 @@ export function requestMeta(extra: RequestContextFields): unknown {
   return isObject(extra.mcpReq) ? extra.mcpReq._meta : extra._meta;
 }
 
-/** The authenticated OAuth client of the request, wherever the SDK put it; undefined when none. */
-export function authenticatedClient(extra: RequestContextFields): string | undefined {
-  return extra.authInfo?.clientId ?? extra.http?.authInfo?.clientId;
+/** The request's authentication, wherever the SDK put it; undefined when it has none. */
+export function authenticatedClient(
+  extra: RequestContextFields,
+): { readonly clientId?: string | undefined } | undefined {
+  const auth = extra.authInfo ?? extra.http?.authInfo;
+  return typeof auth === "object" && auth !== null ? auth : undefined;
 }
 
 /** True for an input-required answer: a question to the client, not an outcome. */

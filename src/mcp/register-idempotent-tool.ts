@@ -472,9 +472,17 @@ function resolveKeyFrom(option: KeyFrom | undefined): ResolvedKeyFrom {
 }
 
 function defaultScope(extra: unknown): string {
-  const client = typeof extra === "object" && extra !== null ? authenticatedClient(extra) : undefined;
+  const auth = typeof extra === "object" && extra !== null ? authenticatedClient(extra) : undefined;
+  if (auth === undefined) return "default";
   // Prefixed, so no client id (not even "default") names the namespace of callers without one.
-  return client === undefined ? "default" : `client:${client}`;
+  if (typeof auth.clientId === "string" && auth.clientId !== "") return `client:${auth.clientId}`;
+  // Authenticated, yet nobody in particular: "default" would be every anonymous caller's namespace, and
+  // "client:" every such token's.
+  throw new IdempotencyError(
+    ErrorCode.invalidOptions,
+    "registerIdempotentTool: the request is authenticated but its authInfo names no clientId, so it has " +
+      "no namespace of its own: pass the scope option (the user, tenant or client the token stands for).",
+  );
 }
 
 /** The `_idempotency` field of `structuredContent`, as the output schema declares it. */
