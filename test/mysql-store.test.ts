@@ -4,9 +4,10 @@
  * server's clock, its options, the CLI's mysql:// URL. Every case gets a fresh table, dropped afterwards.
  * A missing server fails; nothing skips.
  */
+import { createServer, type Socket } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseStoreUrl } from "../src/cli/store-url.js";
-import { type ClaimRequest, idempotent } from "../src/index.js";
+import { type ClaimRequest, idempotent, StoreUnavailableError } from "../src/index.js";
 import { type MysqlStoreOptions, mysqlStore } from "../src/mysql/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
@@ -107,6 +108,48 @@ describe("mysqlStore, what only it has", () => {
     expect(second.was_replay).toBe(true);
     expect(second.result).toEqual({ sent: "ada" });
     expect(runs).toBe(1);
+  });
+
+  it("fails closed when the server cannot be reached: store_unavailable, and the tool does not run", async () => {
+    const unreachable = testMysqlPool({ port: 1, connectTimeout: 1_000, connectionLimit: 1 });
+    let runs = 0;
+    const send = idempotent(
+      async () => {
+        runs++;
+        return "sent";
+      },
+      { name: "send_email", store: mysqlStore({ client: unreachable, table: freshMysqlTable() }) },
+    );
+    await expect(send({}, { key: "k-1" })).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(runs).toBe(0);
+    await unreachable.end();
+  });
+
+  it("gives up on a server that accepts and never answers after statementTimeoutMs; the tool does not run", async () => {
+    // A server that takes the connection and says nothing, not even the handshake.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as { port: number }).port;
+    const pool = testMysqlPool({ port, connectTimeout: 60_000, connectionLimit: 1 });
+    let runs = 0;
+    const send = idempotent(
+      async () => {
+        runs++;
+        return "sent";
+      },
+      {
+        name: "send_email",
+        store: mysqlStore({ client: pool, table: freshMysqlTable(), statementTimeoutMs: 300 }),
+      },
+    );
+    const error = await send({}, { key: "k-1" }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(String((error as Error).cause)).toContain("statementTimeoutMs");
+    expect(runs).toBe(0);
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+    await pool.end().catch(() => undefined);
   });
 
   it("rejects bad options, naming the option", () => {
