@@ -65,7 +65,7 @@ const running: ChildProcess[] = [];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "idempotool-conformance-"));
   await ensureBuilt();
-});
+}, 180_000);
 afterEach(() => {
   for (const child of running.splice(0)) child.kill("SIGKILL");
 });

@@ -121,67 +121,123 @@ async function postOnlyClient(url: URL) {
   });
   await client.connect(transport);
   cleanups.push(() => client.close());
-  return { client, logs, questions };
+  return { client, transport, logs, questions };
+}
+
+/** A client with the SDK's defaults: it opens the GET stream after initialize. */
+async function streamingClient(url: URL) {
+  const transport = new StreamableHTTPClientTransport(url);
+  const client = new Client({ name: "agent", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+  const questions: string[] = [];
+  client.setRequestHandler(ElicitRequestSchema, (request) => {
+    questions.push(request.params.message);
+    return { action: "accept", content: { send: true } };
+  });
+  await client.connect(transport);
+  cleanups.push(() => client.close());
+  return { client, transport, questions };
 }
 
 const text = (result: unknown) => (result as { content: { text: string }[] }).content[0]?.text;
 
-describe("idempotool proxy --http, a client with a GET stream", () => {
-  it("gets a question on the GET stream when the newest request's POST was cut", async () => {
-    const ask = gate();
-    const read = gate();
-    const started: (() => void)[] = [];
-    const { url, sent } = await proxy({
-      ask: ask.opened,
-      read: read.opened,
-      reached: () => started.shift()?.(),
+describe("idempotool proxy --http, a request whose connection was cut", () => {
+  for (const kind of ["has a GET stream", "only POSTs"] as const) {
+    it(`does not take a server's question with it, for a client that ${kind}`, async () => {
+      const ask = gate();
+      const read = gate();
+      const started: (() => void)[] = [];
+      const { url, sent } = await proxy({
+        ask: ask.opened,
+        read: read.opened,
+        reached: () => started.shift()?.(),
+      });
+      const { client, transport, questions } =
+        kind === "only POSTs" ? await postOnlyClient(url) : await streamingClient(url);
+      cleanups.push(async () => read.open());
+      const sendStarted = new Promise<void>((resolve) => started.push(resolve));
+      const call = client.callTool(
+        { name: "send_message", arguments: { to: "carol", idempotency_key: "streams-cut" } },
+        undefined,
+        { timeout: 10_000 },
+      );
+      await sendStarted;
+      // A newer request on the session, whose connection is cut while it runs (an idle timeout, a blip).
+      const readStarted = new Promise<void>((resolve) => started.push(resolve));
+      const cut = new AbortController();
+      const newer = fetch(url, {
+        method: "POST",
+        signal: cut.signal,
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-session-id": transport.sessionId ?? "",
+          "mcp-protocol-version": "2025-06-18",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: "newer",
+          method: "tools/call",
+          params: { name: "slow_read", arguments: {} },
+        }),
+      }).catch(() => undefined);
+      await readStarted;
+      cut.abort();
+      await newer;
+      // A request sent after the cut is answered after the proxy has seen the cut connection close.
+      await client.ping();
+      // The question comes now: the cut request is the newest, but its stream reaches nobody.
+      ask.open();
+      expect(text(await call)).toBe("sent to carol");
+      expect(questions).toEqual(["Send to carol?"]);
+      expect(sent).toEqual(["carol"]);
     });
-    const transport = new StreamableHTTPClientTransport(url);
-    const client = new Client({ name: "agent", version: "1.0.0" }, { capabilities: { elicitation: {} } });
-    const questions: string[] = [];
-    client.setRequestHandler(ElicitRequestSchema, (request) => {
-      questions.push(request.params.message);
-      return { action: "accept", content: { send: true } };
-    });
-    await client.connect(transport);
-    cleanups.push(async () => {
-      read.open();
-      await client.close();
-    });
-    const sendStarted = new Promise<void>((resolve) => started.push(resolve));
-    const call = client.callTool(
-      { name: "send_message", arguments: { to: "carol", idempotency_key: "streams-cut" } },
-      undefined,
-      { timeout: 10_000 },
-    );
-    await sendStarted;
-    // A newer request on the session, whose connection is cut while it runs (an idle timeout, a blip).
-    const readStarted = new Promise<void>((resolve) => started.push(resolve));
-    const cut = new AbortController();
-    const newer = fetch(url, {
-      method: "POST",
-      signal: cut.signal,
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-session-id": transport.sessionId ?? "",
-        "mcp-protocol-version": "2025-06-18",
+  }
+
+  it("delivers a log line the server sends before it answers initialize", async () => {
+    const http = await serveHttpProxy({
+      port: 0,
+      host: "127.0.0.1",
+      scope: "shared",
+      within: (name) => name,
+      store: memoryStore(),
+      rules: new Map(),
+      log: () => {},
+      Transport: StreamableHTTPServerTransport,
+      startServer: () => {
+        // A hand-written server that logs while it starts, before its answer to initialize.
+        const [proxySide, serverSide] = InMemoryTransport.createLinkedPair();
+        serverSide.onmessage = (raw) => {
+          const message = raw as {
+            id?: string | number;
+            method?: string;
+            params?: { protocolVersion?: string };
+          };
+          if (message.method === "initialize" && message.id !== undefined) {
+            void serverSide.send({
+              jsonrpc: "2.0",
+              method: "notifications/message",
+              params: { level: "info", data: "booting" },
+            });
+            void serverSide.send({
+              jsonrpc: "2.0",
+              id: message.id,
+              result: {
+                protocolVersion: message.params?.protocolVersion ?? "2025-06-18",
+                capabilities: { logging: {}, tools: {} },
+                serverInfo: { name: "raw", version: "1.0.0" },
+              },
+            });
+          } else if (message.method === "tools/list" && message.id !== undefined) {
+            void serverSide.send({ jsonrpc: "2.0", id: message.id, result: { tools: [] } });
+          }
+        };
+        void serverSide.start();
+        return proxySide;
       },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: "newer",
-        method: "tools/call",
-        params: { name: "slow_read", arguments: {} },
-      }),
-    }).catch(() => undefined);
-    await readStarted;
-    cut.abort();
-    await newer;
-    // The question comes now, with the cut request the newest still open.
-    ask.open();
-    expect(text(await call)).toBe("sent to carol");
-    expect(questions).toEqual(["Send to carol?"]);
-    expect(sent).toEqual(["carol"]);
+    });
+    cleanups.push(() => http.close());
+    const { logs } = await postOnlyClient(new URL(http.url));
+    expect(logs).toEqual(["booting"]);
   });
 });
 

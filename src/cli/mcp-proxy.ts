@@ -58,6 +58,11 @@ export interface McpProxyOptions
    * request is known for certain (progress, by its token); never to a guessed request.
    */
   readonly sharedByClients?: boolean | undefined;
+  /**
+   * Whether a client request's answer can still reach the client (over HTTP: its POST is still open); a
+   * guessed message is related only to such a request. Default: every open request.
+   */
+  readonly reachable?: ((id: RequestId) => boolean) | undefined;
 }
 
 /** Why the proxy stopped. */
@@ -182,10 +187,13 @@ export async function startMcpProxy(options: McpProxyOptions): Promise<McpProxy>
         if (ending?.by !== "client") log(`could not answer the client: ${String(error)}`);
       });
   };
-  /** The client request a message of the server's own most likely belongs to: the newest still open. */
+  /**
+   * The client request a message of the server's own most likely belongs to: the newest still open whose
+   * stream still reaches the client.
+   */
   const newestOpen = (): RequestId | undefined => {
     let newest: RequestId | undefined;
-    for (const id of openRequests.keys()) newest = id;
+    for (const id of openRequests.keys()) if (options.reachable?.(id) ?? true) newest = id;
     return newest;
   };
   const sendToServer = (message: Message) =>

@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { isObject } from "../mcp/mcp-types.js";
 import { type McpProxy, type McpProxyOptions, startMcpProxy } from "./mcp-proxy.js";
 import { RequestFront } from "./proxy-http-requests.js";
@@ -57,7 +58,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
   const { log } = options;
   const sessions = new Map<
     string,
-    { transport: StreamableHTTPServerTransport; proxy: McpProxy; credential: string; watch: StreamWatch }
+    { transport: StreamableHTTPServerTransport; proxy: McpProxy; credential: string; streams: Streams }
   >();
   // The relays of 2026-07-28 clients, by the namespace their keys live in.
   const relays = new Map<string, Promise<{ front: RequestFront; proxy: McpProxy }>>();
@@ -167,7 +168,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
           }
         : {}),
     });
-    const watch = watchStreams(transport);
+    const streams = watchStreams(transport);
     const credential = credentialOf(request);
     const scope =
       options.scope === "shared"
@@ -183,19 +184,22 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         client: transport,
         server: options.startServer(),
         scope,
+        reachable: streams.reachable,
       });
     } catch (error) {
       log(`could not start the MCP server for a new session: ${String(error)}`);
       answer(response, 502, -32603, `idempotool proxy: could not start the MCP server: ${String(error)}`);
       return;
     }
+    // The server may log before it answers initialize: on this POST's stream.
+    streams.watch(request, response, body);
     await transport.handleRequest(request, response, body);
     const id = transport.sessionId;
     if (id === undefined) {
       await proxy.close();
       return;
     }
-    sessions.set(id, { transport, proxy, credential, watch });
+    sessions.set(id, { transport, proxy, credential, streams });
     void proxy.ended.then((end) => {
       sessions.delete(id);
       log(`session ${id} ended: ${end.reason}`);
@@ -228,7 +232,7 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
         answer(response, 403, -32001, "Forbidden: this session belongs to another credential");
         return;
       }
-      session.watch(request, response, body);
+      session.streams.watch(request, response, body);
       await session.transport.handleRequest(request, response, body);
       return;
     }
@@ -290,43 +294,57 @@ export async function serveHttpProxy(options: HttpProxyOptions): Promise<HttpPro
   };
 }
 
-/** Notes each request of a session: which of its POST streams and GET streams are still open. */
-type StreamWatch = (request: IncomingMessage, response: ServerResponse, body: unknown) => void;
+/** What a session knows of its client's streams. */
+interface Streams {
+  /** Notes a request of the session: its POST stream, or its GET stream, open until its response closes. */
+  watch(request: IncomingMessage, response: ServerResponse, body: unknown): void;
+  /** Whether the POST that carried this request is still open, so its stream reaches the client. */
+  reachable(id: RequestId): boolean;
+}
 
 /**
- * Keeps a session's server messages off streams that are gone. The proxy relates a log line or a question
- * of the server's to the client's newest open request; the transport then sends it on that request's POST
- * stream, even one whose connection was cut (the SDK keeps writing to it, and it is lost). Such a message
- * goes on the GET stream instead while the client has one open, or when that POST is gone (as the SDK
- * sends a message related to no request). Progress names its request by its token, and is left alone.
+ * Keeps a session's guessed messages on streams that reach its client. The proxy relates a log line or a
+ * question of the server's, which names no request, to the client's newest request whose POST is still
+ * open (`reachable`); while the client has a GET stream open, such a message goes there instead, as it
+ * would from a server that relates nothing. Progress names its request by its token, and is left alone.
  */
-function watchStreams(transport: StreamableHTTPServerTransport): StreamWatch {
-  const openPosts = new Set<string>();
-  let openGets = 0;
+function watchStreams(transport: StreamableHTTPServerTransport): Streams {
+  // The response that carries each request, by a key that keeps 1 and "1" apart; the latest wins.
+  const posts = new Map<string, ServerResponse>();
+  const gets = new Set<ServerResponse>();
+  const idKey = (id: unknown) => `${typeof id}:${String(id)}`;
+  // A GET the transport refused (a second one, a bad version) is no stream.
+  const getOpen = () =>
+    [...gets].some(
+      (get) => get.headersSent && get.statusCode === 200 && !get.writableEnded && !get.destroyed,
+    );
   const send = transport.send.bind(transport);
   transport.send = (message, options) => {
-    const related = options?.relatedRequestId;
     const guessed =
-      related !== undefined && "method" in message && message.method !== "notifications/progress";
-    if (guessed && (openGets > 0 || !openPosts.has(String(related)))) return send(message);
-    return send(message, options);
+      options?.relatedRequestId !== undefined &&
+      "method" in message &&
+      message.method !== "notifications/progress";
+    return guessed && getOpen() ? send(message) : send(message, options);
   };
-  return (request, response, body) => {
-    if (request.method === "GET") {
-      openGets++;
-      response.once("close", () => openGets--);
-      return;
-    }
-    if (request.method !== "POST") return;
-    const ids = (Array.isArray(body) ? body : [body]).flatMap((message: unknown) =>
-      isObject(message) && typeof message.method === "string" && message.id !== undefined
-        ? [String(message.id)]
-        : [],
-    );
-    for (const id of ids) openPosts.add(id);
-    response.once("close", () => {
-      for (const id of ids) openPosts.delete(id);
-    });
+  return {
+    watch(request, response, body) {
+      if (request.method === "GET") {
+        gets.add(response);
+        response.once("close", () => gets.delete(response));
+        return;
+      }
+      if (request.method !== "POST") return;
+      const keys = (Array.isArray(body) ? body : [body]).flatMap((message: unknown) =>
+        isObject(message) && typeof message.method === "string" && message.id !== undefined
+          ? [idKey(message.id)]
+          : [],
+      );
+      for (const key of keys) posts.set(key, response);
+      response.once("close", () => {
+        for (const key of keys) if (posts.get(key) === response) posts.delete(key);
+      });
+    },
+    reachable: (id) => posts.has(idKey(id)),
   };
 }
 
