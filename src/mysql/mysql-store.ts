@@ -168,7 +168,7 @@ export function mysqlStore(options: MysqlStoreOptions): MysqlStore {
   const rowsOf = (result: unknown) => result as Row[];
   const matched = (result: unknown) => (result as { affectedRows?: number }).affectedRows ?? 0;
 
-  /** The live record of (scope, key) and the instant it was judged live at, or the instant alone. */
+  /** The row of (scope, key), live or expired, with the instant the store judges by (`now`); or undefined. */
   const read = async (operation: string, scope: string, key: string, requestNow: number) => {
     const [now, nowValue] = clock(requestNow);
     const [row] = rowsOf(
