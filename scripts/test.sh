@@ -53,10 +53,12 @@ checks typecheck lint build check:model check:mutation || exit 1
 # The store rows (test/fixtures/stores.ts) whose code runs inside Node itself.
 in_node_stores="memory,sqlite-node:sqlite,sqlite-better-sqlite3,sqlite-both-drivers"
 # Files whose outcome does not depend on the Node that runs vitest: the built package on Deno and Bun, the
-# Workers in workerd, the model in spin, the provisioning script, the compiler's answer on the docs' code.
+# Workers in workerd, the model in spin, the provisioning script, the compiler's answer on the docs' code,
+# and the MCP conformance suite (1 to 2 minutes; the proxy it drives runs on every Node in its own tests).
 # The first Node runs them; the others leave them out.
 once=(
   test/docs-code-types.test.ts
+  test/mcp-conformance.test.ts
   test/runtimes.test.ts
   test/cloudflare-example.test.ts
   test/cloudflare-lease-renewals.test.ts
