@@ -24,6 +24,7 @@ import {
 } from "./lib/backends/backend.js";
 import { dynamoBackends } from "./lib/backends/dynamodb.js";
 import { memoryBackend } from "./lib/backends/memory.js";
+import { mysqlBackends } from "./lib/backends/mysql.js";
 import { postgresBackends } from "./lib/backends/postgres.js";
 import { redisBackends } from "./lib/backends/redis.js";
 import { sqliteBackends } from "./lib/backends/sqlite.js";
@@ -102,6 +103,7 @@ async function main(): Promise<number> {
   };
   for (const [store, backends] of [
     ["postgres", ["postgres"]],
+    ["mysql", ["mysql"]],
     ["redis", ["redis", "tiered-redis"]],
     ["dynamodb", ["dynamodb (dynalite)"]],
   ] as const) {
@@ -146,6 +148,7 @@ async function main(): Promise<number> {
       await attempt(["postgres"], () =>
         postgresBackends(lib, { url: options.pgUrl, tag, fingerprint }, candidate),
       );
+      await attempt(["mysql"], () => mysqlBackends(lib, { url: options.mysqlUrl, tag, fingerprint }));
       await attempt(["dynamodb (dynalite)"], () => dynamoBackends(lib, candidate));
       // In the order of backendNames, so the SQLite groups of both drivers run (and print) side by side.
       const backends: Backend[] = setups

@@ -26,6 +26,11 @@ export interface RedisLib {
   redisStore(options: { client: unknown; prefix?: string }): IdempotencyStore;
 }
 
+/** What the bench uses of `idempotool/mysql`. */
+export interface MysqlLib {
+  mysqlStore(options: { client: unknown; table?: string }): IdempotencyStore & { migrate(): Promise<void> };
+}
+
 /** What the bench uses of `idempotool/dynamodb`. */
 export interface DynamoLib {
   dynamoStore(options: { client: unknown; table: string }): IdempotencyStore;
@@ -39,6 +44,7 @@ export interface Library {
   /** Undefined when the built store is missing; `missing` says why. */
   readonly postgres: PostgresLib | undefined;
   readonly redis: RedisLib | undefined;
+  readonly mysql: MysqlLib | undefined;
   readonly dynamodb: DynamoLib | undefined;
   readonly missing: Readonly<Record<string, string>>;
 }
@@ -69,6 +75,7 @@ export async function loadLibrary(dir: string): Promise<Library> {
     sqlite: await load<SqliteLib>("sqlite/index.js"),
     postgres: await optional<PostgresLib>("postgres", "postgres/index.js"),
     redis: await optional<RedisLib>("redis", "redis/index.js"),
+    mysql: await optional<MysqlLib>("mysql", "mysql/index.js"),
     dynamodb: await optional<DynamoLib>("dynamodb", "dynamodb/index.js"),
     missing,
   };

@@ -31,6 +31,7 @@ export interface BenchOptions {
   /** ioredis `enableAutoPipelining` on the shared client (node-redis, under @node-idempotency, always pipelines). */
   readonly redisAutoPipelining: boolean;
   readonly pgUrl: string;
+  readonly mysqlUrl: string;
 }
 
 export const usage = `Usage: npm run bench -- [options]
@@ -39,12 +40,12 @@ export const usage = `Usage: npm run bench -- [options]
 
   --node N                 run on Node N (22 or 24; default 24), installed by scripts/node.sh if missing
   --quick                  smoke run: 3 short repetitions per cell (~1 min)
-  --store LIST             memory,sqlite,tiered-sqlite,redis,tiered-redis,postgres,dynamodb (default: all). sqlite and
+  --store LIST             memory,sqlite,tiered-sqlite,redis,tiered-redis,postgres,mysql,dynamodb (default: all). sqlite and
                            tiered-sqlite run on each driver, a row group each ("sqlite (node:sqlite)",
                            "sqlite (better-sqlite3)", …); node:sqlite or better-sqlite3 picks both groups on
                            that driver; "tiered" = every tiered group
   --workload LIST          first,replay,contended (default: all)
-  --concurrency LIST       only these concurrencies (default: 1,32; PostgreSQL also 16)
+  --concurrency LIST       only these concurrencies (default: 1,32; PostgreSQL and MySQL also 16)
   --reps N                 timed repetitions per cell (default 5; quick 3)
   --duration MS            length of one repetition (default 300; quick 60)
   --warmup MS              warm-up per cell (default 200; quick 30)
@@ -62,6 +63,7 @@ export const usage = `Usage: npm run bench -- [options]
   --redis-autopipelining   give the shared ioredis client enableAutoPipelining: true
   --redis URL              default redis://127.0.0.1:6379
   --pg-url URL             default $IDEMPOTOOL_TEST_PG_URL or postgres://postgres@127.0.0.1:5432/test
+  --mysql-url URL          default $IDEMPOTOOL_TEST_MYSQL_URL or mysql://root@127.0.0.1:3306/test
 `;
 
 /** Names `--store` takes besides the row groups' own: each stands for several groups. */
@@ -130,6 +132,10 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
         type: "string",
         default: process.env.IDEMPOTOOL_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
       },
+      "mysql-url": {
+        type: "string",
+        default: process.env.IDEMPOTOOL_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test",
+      },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -159,5 +165,6 @@ export function parseOptions(argv: readonly string[]): BenchOptions | "help" {
     redisUrl: values.redis,
     redisAutoPipelining: values["redis-autopipelining"],
     pgUrl: values["pg-url"],
+    mysqlUrl: values["mysql-url"],
   };
 }

@@ -17,6 +17,7 @@ export const BackendName = {
   redis: "redis",
   tieredRedis: "tiered-redis",
   postgres: "postgres",
+  mysql: "mysql",
   dynamodb: "dynamodb (dynalite)",
 } as const;
 export type BackendName = (typeof BackendName)[keyof typeof BackendName];
