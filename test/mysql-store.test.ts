@@ -8,7 +8,7 @@ import { createServer, type Socket } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseStoreUrl } from "../src/cli/store-url.js";
 import { type ClaimRequest, idempotent, StoreUnavailableError } from "../src/index.js";
-import { type MysqlStoreOptions, mysqlStore } from "../src/mysql/index.js";
+import { type MysqlQueryable, type MysqlStoreOptions, mysqlStore } from "../src/mysql/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
 import { dropMysqlTable, freshMysqlTable, testMysqlPool } from "./fixtures/mysql-helpers.js";
@@ -150,6 +150,100 @@ describe("mysqlStore, what only it has", () => {
     for (const socket of sockets) socket.destroy();
     await new Promise((resolve) => silent.close(resolve));
     await pool.end().catch(() => undefined);
+  });
+
+  describe("refuses a table it cannot trust, before any claim (the tool does not run)", () => {
+    const columns =
+      "tool VARBINARY(1020) NOT NULL, fingerprint VARBINARY(255) NOT NULL, status VARBINARY(16) NOT NULL, " +
+      "token VARBINARY(255) NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, " +
+      "lease_expires_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, attempts INT NOT NULL, " +
+      "result LONGBLOB NULL, error LONGBLOB NULL";
+    const cases = [
+      {
+        what: "on an engine that may lose a committed claim in a crash",
+        ddl: `scope VARBINARY(255) NOT NULL, \`key\` VARBINARY(255) NOT NULL, ${columns}, PRIMARY KEY (scope, \`key\`)) ENGINE = MyISAM`,
+        says: /MyISAM engine.*InnoDB/,
+      },
+      {
+        what: "whose keys compare as text under a collation",
+        ddl: `scope VARCHAR(255) NOT NULL, \`key\` VARCHAR(255) COLLATE utf8mb4_general_ci NOT NULL, ${columns}, PRIMARY KEY (scope, \`key\`)) ENGINE = InnoDB`,
+        says: /keeps key varchar,scope varchar as text/,
+      },
+      {
+        what: "whose primary key is not (scope, key)",
+        ddl: `scope VARBINARY(1020) NOT NULL, \`key\` VARBINARY(1020) NOT NULL, ${columns}, PRIMARY KEY (\`key\`)) ENGINE = InnoDB`,
+        says: /primary key \(key\)/,
+      },
+    ];
+    for (const c of cases) {
+      it(c.what, async () => {
+        const table = freshMysqlTable();
+        tables.push(table);
+        await pool.query(`CREATE TABLE \`${table}\` (${c.ddl}`);
+        const store = mysqlStore({ client: pool, table });
+        await expect(store.migrate()).rejects.toMatchObject({ code: "invalid_options", message: c.says });
+        let runs = 0;
+        const send = idempotent(
+          async () => {
+            runs++;
+            return "sent";
+          },
+          { name: "send_email", store },
+        );
+        await expect(send({}, { key: "k-1" })).rejects.toThrow(c.says);
+        expect(runs).toBe(0);
+        const [rows] = await pool.query(`SELECT COUNT(*) AS n FROM \`${table}\``);
+        expect(rows).toEqual([{ n: 0 }]);
+      });
+    }
+  });
+
+  it("gives a key back when the claim that took it is answered after its caller gave up", async () => {
+    let delayClaims = true;
+    const answered: Promise<unknown>[] = [];
+    // Mock only to inject the delay: the statement runs on the real server at once; its answer is held back.
+    const slow: MysqlQueryable = {
+      query(sql, values) {
+        const answer = pool.query(sql, values) as unknown as Promise<readonly [unknown, unknown?]>;
+        if (!delayClaims || !sql.startsWith("INSERT")) return answer;
+        const late = answer.then(
+          (result) => new Promise<typeof result>((r) => setTimeout(() => r(result), 1_500)),
+        );
+        answered.push(late);
+        return late;
+      },
+    };
+    const table = freshMysqlTable();
+    tables.push(table);
+    const store = mysqlStore({ client: slow, table, statementTimeoutMs: 1_000 });
+    await store.migrate();
+    await expect(store.claim(claimRequest({ token: "gave-up" }))).rejects.toThrow(/statementTimeoutMs/);
+    await Promise.all(answered);
+    // The release goes out when the late answer arrives; the next claim finds the key free.
+    delayClaims = false;
+    await expect.poll(() => store.get({ scope: "tenant-a", key: "order-1" }, t0)).toBeUndefined();
+    const next = await store.claim(claimRequest({ token: "next" }));
+    expect(next).toMatchObject({ claimed: true, record: { token: "next" } });
+  });
+
+  it("gives a key back when the read after its claim fails (the caller never runs the tool)", async () => {
+    let failNextRead = false;
+    const flaky: MysqlQueryable = {
+      query(sql, values) {
+        if (failNextRead && sql.startsWith("SELECT")) {
+          failNextRead = false;
+          return Promise.reject(new Error("connection lost"));
+        }
+        if (sql.startsWith("INSERT")) failNextRead = true;
+        return pool.query(sql, values) as unknown as Promise<readonly [unknown, unknown?]>;
+      },
+    };
+    const table = freshMysqlTable();
+    tables.push(table);
+    const store = mysqlStore({ client: flaky, table });
+    await store.migrate();
+    await expect(store.claim(claimRequest({ token: "lost" }))).rejects.toThrow(/connection lost/);
+    await expect.poll(() => store.get({ scope: "tenant-a", key: "order-1" }, t0)).toBeUndefined();
   });
 
   it("rejects bad options, naming the option", () => {

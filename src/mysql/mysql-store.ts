@@ -55,7 +55,11 @@ export interface MysqlStore extends IdempotencyStore {
   readonly client: MysqlQueryable;
   /** The table as given (or the default). */
   readonly table: string;
-  /** Create the table and its index if missing. Runs once per store on first use anyway. */
+  /**
+   * Create the table and its index if missing, then check that the table is one the store can trust
+   * (InnoDB; scope, key and token as `VARBINARY`; primary key (scope, key)), else `invalid_options`.
+   * Runs once per store on first use anyway; call it at deploy time if you manage schemas.
+   */
   migrate(): Promise<void>;
 }
 
@@ -152,15 +156,18 @@ export function mysqlStore(options: MysqlStoreOptions): MysqlStore {
         PRIMARY KEY (scope, \`key\`), KEY \`${o.table}_expires_at\` (expires_at)
       ) ENGINE = InnoDB`,
       [],
-    ).then(
-      () => {
-        ready = true;
-      },
-      (error: unknown) => {
-        migrated = undefined;
-        throw error;
-      },
-    );
+    )
+      .then(() => send("migrate", shapeSql, [o.table]))
+      .then((rows) => checkShape(o.table, rowsOf(rows)[0]))
+      .then(
+        () => {
+          ready = true;
+        },
+        (error: unknown) => {
+          migrated = undefined;
+          throw error;
+        },
+      );
     return migrated;
   };
   const run = (operation: string, sql: string, values: unknown[], onLate?: (result: unknown) => void) =>
@@ -224,7 +231,12 @@ export function mysqlStore(options: MysqlStoreOptions): MysqlStore {
         if (errno(error) !== deadlock || attempt === claimAttempts) throw error;
         continue;
       }
-      const row = await read("claim", scope, key, request.now);
+      // The upsert may have made the record this caller's: if the read that would say so fails, the caller
+      // never runs the tool, so the key is given back.
+      const row = await read("claim", scope, key, request.now).catch((error: unknown) => {
+        giveBack();
+        throw error;
+      });
       if (row !== undefined && bytes(row.token) === request.token) {
         const record = toRecord(row);
         return { claimed: true, record, now: record.createdAt };
@@ -381,6 +393,49 @@ export function mysqlStore(options: MysqlStoreOptions): MysqlStore {
       return { deleted: matched(result) };
     },
   };
+}
+
+/** The engine, primary key and identity columns' types of the store's table, in the current database. */
+const shapeSql = `SELECT t.ENGINE AS engine,
+    (SELECT GROUP_CONCAT(s.COLUMN_NAME ORDER BY s.SEQ_IN_INDEX SEPARATOR ',') FROM information_schema.STATISTICS s
+      WHERE s.TABLE_SCHEMA = t.TABLE_SCHEMA AND s.TABLE_NAME = t.TABLE_NAME AND s.INDEX_NAME = 'PRIMARY') AS primary_key,
+    (SELECT GROUP_CONCAT(CONCAT(c.COLUMN_NAME, ' ', c.DATA_TYPE) ORDER BY c.COLUMN_NAME SEPARATOR ',')
+      FROM information_schema.COLUMNS c WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME
+        AND c.COLUMN_NAME IN ('scope', 'key', 'token') AND c.DATA_TYPE NOT IN ('varbinary', 'binary')) AS text_columns
+  FROM information_schema.TABLES t WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?`;
+
+/**
+ * Refuses a table the store did not make and cannot trust: one on an engine that is not crash-safe
+ * (MyISAM, MEMORY, Aria: a crash or restart may lose a committed claim, and the repeat runs the tool
+ * again), one whose key columns compare as text (a collation folds case and trailing spaces, so two keys
+ * would share one record), or one whose primary key is not (scope, key).
+ */
+function checkShape(table: string, shape: Row | undefined): void {
+  const why = shapeProblem(shape);
+  if (why === undefined) return;
+  throw new IdempotencyError(
+    ErrorCode.invalidOptions,
+    `mysqlStore: table ${table} ${why}. Give the store a table name of its own (it creates the table), or ` +
+      "drop this one.",
+  );
+}
+
+function shapeProblem(shape: Row | undefined): string | undefined {
+  if (shape === undefined) return "is not in the connection's current database (or is a temporary table)";
+  const engine = nullableBytes(shape.engine);
+  if (engine?.toLowerCase() !== "innodb") {
+    return `is on the ${engine ?? "unknown"} engine, which may lose a committed claim in a crash; the store needs InnoDB`;
+  }
+  const primaryKey = nullableBytes(shape.primary_key);
+  if (primaryKey !== "scope,key") return `has primary key (${primaryKey ?? "none"}), not (scope, key)`;
+  const textColumns = nullableBytes(shape.text_columns);
+  if (textColumns !== null) {
+    return (
+      `keeps ${textColumns} as text: a collation would let two keys that differ in case or trailing spaces ` +
+      "share one record; the store keeps them as VARBINARY"
+    );
+  }
+  return undefined;
 }
 
 /** The WHERE conditions of a list query, and their values in order. */
