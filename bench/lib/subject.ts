@@ -3,6 +3,8 @@
  * answering the three workloads, with the trivial tool it wraps counting how often it really ran.
  */
 
+import { performance } from "node:perf_hooks";
+
 /** A tool's arguments as an agent would send them: a small nested JSON object. */
 export const toolArgs = {
   to: "alice@example.com",
@@ -103,6 +105,43 @@ export function wrapperSubject(options: {
         }
       : {}),
   };
+}
+
+/** A floor's claim lost to another caller (another process, in the fleet row). */
+export class AlreadyClaimed extends Error {
+  override name = "AlreadyClaimed";
+  constructor(floor: string, key: string) {
+    super(`${floor} floor: ${key} is already claimed`);
+  }
+}
+
+/**
+ * A floor's contended call, whose losers wait for the outcome as idempotool's callers do: callers in this
+ * process join the one in flight (singleFlight), and a claim lost to another process polls the record
+ * (`replay`, every millisecond) until it is completed, for up to 10 s. Without it a loser would be
+ * refused at once and counted as done, and the floor would do less than the library it bounds.
+ */
+export function waitingFlight(
+  first: (key: string, args: ToolArgs) => Promise<unknown>,
+  replay: (key: string, args: ToolArgs) => Promise<unknown>,
+): Call {
+  const claimOrWait = async (key: string, args: ToolArgs) => {
+    try {
+      return await first(key, args);
+    } catch (error) {
+      if (!(error instanceof AlreadyClaimed)) throw error;
+    }
+    const deadline = performance.now() + 10_000;
+    for (;;) {
+      try {
+        return await replay(key, args);
+      } catch (error) {
+        if (performance.now() > deadline) throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  };
+  return singleFlight(claimOrWait, replay);
 }
 
 /**

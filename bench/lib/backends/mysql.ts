@@ -1,6 +1,13 @@
 import mysql from "mysql2/promise";
 import type { Library } from "../library.js";
-import { countedTool, type Subject, SubjectName, singleFlight, type ToolArgs } from "../subject.js";
+import {
+  AlreadyClaimed,
+  countedTool,
+  type Subject,
+  SubjectName,
+  type ToolArgs,
+  waitingFlight,
+} from "../subject.js";
 import { BackendName, type BackendSetup, Skip } from "./backend.js";
 import { idempotoolSubject } from "./memory.js";
 import { poolSize, postgresConcurrencies } from "./postgres.js";
@@ -44,7 +51,7 @@ async function mysqlFloor(pool: mysql.Pool, table: string, fingerprint: string):
       now + dayMs,
     ]);
     if ((claimed as mysql.ResultSetHeader).affectedRows !== 1) {
-      throw new Error(`mysql floor: ${key} is already claimed`);
+      throw new AlreadyClaimed("mysql", key);
     }
     const result = await tool.fn(args);
     const at = Date.now();
@@ -70,7 +77,7 @@ async function mysqlFloor(pool: mysql.Pool, table: string, fingerprint: string):
     description: `mysql2 pool (connectionLimit ${poolSize}), same pool: INSERT IGNORE + UPDATE; replay: SELECT by primary key`,
     first,
     replay,
-    contended: singleFlight(first, replay),
+    contended: waitingFlight(first, replay),
     validatesPayload: false,
     runs: tool.runs,
   };

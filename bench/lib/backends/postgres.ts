@@ -1,6 +1,13 @@
 import pg from "pg";
 import type { Library } from "../library.js";
-import { countedTool, type Subject, SubjectName, singleFlight, type ToolArgs } from "../subject.js";
+import {
+  AlreadyClaimed,
+  countedTool,
+  type Subject,
+  SubjectName,
+  type ToolArgs,
+  waitingFlight,
+} from "../subject.js";
 import { BackendName, type BackendSetup, Skip } from "./backend.js";
 import { idempotoolSubject } from "./memory.js";
 
@@ -59,7 +66,7 @@ export async function postgresFloor(
       ...claim,
       values: ["default", key, fingerprint, key, now, now + leaseMs, now + dayMs],
     });
-    if (claimed.rowCount !== 1) throw new Error(`postgres floor: ${key} is already claimed`);
+    if (claimed.rowCount !== 1) throw new AlreadyClaimed("postgres", key);
     const result = await tool.fn(args);
     const at = Date.now();
     await pool.query({ ...settle, values: [JSON.stringify(result), at, at + dayMs, "default", key, key] });
@@ -78,7 +85,7 @@ export async function postgresFloor(
     description: `pg.Pool (max ${poolSize}), same pool: INSERT … ON CONFLICT DO NOTHING + UPDATE (named statements); replay: SELECT by primary key`,
     first,
     replay,
-    contended: singleFlight(first, replay),
+    contended: waitingFlight(first, replay),
     validatesPayload: false,
     runs: tool.runs,
   };

@@ -6,7 +6,14 @@ import {
   powertoolsSubject,
 } from "../anchors.js";
 import type { Library } from "../library.js";
-import { countedTool, type Subject, SubjectName, singleFlight, type ToolArgs } from "../subject.js";
+import {
+  AlreadyClaimed,
+  countedTool,
+  type Subject,
+  SubjectName,
+  type ToolArgs,
+  waitingFlight,
+} from "../subject.js";
 import { BackendName, type BackendSetup, defaultConcurrencies, Skip } from "./backend.js";
 import { idempotoolSubject } from "./memory.js";
 
@@ -27,7 +34,7 @@ export function redisFloor(redis: Redis, prefix: string, fingerprint: string): S
       leaseMs,
       "NX",
     );
-    if (claimed !== "OK") throw new Error(`redis floor: ${key} is already claimed`);
+    if (claimed !== "OK") throw new AlreadyClaimed("redis", key);
     const result = await tool.fn(args);
     const record = JSON.stringify({ status: "completed", fingerprint, result });
     await redis.set(name, record, "PX", dayMs, "XX");
@@ -49,7 +56,7 @@ export function redisFloor(redis: Redis, prefix: string, fingerprint: string): S
     description: "ioredis, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
     first,
     replay,
-    contended: singleFlight(first, replay),
+    contended: waitingFlight(first, replay),
     validatesPayload: false,
     runs: tool.runs,
   };
