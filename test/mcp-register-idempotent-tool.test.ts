@@ -3,6 +3,7 @@
  * SDK's in-memory transport. Nothing of the SDK is mocked.
  */
 
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -24,6 +25,7 @@ import {
   type IdempotencyErrorInfo,
   type IdempotencyInfo,
   type IdempotentToolOptions,
+  idempotentExecute,
   keyDescription,
   MetaKey,
   registerIdempotentTool,
@@ -751,6 +753,42 @@ describe("scopes", () => {
       posts += slack.posts.length;
     }
     expect(posts).toBe(0);
+  });
+
+  it("applies the same rule to idempotentExecute used as an McpServer tool's callback", async () => {
+    const store = memoryStore();
+    let runs = 0;
+    const send = idempotentExecute<{ to: string; idempotency_key: string }>(
+      async ({ to }) => {
+        runs++;
+        return `Sent to ${to}.`;
+      },
+      { name: "send_email", store },
+    );
+    const mailServer = () => {
+      const server = new McpServer({ name: "mail", version: "1.0.0" });
+      server.registerTool(
+        "send_email",
+        { inputSchema: { to: z.string(), idempotency_key: z.string() } },
+        async (args, extra) => (await send(args, extra)) as CallToolResult,
+      );
+      return server;
+    };
+    const call = { to: "ada@example.com", idempotency_key: "welcome-ada" };
+    const alice = await connect(mailServer(), { token: "t1", clientId: "client-a", scopes: [] });
+    const anonymous = await connect(mailServer());
+    expect(textOf(await callTool(alice.client, "send_email", call))).toBe("Sent to ada@example.com.");
+    expect(textOf(await callTool(anonymous.client, "send_email", call))).toBe("Sent to ada@example.com.");
+    expect(runs, "another client's record is never replayed to the anonymous caller").toBe(2);
+    expect(
+      await store.get({ scope: "client:client-a", key: call.idempotency_key }, Date.now()),
+    ).toBeDefined();
+
+    const nobody = await connect(mailServer(), { token: "t", scopes: [] } as unknown as AuthInfo);
+    const refused = await callTool(nobody.client, "send_email", { ...call, idempotency_key: "other" });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain("pass the scope option");
+    expect(runs).toBe(2);
   });
 
   it("uses the scope option when given", async () => {

@@ -7,6 +7,7 @@ import { idempotent, type ToolContext } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { callKey } from "./call-key.js";
+import { defaultScope } from "./default-scope.js";
 import { keyRequiredMessage } from "./key-description.js";
 import type { ToolResult } from "./mcp-types.js";
 import { envelopeResult, errorResult, type ThrownKind, thrownKind } from "./tool-results.js";
@@ -18,8 +19,10 @@ export type ExecuteAnswer = ToolResult | string;
 export interface IdempotentExecuteOptions<A, Context> extends Omit<IdempotentOptions<A, ToolResult>, "key"> {
   /**
    * The namespace a key lives in, from the framework's context (e.g. the authenticated session). Default
-   * `"default"` for calls without authentication; a call whose context has a `session` (what fastmcp's
-   * `authenticate` returned) is refused without this option, as it would share that namespace.
+   * `"default"` for calls without authentication, and `client:<id>` for a context with the MCP SDK's
+   * `authInfo` naming a client id; an authenticated call with nobody in particular (a fastmcp `session`,
+   * which is what its `authenticate` returned, or `authInfo` without a client id) is refused without this
+   * option, as it would share the anonymous namespace.
    */
   readonly scope?: ((context: Context) => string) | undefined;
 }
@@ -89,26 +92,11 @@ export function idempotentExecute<Args extends object, Context = unknown>(
     const call: { context: Context; thrown?: ThrownKind } = { context };
     calls.set(args as object, call);
     try {
-      const scope = scopeOption === undefined ? unauthenticated(context) : scopeOption(context);
-      const envelope = await tool(args, { key: parsed.key, ...(scope === undefined ? {} : { scope }) });
+      const scope = scopeOption === undefined ? defaultScope(owner, context) : scopeOption(context);
+      const envelope = await tool(args, { key: parsed.key, scope });
       return envelopeResult(envelope);
     } catch (error) {
       return errorResult(error, parsed.key, call.thrown, tool.effect);
     }
   };
-}
-
-/**
- * The default scope: none (the core's "default") for a call without authentication; an authenticated one
- * (fastmcp's `context.session`) is refused, since "default" is every anonymous caller's namespace.
- */
-function unauthenticated(context: unknown): undefined {
-  const session =
-    typeof context === "object" && context !== null ? (context as { session?: unknown }).session : undefined;
-  if (session === undefined || session === null) return undefined;
-  throw new IdempotencyError(
-    ErrorCode.invalidOptions,
-    "idempotentExecute: the call is authenticated (context.session), and without a scope it would share " +
-      "the namespace of callers without authentication: pass the scope option (e.g. the session's user id).",
-  );
 }

@@ -6,9 +6,9 @@ import { invalidOption } from "../core/option-checks.js";
 import type { IdempotentOptions } from "../core/options.js";
 import { notExecuted } from "../core/outcomes.js";
 import { type CallKey, callKey, type KeySources, maxKeylessWindowMs, metaKeyFields } from "./call-key.js";
+import { defaultScope } from "./default-scope.js";
 import { keyDescription, keyRequiredMessage } from "./key-description.js";
 import {
-  authenticatedClient,
   type InputRequiredResult,
   isInputRequired,
   type McpServerLike,
@@ -235,7 +235,8 @@ export function registerIdempotentTool<
   ) {
     invalidOption(owner, "requestState", "must be a codec with mint and verify (createRequestStateCodec)");
   }
-  const scopeOf: (extra: ToolExtraOf<Server>) => string = scopeOption ?? ((extra) => defaultScope(extra));
+  const scopeOf: (extra: ToolExtraOf<Server>) => string =
+    scopeOption ?? ((extra) => defaultScope("registerIdempotentTool", extra));
   if (withoutKey !== undefined) {
     const windowMs = (withoutKey as { windowMs?: unknown } | null)?.windowMs;
     if (
@@ -469,20 +470,6 @@ function resolveKeyFrom(option: KeyFrom | undefined): ResolvedKeyFrom {
         ? keyRequiredMessage
         : `${keyRequiredMessage} Send it as the ${keyField} argument or in ${fields}.`;
   return { argument, sources: { argument: argument !== "hidden", metaFields: [...meta] }, missing };
-}
-
-function defaultScope(extra: unknown): string {
-  const auth = typeof extra === "object" && extra !== null ? authenticatedClient(extra) : undefined;
-  if (auth === undefined) return "default";
-  // Prefixed, so no client id (not even "default") names the namespace of callers without one.
-  if (typeof auth.clientId === "string" && auth.clientId !== "") return `client:${auth.clientId}`;
-  // Authenticated, yet nobody in particular: "default" would be every anonymous caller's namespace, and
-  // "client:" every such token's.
-  throw new IdempotencyError(
-    ErrorCode.invalidOptions,
-    "registerIdempotentTool: the request is authenticated but its authInfo names no clientId, so it has " +
-      "no namespace of its own: pass the scope option (the user, tenant or client the token stands for).",
-  );
 }
 
 /** The `_idempotency` field of `structuredContent`, as the output schema declares it. */
