@@ -14,7 +14,14 @@ import { pgTable, text as pgText, serial } from "drizzle-orm/pg-core";
 import { integer, sqliteTable, text as sqliteText } from "drizzle-orm/sqlite-core";
 import { drizzle as drizzleSqliteProxy } from "drizzle-orm/sqlite-proxy";
 import createKnex from "knex";
-import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect } from "kysely";
+import {
+  CamelCasePlugin,
+  Kysely,
+  MysqlDialect,
+  ParseJSONResultsPlugin,
+  PostgresDialect,
+  SqliteDialect,
+} from "kysely";
 import { createPool as createCallbackPool } from "mysql2";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { isIdempotencyError } from "../src/core/errors.js";
@@ -138,6 +145,8 @@ type Any = any;
 
 const kysely = (dialect: Dialect, db: Database_ & { file?: string }) => {
   const orm: Kysely<Any> = new Kysely<Any>({
+    // Plugins users commonly add: one parses JSON text in results, one renames snake_case columns.
+    plugins: [new ParseJSONResultsPlugin(), new CamelCasePlugin()],
     dialect:
       dialect === "postgres"
         ? new PostgresDialect({ pool: testPool({ max: 3 }) })
@@ -329,6 +338,23 @@ for (const backend of backends) {
       expect(await db.count(db.orders)).toBe(1);
       expect(await db.count(db.dedup)).toBe(0);
       expect((await once()).was_replay).toBe(false);
+    });
+
+    it("nests a call with another key inside a write, and a repeat replays the outer one alone", async () => {
+      const nested = () =>
+        h.transaction((tx) =>
+          transactionalOnce(tx, options("outer"), async () => {
+            runs++;
+            const inner = await transactionalOnce(tx, options("inner"), placeOrder(tx, "inner"));
+            return { inner: inner.result };
+          }),
+        );
+      const first = await nested();
+      expect(first).toMatchObject({ was_replay: false, result: { inner: { placed: "inner" } } });
+      expect((await nested()).was_replay).toBe(true);
+      expect(runs).toBe(2);
+      expect(await db.count(db.orders)).toBe(1);
+      expect(await db.count(db.dedup)).toBe(2);
     });
 
     it("refuses the same key with other arguments, without running", async () => {

@@ -258,6 +258,12 @@ function text(value: unknown): string | null {
   );
 }
 
+/** `?` placeholders as PostgreSQL's `$1, $2, …` (the OP-2 statements have no `?` of their own). */
+export function numbered(sql: string): string {
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}
+
 /** The database's own code for an error: SQLSTATE (PostgreSQL), errno (MySQL), through wrapping errors. */
 export function databaseCode(error: unknown): string | number | undefined {
   let current: unknown = error;

@@ -68,8 +68,8 @@ export async function mysqlTransactionalOnce<C extends MysqlTransactionConnectio
     await tx.query("START TRANSACTION");
     try {
       const outcome = await onceInTransaction(mysqlStatements(tx), o, () => write(tx), false);
-      // A replay wrote nothing, and its commit keeps nothing either.
-      await tx.query("COMMIT");
+      // A replay has nothing to keep.
+      await tx.query(outcome.was_replay ? "ROLLBACK" : "COMMIT");
       return outcome;
     } catch (error) {
       try {

@@ -5,6 +5,7 @@
  */
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import {
+  numbered,
   onceInTransaction,
   type Row,
   type SqlDialect,
@@ -34,11 +35,11 @@ import {
  * `sqliteDedupTableSql` or `mysqlDedupTableSql`.
  *
  * @example
- * import { Kysely, PostgresDialect } from "kysely";
+ * import { type Generated, Kysely, PostgresDialect } from "kysely";
  * import pg from "pg";
  * import { transactionalOnce } from "idempotool/ops";
  *
- * interface Tables { orders: { id: number; item: string } }
+ * interface Tables { orders: { id: Generated<number>; item: string } }
  * const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: new pg.Pool() }) });
  * const args = { item: "book" };
  * const outcome = await db.transaction().execute((trx) =>
@@ -93,9 +94,13 @@ function transactionStatements(tx: unknown): TransactionStatements {
 
 // --- Kysely ---------------------------------------------------------------------------------------
 
-/** The part of a Kysely `Transaction` used: its mark, a compiled probe that shows the SQL family, raw SQL. */
+/**
+ * The part of a Kysely `Transaction` used: its mark, a copy without plugins (one that parses JSON or
+ * renames columns must not touch the dedup row), a compiled probe that shows the SQL family, raw SQL.
+ */
 interface KyselyLike {
   readonly isTransaction: boolean;
+  withoutPlugins(): KyselyLike;
   selectFrom(table: string): {
     select(column: string): {
       where(column: string, op: string, value: unknown): { compile(): { readonly sql: string } };
@@ -120,12 +125,17 @@ function isKysely(tx: unknown): tx is KyselyLike {
     k !== null &&
     typeof k.isTransaction === "boolean" &&
     typeof k.executeQuery === "function" &&
-    typeof k.selectFrom === "function"
+    typeof k.selectFrom === "function" &&
+    typeof k.withoutPlugins === "function"
   );
 }
 
-function kyselyStatements(trx: KyselyLike): TransactionStatements {
-  if (!trx.isTransaction) outsideTransaction("a Kysely instance", "`db.transaction().execute((trx) => …)`");
+function kyselyStatements(pluggedTrx: KyselyLike): TransactionStatements {
+  if (!pluggedTrx.isTransaction) {
+    outsideTransaction("a Kysely instance", "`db.transaction().execute((trx) => …)`");
+  }
+  // The same transaction and connection, without the caller's plugins.
+  const trx = pluggedTrx.withoutPlugins();
   // The query compiler tells the family: `$1` placeholders (PostgreSQL), backticks (MySQL), or `"c" = ?`.
   const probe = trx.selectFrom("t").select("c").where("c", "=", 0).compile().sql;
   const dialect: SqlDialect | undefined = probe.includes("$1")
@@ -275,10 +285,4 @@ function drizzleStatements(tx: DrizzleTransactionLike, kinds: readonly string[])
       return Array.isArray(rows) ? (rows as Row[]) : [];
     },
   };
-}
-
-/** `?` placeholders as PostgreSQL's `$1, $2, …` (the OP-2 statements have no `?` of their own). */
-function numbered(sql: string): string {
-  let n = 0;
-  return sql.replace(/\?/g, () => `$${++n}`);
 }
