@@ -1,11 +1,9 @@
 /**
  * `idempotool/ops`: the operation models that live beside the core (docs/operation-models.md).
- * OP-2 a dedup row and the business write in one transaction (yours, or one of your ORM's: Kysely, knex,
- * Drizzle); OP-3 content-addressed writes;
- * OP-4 insert-once; OP-8 a pre-call checkpoint for plain loops. Database helpers take the client
- * you already have (a `pg.Pool`, a mysql2 pool, a better-sqlite3 `Database` or a node:sqlite `DatabaseSync`, an ORM's
- * transaction), typed by the
- * methods they use.
+ * OP-2 a dedup row and the business write in one transaction (your own, or your Kysely, knex or Drizzle
+ * transaction); OP-3 content-addressed writes; OP-4 insert-once; OP-8 a pre-call checkpoint for plain
+ * loops. Database helpers take the client you already have (a `pg.Pool`, a mysql2 pool, a better-sqlite3
+ * `Database`, a node:sqlite `DatabaseSync`, an ORM's transaction), typed by the methods they use.
  *
  * @example
  * import { fileSystemTarget, writeContentOnce } from "idempotool/ops";
