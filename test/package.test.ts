@@ -70,7 +70,10 @@ const expected: Record<string, string[]> = {
   "./chaos": ["chaos", "chaosProbe", "RepeatSource", "SourceVerdict"],
   "./otel": ["otelEvents", "composeEventHooks"],
   "./ops": [
+    "transactionalOnce",
     "postgresTransactionalOnce",
+    "mysqlTransactionalOnce",
+    "mysqlDedupTableSql",
     "sqliteTransactionalOnce",
     "writeContentOnce",
     "fileSystemTarget",

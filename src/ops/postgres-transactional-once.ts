@@ -2,17 +2,13 @@
  * OP-2 on PostgreSQL: the dedup row is inserted in the caller's transaction, first, so a concurrent
  * repeat blocks on the unique key until this transaction commits (then replays) or rolls back (then runs).
  */
-import { iso } from "../core/time.js";
+import { numbered, onceInTransaction, type Row, type TransactionStatements } from "./in-transaction.js";
 import { sqlIdentifier } from "./sql-identifier.js";
 import type { PgPoolLike, PgTransactionClient } from "./sql-shapes.js";
 import {
-  type ResolvedTransactional,
-  replayRow,
   resolveTransactional,
-  storedResult,
   type TransactionalOnceOptions,
   type TransactionalOutcome,
-  toolColumnMissing,
 } from "./transactional-once.js";
 
 /**
@@ -33,14 +29,6 @@ export function postgresDedupTableSql(table: string): string {
     "created_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL, " +
     "PRIMARY KEY (scope, key))"
   );
-}
-
-interface StoredRow {
-  tool: string | null;
-  fingerprint: string;
-  result: string | null;
-  created_ms: string | number;
-  expires_ms: string | number;
 }
 
 /**
@@ -69,77 +57,15 @@ export async function postgresTransactionalOnce<C extends PgTransactionClient, R
   write: (tx: C) => Promise<R>,
 ): Promise<TransactionalOutcome<Awaited<R>>> {
   const o = resolveTransactional(options, true);
-  for (;;) {
-    const outcome = await attempt(pool, o, write);
-    if (outcome !== "gone") return outcome;
-  }
-}
-
-// SQLSTATE 42703: the dedup table has no column the INSERT names (a table made before the tool column).
-const undefinedColumn = "42703";
-
-async function attempt<C extends PgTransactionClient, R>(
-  pool: PgPoolLike<C>,
-  o: ResolvedTransactional,
-  write: (tx: C) => Promise<R>,
-): Promise<TransactionalOutcome<Awaited<R>> | "gone"> {
   const tx = await pool.connect();
   let broken: Error | undefined;
   try {
     await tx.query("BEGIN");
     try {
-      // An expired row no longer absorbs repeats; removing it here keeps the unique key meaningful.
-      await tx.query(`DELETE FROM ${o.table} WHERE scope = $1 AND key = $2 AND expires_at <= now()`, [
-        o.scope,
-        o.key,
-      ]);
-      const claimed = await tx
-        .query(
-          `INSERT INTO ${o.table} (scope, key, tool, fingerprint, expires_at) ` +
-            "VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') ON CONFLICT (scope, key) DO NOTHING " +
-            "RETURNING (extract(epoch from created_at) * 1000)::bigint AS created_ms",
-          [o.scope, o.key, o.tool, o.fingerprint, o.ttlMs],
-        )
-        .catch((error: unknown) => {
-          throw (error as { code?: unknown } | null)?.code === undefinedColumn
-            ? toolColumnMissing(o, error)
-            : error;
-        });
-      const created = claimed.rows[0] as { created_ms: string | number } | undefined;
-      if (created === undefined) {
-        // Committed by someone else (we waited for them if they were still open): replay, never run.
-        const { rows } = await tx.query(
-          "SELECT tool, fingerprint, result, (extract(epoch from created_at) * 1000)::bigint AS created_ms, " +
-            `(extract(epoch from expires_at) * 1000)::bigint AS expires_ms FROM ${o.table} WHERE scope = $1 AND key = $2`,
-          [o.scope, o.key],
-        );
-        await tx.query("ROLLBACK");
-        const row = rows[0] as StoredRow | undefined;
-        if (row === undefined) {
-          // Gone between the conflict and the read (rolled back or purged): a new attempt claims it afresh.
-          return "gone";
-        }
-        return replayRow<Awaited<R>>(o, {
-          tool: row.tool,
-          fingerprint: row.fingerprint,
-          result: row.result,
-          createdAt: Number(row.created_ms),
-          expiresAt: Number(row.expires_ms),
-        });
-      }
-      const result: Awaited<R> = await write(tx);
-      await tx.query(`UPDATE ${o.table} SET result = $3 WHERE scope = $1 AND key = $2`, [
-        o.scope,
-        o.key,
-        storedResult(o, result),
-      ]);
-      await tx.query("COMMIT");
-      return {
-        result,
-        was_replay: false,
-        original_called_at: iso(Number(created.created_ms)),
-        idempotency_key: o.key,
-      };
+      const outcome = await onceInTransaction(postgresStatements(tx), o, () => write(tx), false);
+      // A replay has nothing to keep.
+      await tx.query(outcome.was_replay ? "ROLLBACK" : "COMMIT");
+      return outcome;
     } catch (error) {
       try {
         await tx.query("ROLLBACK");
@@ -152,4 +78,12 @@ async function attempt<C extends PgTransactionClient, R>(
   } finally {
     tx.release(broken ?? false);
   }
+}
+
+/** A pg client in a transaction, as the OP-2 steps use it. */
+function postgresStatements(client: PgTransactionClient): TransactionStatements {
+  return {
+    dialect: "postgres",
+    query: async (sql, values) => (await client.query(numbered(sql), [...values])).rows as Row[],
+  };
 }

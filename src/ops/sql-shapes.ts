@@ -35,3 +35,18 @@ export interface SqliteStatements {
 export function inTransaction(db: SqliteDatabaseLike): boolean {
   return "inTransaction" in db ? db.inTransaction : db.isTransaction;
 }
+
+/**
+ * The part of a mysql2 pool connection (promise API) we use: `query(sql, values)` answering
+ * `[rows, fields]`, `release` back to the pool, and `destroy` when its state is unknown.
+ */
+export interface MysqlTransactionConnection {
+  query(sql: string, values?: unknown[]): Promise<readonly [unknown, unknown?]>;
+  release(): void;
+  destroy(): void;
+}
+
+/** The part of a mysql2 pool (promise API) we use: one connection per transaction. */
+export interface MysqlPoolLike<C extends MysqlTransactionConnection = MysqlTransactionConnection> {
+  getConnection(): Promise<C>;
+}

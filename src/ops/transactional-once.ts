@@ -6,7 +6,7 @@
 import { type Clock, systemClock } from "../core/clock.js";
 import { ErrorCode, IdempotencyError, KeyConflictError } from "../core/errors.js";
 import { fingerprintMatches, fingerprintWith } from "../core/keyed-fingerprint.js";
-import { validateKey } from "../core/keys.js";
+import { validateKey, validateScope } from "../core/keys.js";
 import {
   durationOption,
   invalidOption,
@@ -29,7 +29,7 @@ import { sqlIdentifier } from "./sql-identifier.js";
  */
 export interface TransactionalOnceOptions
   extends Pick<RecordOptions<unknown, unknown>, "ttlMs" | "redact" | "encryption" | "fingerprintKeys"> {
-  /** The dedup table (see `postgresDedupTableSql` / `sqliteDedupTableSql`). Checked, then quoted. */
+  /** The dedup table (see `postgresDedupTableSql`, `sqliteDedupTableSql`, `mysqlDedupTableSql`). Checked, then quoted. */
   readonly table: string;
   /**
    * The operation's name (`"charge"`, `"place_order"`), kept in the row. A key belongs to one operation:
@@ -52,7 +52,7 @@ export interface TransactionalOnceOptions
    * transaction back.
    */
   readonly maxResultBytes?: number | undefined;
-  /** Injectable time for SQLite (PostgreSQL judges expiry by `now()`). */
+  /** Injectable time for SQLite (PostgreSQL and MySQL judge expiry by the server's clock). */
   readonly clock?: Clock | undefined;
 }
 
@@ -90,8 +90,8 @@ export function resolveTransactional(
   const tool = options.tool;
   toolNameOption(owner, "tool", tool);
   const key = validateKey(options.key, tool);
-  const scope = options.scope ?? "default";
-  if (typeof scope !== "string" || scope === "") invalidOption(owner, "scope", "must be a non-empty string");
+  // As in every store: at most 255 characters, and no lone surrogate (encoded as U+FFFD, two scopes would merge).
+  const scope = validateScope(options.scope);
   if ((options.args === undefined) === (options.fingerprint === undefined)) {
     invalidOption(owner, "args", "give either args or fingerprint");
   }
