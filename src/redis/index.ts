@@ -29,3 +29,4 @@ export type {
 } from "./redis-store.js";
 export { redisStore } from "./redis-store.js";
 export type { RedisPipelineLike, ScriptClient } from "./script-runner.js";
+export type { UpstashRedisLike } from "./upstash.js";
