@@ -3,11 +3,12 @@
  * `wrangler dev` would), against Upstash Redis over HTTPS, and sends one email with one key twice: the
  * email provider gets one request, and the second answer is a replay of the first.
  *
- * The records go to the Upstash database named by UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN;
- * without them, to a local server that speaks Upstash's REST protocol in front of the Redis at REDIS_URL
- * (default redis://127.0.0.1:6379), as the tests run it.
+ * The records go to the Upstash database named by UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN (the
+ * tests give it a local server that speaks Upstash's REST protocol in front of Redis); the example deletes
+ * the one record it made.
  *
- * Run: node --import tsx examples/upstash-worker.ts   (checks itself; exits non-zero on failure)
+ * Run: UPSTASH_REDIS_REST_URL=… UPSTASH_REDIS_REST_TOKEN=… node --import tsx examples/upstash-worker.ts
+ * (checks itself; exits non-zero on failure)
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
@@ -38,7 +39,14 @@ const mailer = createServer((request, response) => {
 await new Promise<void>((resolve) => mailer.listen(0, "127.0.0.1", resolve));
 const mailerUrl = `http://127.0.0.1:${(mailer.address() as AddressInfo).port}/v1/send`;
 
-const upstash = await restEndpoint();
+const url = process.env.UPSTASH_REDIS_REST_URL;
+const token = process.env.UPSTASH_REDIS_REST_TOKEN;
+if (!url || !token) {
+  console.error(
+    "Set UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN (your database's REST URL and token).",
+  );
+  process.exit(2);
+}
 
 // Bundle as wrangler does: ESM for workerd, its own and Node's built-in modules left to the runtime.
 const bundle = await build({
@@ -61,8 +69,8 @@ const mf = new Miniflare({
   compatibilityDate: "2026-05-03",
   compatibilityFlags: ["nodejs_compat"],
   bindings: {
-    UPSTASH_REDIS_REST_URL: upstash.url,
-    UPSTASH_REDIS_REST_TOKEN: upstash.token,
+    UPSTASH_REDIS_REST_URL: url,
+    UPSTASH_REDIS_REST_TOKEN: token,
     MAILER_URL: mailerUrl,
     UPSTASH_DISABLE_TELEMETRY: "1",
   },
@@ -98,27 +106,7 @@ try {
   await mf.dispose();
   mailer.close();
   // The example's record, and any tokens released on it.
-  const redis = new Redis({ url: upstash.url, token: upstash.token, enableTelemetry: false });
+  const redis = new Redis({ url, token, enableTelemetry: false });
   const [, names] = await redis.scan(0, { match: `worker:idem:default:${key}*`, count: 1000 });
   if (names.length > 0) await redis.del(...names);
-  await upstash.close();
-}
-
-/** Upstash's REST URL and token: yours from the environment, or a local server in front of Redis. */
-async function restEndpoint(): Promise<{ url: string; token: string; close(): Promise<void> }> {
-  const url = process.env.UPSTASH_REDIS_REST_URL;
-  const token = process.env.UPSTASH_REDIS_REST_TOKEN;
-  if (url && token) return { url, token, close: async () => {} };
-  const { Redis: IoRedis } = await import("ioredis");
-  const { upstashRestServer } = await import("../test/fixtures/upstash-rest-server.js");
-  const redis = new IoRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
-  const server = await upstashRestServer(redis);
-  return {
-    url: server.url,
-    token: server.token,
-    close: async () => {
-      await server.close();
-      redis.disconnect();
-    },
-  };
 }
