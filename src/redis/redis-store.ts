@@ -121,9 +121,9 @@ const owner = "redisStore()";
 const scanCount = 1000;
 
 /**
- * A store on Redis for a fleet of workers sharing one dedup state, on an ioredis or a node-redis client.
- * Every operation is one command on one key (one round trip; fine on Redis Cluster), judged by the
- * server's clock.
+ * A store on Redis for a fleet of workers sharing one dedup state, on an ioredis or a node-redis client,
+ * or over HTTPS on an `@upstash/redis` client (Workers, edge functions). Every operation is one command
+ * (one round trip; fine on Redis Cluster), judged by the server's clock.
  * @example
  * import { Redis } from "ioredis";
  * import { idempotent } from "idempotool";

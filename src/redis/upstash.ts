@@ -14,7 +14,14 @@ import type { RedisLike } from "./redis-store.js";
 
 /**
  * The part of an `@upstash/redis` `Redis` the store uses: `Redis` from `@upstash/redis`,
- * `@upstash/redis/cloudflare` or `@upstash/redis/fastly`, and Vercel KV's `kv` and `createClient()`.
+ * `@upstash/redis/cloudflare` or `@upstash/redis/fastly`, and Vercel KV's `kv` and `createClient()`. What
+ * the store does about its retries, deserialization and encoding: docs/stores.md, "Upstash Redis and
+ * Vercel KV".
+ * @example
+ * import { Redis } from "@upstash/redis";
+ * import { redisStore } from "idempotool/redis";
+ *
+ * const store = redisStore({ client: Redis.fromEnv(), prefix: "agents:idem:" });
  */
 export interface UpstashRedisLike {
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
