@@ -271,3 +271,50 @@ describe("redisStore on @upstash/redis", () => {
     expect(sent).toEqual([]);
   });
 });
+
+describe("the Upstash REST fixture", () => {
+  it("answers commands, pipelines, transactions, encodings and errors as Upstash documents them", async () => {
+    const prefix = await fresh();
+    const post = async (path: string, body: unknown, headers: Record<string, string> = {}) => {
+      const response = await fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.token}`, ...headers },
+        body: JSON.stringify(body),
+      });
+      return [response.status, await response.json()];
+    };
+    expect(await post("/", ["SET", `${prefix}a`, "x"])).toEqual([200, { result: "OK" }]);
+    expect(await post("/", ["GET", `${prefix}a`], { "upstash-encoding": "base64" })).toEqual([
+      200,
+      { result: "eA==" },
+    ]);
+    expect(await post("/", ["INCR", `${prefix}a`])).toEqual([
+      400,
+      { error: "ERR value is not an integer or out of range" },
+    ]);
+    expect(
+      await post("/pipeline", [
+        ["SET", `${prefix}b`, 1],
+        ["INCR", `${prefix}a`],
+        ["INCR", `${prefix}b`],
+      ]),
+    ).toEqual([
+      200,
+      [{ result: "OK" }, { error: "ERR value is not an integer or out of range" }, { result: 2 }],
+    ]);
+    expect(
+      await post("/multi-exec", [
+        ["INCR", `${prefix}b`],
+        ["GET", `${prefix}b`],
+      ]),
+    ).toEqual([200, [{ result: 3 }, { result: "3" }]]);
+    expect(await post("/multi-exec", [["NOSUCHCOMMAND"]])).toEqual([
+      400,
+      { error: expect.stringMatching(/^EXECABORT/) },
+    ]);
+    expect(await post("/", ["GET", `${prefix}a`], { authorization: "Bearer wrong" })).toEqual([
+      401,
+      { error: "Unauthorized" },
+    ]);
+  });
+});
