@@ -2,9 +2,9 @@
  * Replies lost after the store applied the command, on every store whose replies cross a network
  * (test/fixtures/stores.ts, `lossy`), with each client's usual settings: the link lets the claim, the
  * settle or the takeover through, then loses its answer. pg, node-redis and a Durable Object's stub fail
- * the command; ioredis and DynamoDB's SDK resend it; SQLite, in this process, throws after it committed.
- * Either way the tool runs once per logical call, the key is never left blocked for good, and the caller is
- * never told a recorded outcome was lost.
+ * the command; ioredis, DynamoDB's SDK and @upstash/redis resend it; SQLite, in this process, throws after
+ * it committed. Either way the tool runs once per logical call, the key is never left blocked for good, and
+ * the caller is never told a recorded outcome was lost.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { StoreUnavailableError, systemClock } from "../src/index.js";

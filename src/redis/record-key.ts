@@ -47,6 +47,15 @@ export function recordName(prefix: string, scope: string, key: string): string {
 }
 
 /**
+ * The name of the tokens released on (scope, key), for a store that remembers them (a sorted set): the
+ * record's name and `:[released]`. No store's record has it, whatever its prefix: a record's name ends in
+ * an escaped key, which never holds a `:` or a `[`.
+ */
+export function releasedName(prefix: string, scope: string, key: string): string {
+  return `${recordName(prefix, scope, key)}:[released]`;
+}
+
+/**
  * The (scope, key) a name stands for, or undefined when the name is not one this codec writes for
  * this prefix (another store's prefix that starts with ours, or a foreign key): it must decode and
  * re-encode to itself.

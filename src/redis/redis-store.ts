@@ -24,7 +24,7 @@ import {
   nodeRedisOf,
   nodeRedisRefusal,
 } from "./node-redis.js";
-import { encodePart, globLiteral, parseRecordName, recordName } from "./record-key.js";
+import { encodePart, globLiteral, parseRecordName, recordName, releasedName } from "./record-key.js";
 import { claimStub, claimStubLifeMs, readRecord, toRecord } from "./record-value.js";
 import { type ScriptClient, scriptRunner } from "./script-runner.js";
 import {
@@ -38,6 +38,7 @@ import {
   settleScript,
   takeoverScript,
 } from "./scripts.js";
+import { isUpstash, type UpstashRedisLike, upstashCommands, upstashPrefixRefusal } from "./upstash.js";
 
 /** The part of a Redis client that walks the keyspace: one node's SCAN. */
 export interface RedisScanner {
@@ -69,17 +70,18 @@ export interface RedisLike extends RedisScanner, ScriptClient {
 }
 
 /**
- * A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), or a
- * node-redis client.
+ * A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), a
+ * node-redis client, or an `@upstash/redis` client (Vercel KV's too).
  */
-export type RedisClientLike = RedisLike | NodeRedisLike;
+export type RedisClientLike = RedisLike | NodeRedisLike | UpstashRedisLike;
 
 /** Options of {@link redisStore}. */
 export interface RedisStoreOptions<C extends RedisClientLike = RedisClientLike> {
   /**
    * Your client, which stays yours: the store configures nothing on it and never closes it. An ioredis
-   * `Redis` or `Cluster`, or a node-redis client (`createClient()` from `redis`, connected). For outages
-   * to fail fast rather than queue, give ioredis `maxRetriesPerRequest: 0` (or 1), or
+   * `Redis` or `Cluster`, a node-redis client (`createClient()` from `redis`, connected), or an
+   * `@upstash/redis` `Redis` (over HTTPS, for Workers and edge functions; Vercel KV's client is one). For
+   * outages to fail fast rather than queue, give ioredis `maxRetriesPerRequest: 0` (or 1), or
    * `enableOfflineQueue: false` (then wait for its `ready` event before the first call: until then every
    * command fails); give node-redis `disableOfflineQueue: true`.
    */
@@ -119,9 +121,9 @@ const owner = "redisStore()";
 const scanCount = 1000;
 
 /**
- * A store on Redis for a fleet of workers sharing one dedup state, on an ioredis or a node-redis client.
- * Every operation is one command on one key (one round trip; fine on Redis Cluster), judged by the
- * server's clock.
+ * A store on Redis for a fleet of workers sharing one dedup state, on an ioredis or a node-redis client,
+ * or over HTTPS on an `@upstash/redis` client (Workers, edge functions). Every operation is one command
+ * (one round trip; fine on Redis Cluster), judged by the server's clock.
  * @example
  * import { Redis } from "ioredis";
  * import { idempotent } from "idempotool";
@@ -135,13 +137,16 @@ const scanCount = 1000;
  * await sendEmail({ to: "alice@example.com" }, { key: "turn-7-alice" });
  */
 export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions<C>): RedisStore<C> {
-  const { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero } = resolveOptions(options);
+  const { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero, remembersReleases } =
+    resolveOptions(options);
   const { run, runPlain, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
   // A claim is one plain command, SET NX GET, when a key being there means its record is live by the
   // clock the store judges by: the server's own, with no offset (the scripts expire a key the millisecond
   // before its record). It writes a stub that the scripts read as its record. Off for good once Redis
-  // answers that it does not know the command's form (before 7.0).
-  let plainClaims = clock === "server" && offsetIsZero && typeof client.set === "function";
+  // answers that it does not know the command's form (before 7.0). Off where the store remembers
+  // released tokens: a plain command cannot read them.
+  let plainClaims =
+    clock === "server" && offsetIsZero && !remembersReleases && typeof client.set === "function";
 
   // ARGV[1] and ARGV[2] of a clocked script: the request's time, or "" and the offset for the server's.
   const clockNow = (now: number): string => {
@@ -151,6 +156,13 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
   };
   const clockOffset = (): string => (clock === "server" ? String(offsetMs()) : "0");
   const nameOf = (id: RecordId) => recordName(prefix, id.scope, id.key);
+  // Over HTTP (an Upstash client) each command is a request of its own, which the client resends after a
+  // network error, on another connection, later: a claim the caller gave up on and released may still
+  // arrive after its release. The store then remembers the tokens released on each key for a day, beside
+  // the record, and a claim or takeover by one of them never lands (see releaseScript). On a connection
+  // to Redis, commands arrive in the order they were sent, and the release lands behind the claim.
+  const namesOf = (id: RecordId): string | readonly string[] =>
+    remembersReleases ? [nameOf(id), releasedName(prefix, id.scope, id.key)] : nameOf(id);
 
   /** Every key name a pattern matches, node by node, one SCAN page at a time (pages may repeat names). */
   async function* scanNames(pattern: string): AsyncGenerator<string[]> {
@@ -206,7 +218,7 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
       }
       const reply = await run(
         claimScript,
-        nameOf(request),
+        namesOf(request),
         claimScript.argv(request, clockNow(request.now), clockOffset()),
       );
       if (typeof reply === "number")
@@ -218,7 +230,7 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
     async takeover(request) {
       const reply = await run(
         takeoverScript,
-        nameOf(request),
+        namesOf(request),
         takeoverScript.argv(request, clockNow(request.now), clockOffset()),
       );
       return reply === null ? null : toRecord(request.scope, request.key, reply);
@@ -240,7 +252,7 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
     },
 
     async release(request) {
-      return (await run(releaseScript, nameOf(request), releaseScript.argv(request))) === 1;
+      return (await run(releaseScript, namesOf(request), releaseScript.argv(request))) === 1;
     },
 
     async get(id, now) {
@@ -332,13 +344,18 @@ function resolveOptions(options: RedisStoreOptions) {
       "is a node-redis client in legacyMode whose v4 commands cannot be reached",
     );
   }
-  const client = nodeRedis ? nodeRedisCommands(nodeRedis) : (options.client as RedisLike);
+  const upstash = isUpstash(options.client);
+  const client = nodeRedis
+    ? nodeRedisCommands(nodeRedis)
+    : upstash
+      ? upstashCommands(options.client as UpstashRedisLike)
+      : (options.client as RedisLike);
   for (const method of ["evalsha", "eval", "scan"] as const) {
     if (typeof client?.[method] !== "function") {
       invalidOption(
         owner,
         "client",
-        `must be a Redis client such as an ioredis Redis or Cluster, or a node-redis client (no ${method}() method)`,
+        `must be a Redis client such as an ioredis Redis or Cluster, a node-redis client or an @upstash/redis Redis (no ${method}() method)`,
       );
     }
   }
@@ -357,6 +374,8 @@ function resolveOptions(options: RedisStoreOptions) {
   if (typeof prefix !== "string" || !prefix.endsWith(":")) {
     invalidOption(owner, "prefix", `must be a string ending in ":", got ${JSON.stringify(prefix)}`);
   }
+  const prefixRefusal = upstash ? upstashPrefixRefusal(prefix) : undefined;
+  if (prefixRefusal !== undefined) invalidOption(owner, "prefix", prefixRefusal);
   const commandTimeoutMs = durationOption(
     owner,
     "commandTimeoutMs",
@@ -384,7 +403,15 @@ function resolveOptions(options: RedisStoreOptions) {
     }
     return Math.round(value);
   };
-  return { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero: offset === 0 };
+  return {
+    client,
+    prefix,
+    commandTimeoutMs,
+    clock,
+    offsetMs,
+    offsetIsZero: offset === 0,
+    remembersReleases: upstash,
+  };
 }
 
 /**

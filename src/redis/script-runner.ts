@@ -34,12 +34,13 @@ const maxBatch = 16;
 
 interface Queued extends Settle<unknown> {
   readonly script: RedisScript;
-  readonly name: string;
+  /** The record's name, and the name of the tokens released on it where the store remembers them. */
+  readonly keys: readonly string[];
   readonly args: readonly string[];
 }
 
 /**
- * `run(script, name, args)`: the script's reply, with `name` as its one key. Rejects with a
+ * `run(script, keys, args)`: the script's reply, with `keys` (a name, or names) as its KEYS. Rejects with a
  * `TimeoutError` after `commandTimeoutMs` without one (the script may still run).
  */
 export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pipelining: boolean) {
@@ -47,8 +48,8 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
   const loaded = new Set<RedisScript>();
 
   /** The script sent whole; from then on it goes by its SHA1. */
-  const sendWhole = (script: RedisScript, name: string, args: readonly string[]) =>
-    client.eval(script.lua, 1, name, ...args).then((reply) => {
+  const sendWhole = (script: RedisScript, keys: readonly string[], args: readonly string[]) =>
+    client.eval(script.lua, keys.length, ...keys, ...args).then((reply) => {
       loaded.add(script);
       return reply;
     });
@@ -56,19 +57,19 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
   const isNoScript = (error: unknown) => error instanceof Error && error.message.startsWith("NOSCRIPT");
   const resend = (command: Queued): void => {
     try {
-      sendWhole(command.script, command.name, command.args).then(command.resolve, command.reject);
+      sendWhole(command.script, command.keys, command.args).then(command.resolve, command.reject);
     } catch (error) {
       command.reject(error);
     }
   };
   // The caller is settled from the client's own promise: no promise of the runner's in between.
   const sendAlone = (command: Queued): void => {
-    const { script, name, args } = command;
+    const { script, keys, args } = command;
     if (!loaded.has(script)) {
       resend(command);
       return;
     }
-    client.evalsha(script.sha, 1, name, ...args).then(command.resolve, (error: unknown) => {
+    client.evalsha(script.sha, keys.length, ...keys, ...args).then(command.resolve, (error: unknown) => {
       if (isNoScript(error)) resend(command);
       else command.reject(error);
     });
@@ -106,7 +107,8 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
         return;
       }
       const pipeline = client.pipeline!();
-      for (const { script, name, args } of queued) pipeline.evalsha(script.sha, 1, name, ...args);
+      for (const { script, keys, args } of queued)
+        pipeline.evalsha(script.sha, keys.length, ...keys, ...args);
       pipeline.exec().then(answer, failAll);
     } catch (error) {
       // Runs in a nextTick: a throw here would be the process's, not these callers'.
@@ -163,8 +165,10 @@ export function scriptRunner(client: ScriptClient, commandTimeoutMs: number, pip
   };
 
   return {
-    run: (script: RedisScript, name: string, args: readonly string[] = []) =>
-      settled<unknown>(script.name, ({ resolve, reject }) => send({ script, name, args, resolve, reject })),
+    run: (script: RedisScript, key: string | readonly string[], args: readonly string[] = []) =>
+      settled<unknown>(script.name, ({ resolve, reject }) =>
+        send({ script, keys: typeof key === "string" ? [key] : key, args, resolve, reject }),
+      ),
     /**
      * A plain command, `command()` on the client, under the same deadline, and held back with the
      * tick's scripts on a corked connection (a plain command never goes in a pipeline: alone otherwise).

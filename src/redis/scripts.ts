@@ -58,6 +58,22 @@ const layout = `
 local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) (%d+) ([%d-]+) ([%d-]+)\\n()'
 `;
 
+/**
+ * How long a store that remembers released tokens (KEYS[2], see `releasedName`) keeps one: a day after its
+ * release, by the server's clock.
+ */
+const releasedTokenMemoryMs = 24 * 60 * 60 * 1000;
+/** How many tokens released within a day a key's set holds at most; a release past it fails. */
+const maxReleasedTokens = 128;
+
+// A claim or takeover by a token released on the key (KEYS[2], where the store remembers them) is late:
+// its caller gave up on it and released it. It never lands, whatever the record's key holds.
+const releasedCheck = `
+if KEYS[2] and redis.call('ZSCORE', KEYS[2], token) then
+  return redis.error_reply('RELEASED redisStore: this claim was released before it arrived, and is not applied; call again with a new token.')
+end
+`;
+
 /** The largest lease or TTL a stub may carry: what `stubFits` lets a claim write (a safe integer). */
 const maxSafe = String(Number.MAX_SAFE_INTEGER);
 
@@ -186,8 +202,9 @@ export const claimScript = script<ClaimRequest>(
     leaseMs: (r) => String(r.leaseMs),
     ttlMs: (r) => String(r.ttlMs),
     tail: claimTail,
+    token: (r) => r.token,
   },
-  `
+  `${releasedCheck}
 local v = redis.call('GET', KEYS[1])
 if v then
   ${fromStub}
@@ -218,6 +235,7 @@ export const takeoverScript = script<TakeoverRequest>(
     ttlMs: (r) => String(r.ttlMs),
   },
   `${codec}${write}
+if KEYS[2] and redis.call('ZSCORE', KEYS[2], token) then return false end
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 ${fromStub}local e, s, l, c, a, nt, ntool, nf, _, ne, at = string.match(v, layout)
@@ -308,12 +326,28 @@ return 1
 `,
 );
 
-/** Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. */
+/**
+ * Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. With KEYS[2], it
+ * first remembers the token there for a day by the server's clock, whatever the record's key holds (a
+ * claim or takeover by it that arrives later never lands), forgetting the tokens whose day has passed;
+ * past maxReleasedTokens it fails, and the core releases again later.
+ */
 export const releaseScript = script<{ readonly token: string }>(
   "release",
   false,
   { token: (r) => r.token },
   `${codec}
+if KEYS[2] then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call('TIME')
+  local released_at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ms(released_at - ${releasedTokenMemoryMs}))
+  if not redis.call('ZSCORE', KEYS[2], token) and redis.call('ZCARD', KEYS[2]) >= ${maxReleasedTokens} then
+    return redis.error_reply('ERR redisStore: ${maxReleasedTokens} claims were released on this key within a day; try the release again later.')
+  end
+  redis.call('ZADD', KEYS[2], ms(released_at), token)
+  redis.call('PEXPIRE', KEYS[2], ${releasedTokenMemoryMs})
+end
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 ${fromStub}local e, s, _, _, _, nt, _, _, _, _, at = string.match(v, layout)
