@@ -48,7 +48,7 @@ describe("openSqliteFile", () => {
       thrown = error;
     }
     expect(isIdempotencyError(thrown, "invalid_options")).toBe(true);
-    expect((thrown as Error).message).toContain('"node:sqlite", "bun:sqlite" or "better-sqlite3"');
+    expect((thrown as Error).message).toContain('"node:sqlite", "bun:sqlite", "better-sqlite3" or "libsql"');
   });
 });
 
