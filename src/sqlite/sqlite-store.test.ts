@@ -6,7 +6,12 @@ import { promisify } from "node:util";
 import type BetterSqlite3 from "better-sqlite3";
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import { claimRequest as baseClaim } from "../../test/fixtures/claim-request.js";
-import { pragma, type SqliteTestDriver, sqliteDrivers } from "../../test/fixtures/sqlite-drivers.js";
+import {
+  pragma,
+  type SqliteTestDriver,
+  sqliteDrivers,
+  storeSqliteDrivers,
+} from "../../test/fixtures/sqlite-drivers.js";
 import { isIdempotencyError } from "../core/errors.js";
 import type { ClaimRequest, SettleRequest } from "../core/store.js";
 import { storeConformanceCases } from "../testing/conformance.js";
@@ -144,7 +149,7 @@ describe("sqliteStore's choice of driver", () => {
   });
 });
 
-for (const driver of sqliteDrivers) sqliteStoreSpecs(driver);
+for (const driver of storeSqliteDrivers) sqliteStoreSpecs(driver);
 
 function sqliteStoreSpecs(driver: SqliteTestDriver) {
   describe(`sqliteStore conformance (${driver.name})`, () => {
