@@ -3,18 +3,16 @@
  * The conformance suite, the lock waits and the cross-process races, crashes and lost replies run on libsql
  * as on every driver (src/sqlite/sqlite-store.test.ts, test/fixtures/sqlite-drivers.ts and stores.ts).
  */
-import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import type BetterSqlite3 from "better-sqlite3";
 import Database from "libsql";
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import { isIdempotencyError } from "../src/core/errors.js";
 import type { SettleRequest } from "../src/core/store.js";
 import { type LibsqlDatabase, type SqliteDatabase, sqliteStore } from "../src/sqlite/index.js";
-import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
+import { claimRequest as baseClaim, settleRequest as baseSettle } from "./fixtures/claim-request.js";
 
 const directories: string[] = [];
 afterEach(() => {
@@ -31,19 +29,7 @@ const t0 = Date.parse("2026-01-01T00:00:00.000Z");
 const claimRequest = (overrides: Parameters<typeof baseClaim>[0] = {}) =>
   baseClaim({ now: t0, ...overrides });
 
-function settleRequest(overrides: Partial<SettleRequest> = {}): SettleRequest {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    token: "token-a",
-    status: "completed",
-    result: '{"id":"msg_1"}',
-    error: null,
-    ttlMs: 86_400_000,
-    now: t0 + 10,
-    ...overrides,
-  };
-}
+const settleRequest = (overrides: Partial<SettleRequest> = {}) => baseSettle({ now: t0 + 10, ...overrides });
 
 /** What `run` threw, for assertions on its code and message. */
 function thrownBy(run: () => unknown): unknown {
@@ -159,27 +145,5 @@ describe("sqliteStore on libsql", () => {
     await reading;
     reader.close();
     database.close();
-  });
-
-  it("loads libsql only when it is named, and says how to install it where it cannot be loaded", async () => {
-    const fixtures = path.join(import.meta.dirname, "fixtures");
-    const run = (...args: string[]) =>
-      promisify(execFile)(
-        process.execPath,
-        [
-          "--require",
-          path.join(fixtures, "without-sqlite-drivers.cjs"),
-          "--import",
-          "tsx",
-          path.join(fixtures, "sqlite-open-path.ts"),
-          ...args,
-        ],
-        { env: { ...process.env, IDEMPOTOOL_HIDE_SQLITE_DRIVERS: "libsql" } },
-      ).then(({ stdout }) => JSON.parse(stdout) as { code?: string; message?: string; driver?: string });
-    expect(await run("libsql")).toMatchObject({
-      code: "invalid_options",
-      message: expect.stringContaining("npm install libsql"),
-    });
-    expect((await run()).driver).not.toBe("libsql");
   });
 });

@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import type BetterSqlite3 from "better-sqlite3";
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
-import { claimRequest as baseClaim } from "../../test/fixtures/claim-request.js";
+import { claimRequest as baseClaim, settleRequest as baseSettle } from "../../test/fixtures/claim-request.js";
 import {
   pragma,
   type SqliteTestDriver,
@@ -67,19 +67,7 @@ function onRun(statement: AnyStatement, run: (...params: unknown[]) => unknown):
 
 const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
 
-function settleRequest(overrides: Partial<SettleRequest> = {}): SettleRequest {
-  return {
-    scope: "tenant-a",
-    key: "order-1",
-    token: "token-a",
-    status: "completed",
-    result: '{"id":"msg_1"}',
-    error: null,
-    ttlMs: 86_400_000,
-    now: t0 + 10,
-    ...overrides,
-  };
-}
+const settleRequest = (overrides: Partial<SettleRequest> = {}) => baseSettle({ now: t0 + 10, ...overrides });
 
 /** Resolves after `ms` of real time: the other connection's lock is held for real, not on a fake clock. */
 const realTime = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -92,8 +80,8 @@ describe("sqliteStore's choice of driver", () => {
     await store.close();
   });
 
-  it.each(["node:sqlite", "better-sqlite3"] as const)(
-    "refuses %s, named, with invalid_options on a Node that cannot load it, and opens a path with the other",
+  it.each(["node:sqlite", "better-sqlite3", "libsql"] as const)(
+    "refuses %s, named, with invalid_options on a Node that cannot load it, and opens a path with another",
     async (name) => {
       const fixtures = path.join(import.meta.dirname, "..", "..", "test", "fixtures");
       const run = (...args: string[]) =>
@@ -112,6 +100,7 @@ describe("sqliteStore's choice of driver", () => {
       const refused = await run(name);
       expect(refused.code).toBe("invalid_options");
       expect(refused.message).toContain(name);
+      // libsql is never a default: a path opens with the built-in node:sqlite whether libsql loads or not.
       const other = name === "node:sqlite" ? "better-sqlite3" : "node:sqlite";
       expect(await run()).toEqual({ driver: other });
     },
