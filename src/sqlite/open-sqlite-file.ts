@@ -1,9 +1,9 @@
 /**
  * Opening a SQLite file with whichever driver the running runtime has: on Bun, its own `bun:sqlite`; on
  * Node and Deno, the built-in `node:sqlite` where it has one the store can use; else the better-sqlite3
- * package; or the libsql package when it is named. Each is loaded only when a file is opened with it, synchronously (the store's factory is
- * synchronous), so a runtime without `node:sqlite` never asks for it and a runtime with a built-in never
- * needs better-sqlite3 installed.
+ * package; or the libsql package when it is named. Each is loaded only when a file is opened with it,
+ * synchronously (the store's factory is synchronous), so a runtime without `node:sqlite` never asks for it
+ * and a runtime with a built-in never needs better-sqlite3 installed.
  */
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";

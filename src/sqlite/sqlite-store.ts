@@ -63,7 +63,7 @@ export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> 
          * `Database` opened with `{ strict: true }`, or a libsql `Database` on a local file (an embedded
          * replica or a remote database is refused: see docs/stores.md#libsql). The store configures nothing
          * on it and never closes it.
-         * Its busy timeout (better-sqlite3's default is 5 s, node:sqlite's and bun:sqlite's 0) is how long
+         * Its busy timeout (better-sqlite3's default is 5 s, node:sqlite's, bun:sqlite's and libsql's 0) is how long
          * each of the store's attempts may block the process waiting for a lock: open it with a few
          * milliseconds (`new Database(file, { timeout: 2 })`, `new DatabaseSync(file, { timeout: 2 })`, or
          * `PRAGMA busy_timeout = 2` on bun:sqlite) and the store waits on timers instead.
