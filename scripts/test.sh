@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # npm run test:all: type-check, lint, build, and check the model of the record protocol and the committed
 # mutation testing results (side by side), then run the whole suite (servers, processes and all; `npm test`
-# is the quick part) once on each Node version the package claims (package.json "engines"), with both
-# SQLite drivers required: Node's built-in node:sqlite and better-sqlite3. Each Node comes from
+# is the quick part) once on each Node version the package claims (package.json "engines"), with every
+# SQLite driver required: Node's built-in node:sqlite, better-sqlite3 and libsql. Each Node comes from
 # scripts/node.sh (installed from the npm registry into a cache folder the first time), whatever Node runs
 # npm.
 #
@@ -51,7 +51,7 @@ echo "npm run test:all: type-check, lint, build, check the model and the committ
 checks typecheck lint build check:model check:mutation || exit 1
 
 # The store rows (test/fixtures/stores.ts) whose code runs inside Node itself.
-in_node_stores="memory,sqlite-node:sqlite,sqlite-better-sqlite3,sqlite-both-drivers"
+in_node_stores="memory,sqlite-node:sqlite,sqlite-better-sqlite3,sqlite-libsql,sqlite-mixed-drivers"
 # Files whose outcome does not depend on the Node that runs vitest: the built package on Deno and Bun, the
 # Workers in workerd, the model in spin, the provisioning script, the compiler's answer on the docs' code,
 # and the MCP conformance suite (1 to 2 minutes; the proxy it drives runs on every Node in its own tests).
@@ -91,7 +91,7 @@ suite() {
     args+=("$arg")
   done
   echo "npm run test:all: the whole suite on Node $major, store scenarios on ${stores:-every store}" >&2
-  IDEMPOTOOL_SQLITE_DRIVERS=node:sqlite,better-sqlite3 IDEMPOTOOL_STORES="$stores" \
+  IDEMPOTOOL_SQLITE_DRIVERS=node:sqlite,better-sqlite3,libsql IDEMPOTOOL_STORES="$stores" \
     scripts/node.sh "$major" --with-better-sqlite3 node_modules/vitest/vitest.mjs run --maxWorkers="$workers" \
     ${args[@]+"${args[@]}"} || { echo "npm run test:all: the suite failed on Node $major" >&2; return 1; }
 }

@@ -4,7 +4,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { isIdempotencyError, systemClock } from "../src/index.js";
 import { sqliteStore } from "../src/sqlite/index.js";
-import { type SqliteTestDriver, sqliteDrivers } from "./fixtures/sqlite-drivers.js";
+import { type SqliteTestDriver, storeSqliteDrivers } from "./fixtures/sqlite-drivers.js";
 import { emailTool } from "./fixtures/tools.js";
 import { startWorker, type WorkerProcess } from "./fixtures/worker-process.js";
 
@@ -48,7 +48,7 @@ async function ticking<T>(work: () => Promise<T>) {
   }
 }
 
-for (const driver of sqliteDrivers) {
+for (const driver of storeSqliteDrivers) {
   describe(`sqliteStore while another process holds the write lock (${driver.name})`, () => {
     it("keeps the event loop running while a claim waits, then claims and runs the tool once", async () => {
       const file = tempFile();

@@ -1,15 +1,17 @@
 /**
  * `idempotool/sqlite`: the embedded idempotency store on one SQLite file, safe across processes that share
  * the file. It opens a `path` with the runtime's own SQLite (`node:sqlite` on Node 24 and Deno, `bun:sqlite`
- * on Bun), else with better-sqlite3 (an optional peer dependency, loaded only then); pass your own
- * better-sqlite3 `Database`, node:sqlite `DatabaseSync` or bun:sqlite `Database` as `{ database }` to keep
- * control of the connection.
+ * on Bun), else with better-sqlite3 (an optional peer dependency, loaded only then), or with libsql when
+ * asked (`driver: "libsql"`); pass your own better-sqlite3 `Database`, node:sqlite `DatabaseSync`,
+ * bun:sqlite `Database` or libsql `Database` (on a local file) as `{ database }` to keep control of the
+ * connection.
  * @module
  */
 export type {
   AnySqliteDatabase,
   BunSqliteDatabase,
   BunSqliteStatement,
+  LibsqlDatabase,
   NodeSqliteDatabase,
   NodeSqliteStatement,
   SqliteDatabase,

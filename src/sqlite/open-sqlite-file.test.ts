@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { pragma, sqliteDrivers } from "../../test/fixtures/sqlite-drivers.js";
+import { pragma, storeSqliteDrivers } from "../../test/fixtures/sqlite-drivers.js";
 import { isIdempotencyError } from "../core/errors.js";
 import { openSqliteFile, withoutSqliteExperimentalWarning } from "./open-sqlite-file.js";
 
@@ -19,7 +19,7 @@ function tempDirectory(): string {
   return directory;
 }
 
-for (const driver of sqliteDrivers) {
+for (const driver of storeSqliteDrivers) {
   describe(`openSqliteFile (${driver.name})`, () => {
     it("opens only a file that exists when told it must, even one with % and spaces in its name", () => {
       const file = path.join(tempDirectory(), "100% my records.db");
@@ -48,7 +48,7 @@ describe("openSqliteFile", () => {
       thrown = error;
     }
     expect(isIdempotencyError(thrown, "invalid_options")).toBe(true);
-    expect((thrown as Error).message).toContain('"node:sqlite", "bun:sqlite" or "better-sqlite3"');
+    expect((thrown as Error).message).toContain('"node:sqlite", "bun:sqlite", "better-sqlite3" or "libsql"');
   });
 });
 

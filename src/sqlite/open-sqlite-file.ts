@@ -1,16 +1,18 @@
 /**
  * Opening a SQLite file with whichever driver the running runtime has: on Bun, its own `bun:sqlite`; on
  * Node and Deno, the built-in `node:sqlite` where it has one the store can use; else the better-sqlite3
- * package. Each is loaded only when a file is opened with it, synchronously (the store's factory is
- * synchronous), so a runtime without `node:sqlite` never asks for it and a runtime with a built-in never
- * needs better-sqlite3 installed.
+ * package; or the libsql package when it is named. Each is loaded only when a file is opened with it,
+ * synchronously (the store's factory is synchronous), so a runtime without `node:sqlite` never asks for it
+ * and a runtime with a built-in never needs better-sqlite3 installed.
  */
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { IdempotencyError } from "../core/errors.js";
 import type {
   AnySqliteDatabase,
   BunSqliteDatabase,
+  LibsqlDatabase,
   NodeSqliteDatabase,
   SqliteDatabase,
   SqliteDriver,
@@ -24,6 +26,7 @@ type NodeSqliteModule = {
 };
 type BetterSqlite3 = new (path: string, options?: object) => SqliteDatabase;
 type BunSqliteModule = { Database: new (path: string, options?: object) => BunSqliteDatabase };
+type Libsql = new (path: string, options?: object) => LibsqlDatabase;
 
 /** A driver, or why it cannot be used here; each is tried once per process. */
 type Loaded<T> = { readonly driver: T } | { readonly error: unknown };
@@ -31,6 +34,7 @@ type Loaded<T> = { readonly driver: T } | { readonly error: unknown };
 let nodeSqlite: Loaded<NodeSqliteModule> | undefined;
 let betterSqlite3: Loaded<BetterSqlite3> | undefined;
 let bunSqlite: Loaded<BunSqliteModule> | undefined;
+let libsql: Loaded<Libsql> | undefined;
 
 interface RuntimeGlobals {
   readonly Bun?: { readonly version: string };
@@ -100,6 +104,20 @@ function loadBunSqlite(): Loaded<BunSqliteModule> {
   return bunSqlite;
 }
 
+function loadLibsql(): Loaded<Libsql> {
+  libsql ??= (() => {
+    try {
+      const Database = require("libsql") as Libsql;
+      // The package loads its native binary for this platform here: one missing for it fails now.
+      new Database(":memory:").close();
+      return { driver: Database };
+    } catch (error) {
+      return { error };
+    }
+  })();
+  return libsql;
+}
+
 /**
  * Node 22 warns that SQLite is experimental the first time `node:sqlite` loads. The user chose no
  * experiment, the store did, so that one warning is dropped; every other warning passes as it was.
@@ -144,11 +162,13 @@ const driverAdvice: Record<SqliteDriver, string> = {
   "node:sqlite": " (the store needs the node:sqlite of Node 24, a recent Node 22, Deno 2 or Bun).",
   "better-sqlite3": ": install better-sqlite3 beside idempotool: npm install better-sqlite3.",
   "bun:sqlite": " (it is Bun's own module: run on Bun).",
+  libsql: ": install libsql beside idempotool: npm install libsql.",
 };
 
 /**
  * Opens `path` with the chosen driver, or the first of the runtime's that loads: on Bun `bun:sqlite`, then
- * `node:sqlite`; elsewhere `node:sqlite`; then better-sqlite3. `invalid_options` when there is none.
+ * `node:sqlite`; elsewhere `node:sqlite`; then better-sqlite3 (libsql only when named). `invalid_options`
+ * when there is none.
  */
 export function openSqliteFile(path: string, options: OpenSqliteFileOptions): OpenedSqliteFile {
   const timeout = Math.ceil(options.busyTimeoutMs);
@@ -179,13 +199,29 @@ export function openSqliteFile(path: string, options: OpenSqliteFileOptions): Op
       database.exec(`PRAGMA busy_timeout = ${timeout}`);
       return { database };
     },
+    libsql: () => {
+      const loaded = loadLibsql();
+      if (!("driver" in loaded)) return loaded;
+      // libsql opens a path starting so as a remote database, where the store must not run.
+      if (/^(?:libsql|https?):/.test(path)) {
+        throw new IdempotencyError(
+          "invalid_options",
+          `${options.caller}: libsql opens ${JSON.stringify(path)} as a remote database; the store runs on ` +
+            "a local file only (write ./ before a file name that starts so).",
+        );
+      }
+      // libsql can neither refuse to create the file nor open a file: URI: the file is looked for first (one
+      // removed between the look and the open is created empty, and holds no records).
+      if (mustExist && !existsSync(path)) throw new Error(`unable to open database file: no file at ${path}`);
+      return { database: new loaded.driver(path, { timeout }) };
+    },
   };
 
   if (options.driver !== undefined) {
     if (!Object.hasOwn(driverAdvice, options.driver)) {
       throw new IdempotencyError(
         "invalid_options",
-        `${options.caller}: driver must be "node:sqlite", "bun:sqlite" or "better-sqlite3", ` +
+        `${options.caller}: driver must be "node:sqlite", "bun:sqlite", "better-sqlite3" or "libsql", ` +
           `got ${JSON.stringify(options.driver)}.`,
       );
     }

@@ -1,15 +1,16 @@
 /**
- * One connection, any driver: the shapes of better-sqlite3's `Database`, node:sqlite's `DatabaseSync` and
- * bun:sqlite's `Database` that the store accepts, and the few operations it asks of each, made the same on
- * all. The store's SQL and its guarantees live in sqlite-store.ts; what differs between the drivers lives here.
+ * One connection, any driver: the shapes of better-sqlite3's `Database`, node:sqlite's `DatabaseSync`,
+ * bun:sqlite's `Database` and libsql's `Database` that the store accepts, and the few operations it asks of
+ * each, made the same on all. The store's SQL and its guarantees live in sqlite-store.ts; what differs between the drivers lives here.
  */
 import { IdempotencyError } from "../core/errors.js";
 
 /**
  * The SQLite drivers the store runs on: the built-in `node:sqlite` (Node 24, recent Node 22, Deno 2, Bun),
- * Bun's own `bun:sqlite`, or the better-sqlite3 package. All write the same file format.
+ * Bun's own `bun:sqlite`, the better-sqlite3 package, or the libsql package (libSQL, SQLite's fork behind
+ * Turso, on a local file). All write the same file format.
  */
-export type SqliteDriver = "node:sqlite" | "better-sqlite3" | "bun:sqlite";
+export type SqliteDriver = "node:sqlite" | "better-sqlite3" | "bun:sqlite" | "libsql";
 
 /**
  * The part of a better-sqlite3 statement we use. The store binds by name (one object of `@name`s), and its
@@ -81,10 +82,24 @@ export interface BunSqliteDatabase {
 }
 
 /**
- * A database of any driver: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync` or a bun:sqlite
- * `Database`.
+ * The part of a libsql `Database` we use: better-sqlite3's shape, which libsql follows, and `sync()`, which
+ * only libsql's has. The store runs on a local file only: it refuses an embedded replica (`syncUrl`) and a
+ * remote database (a `libsql://` or `http(s)://` URL), whose `sync()` tells them apart.
  */
-export type AnySqliteDatabase = SqliteDatabase | NodeSqliteDatabase | BunSqliteDatabase;
+export interface LibsqlDatabase extends SqliteDatabase {
+  /** Whether a transaction is open: libsql's `transaction()` does not nest, so the store runs its own. */
+  readonly inTransaction: boolean;
+  /** False once closed: libsql aborts the process when `inTransaction` is read on a closed database. */
+  readonly open: boolean;
+  /** Pulls an embedded replica's new frames from its primary; throws on a local file. */
+  sync(): unknown;
+}
+
+/**
+ * A database of any driver: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync`, a bun:sqlite
+ * `Database` or a libsql `Database` on a local file.
+ */
+export type AnySqliteDatabase = SqliteDatabase | NodeSqliteDatabase | BunSqliteDatabase | LibsqlDatabase;
 
 /** A statement that answers rows as arrays of plain numbers and strings, bound by name. */
 export interface RowReader {
@@ -121,7 +136,10 @@ export interface SqliteConnection {
 export function driverOf(database: unknown): SqliteDriver | undefined {
   const db = database as Partial<Record<string, unknown>> | null | undefined;
   if (typeof db?.prepare !== "function" || typeof db.exec !== "function") return undefined;
-  if (typeof db.pragma === "function" && typeof db.transaction === "function") return "better-sqlite3";
+  if (typeof db.pragma === "function" && typeof db.transaction === "function") {
+    // libsql follows better-sqlite3's shape; only its database can sync with a remote primary.
+    return typeof db.sync === "function" && "inTransaction" in db ? "libsql" : "better-sqlite3";
+  }
   if ("isTransaction" in db) return "node:sqlite";
   if ("inTransaction" in db && typeof db.query === "function" && typeof db.transaction === "function") {
     return "bun:sqlite";
@@ -138,11 +156,13 @@ export function sqliteConnection(database: AnySqliteDatabase): SqliteConnection 
       return nodeSqliteConnection(database as NodeSqliteDatabase);
     case "bun:sqlite":
       return bunSqliteConnection(database as BunSqliteDatabase);
+    case "libsql":
+      return libsqlConnection(database as LibsqlDatabase);
     default:
       throw new IdempotencyError(
         "invalid_options",
-        "sqliteStore: pass { path }, or as { database } a better-sqlite3 Database, a node:sqlite DatabaseSync " +
-          "or a bun:sqlite Database.",
+        "sqliteStore: pass { path }, or as { database } a better-sqlite3 Database, a node:sqlite DatabaseSync, " +
+          "a bun:sqlite Database or a libsql Database.",
       );
   }
 }
@@ -239,14 +259,15 @@ function inOrder(sql: string): { readonly text: string; readonly names: readonly
 
 /**
  * The values of `names` in `params`, in order, bound as node:sqlite binds them by name: a key `params` lacks
- * binds NULL, as a parameter left unbound; `undefined` and objects other than bytes are refused.
+ * binds NULL, as a parameter left unbound; `undefined` and what `canBind` refuses (objects other than bytes)
+ * are refused.
  */
-function valuesOf(names: readonly string[], params: object): unknown[] {
+function valuesOf(names: readonly string[], params: object, canBind = bindable): unknown[] {
   const values = new Array<unknown>(names.length);
   for (let i = 0; i < names.length; i++) {
     const name = names[i]!;
     const value = (params as Record<string, unknown>)[name];
-    if (value === undefined ? name in params : !bindable(value)) throw unbindable(i + 1);
+    if (value === undefined ? name in params : !canBind(value)) throw unbindable(i + 1);
     values[i] = value ?? null;
   }
   return values;
@@ -259,6 +280,109 @@ function bindable(value: unknown): boolean {
 
 function unbindable(position: number): TypeError {
   return new TypeError(`sqliteStore: the value of parameter ${position} cannot be bound to SQLite.`);
+}
+
+function libsqlConnection(db: LibsqlDatabase): SqliteConnection {
+  refuseUnlessLocal(db);
+  // Each statement reads integers as numbers whatever the database's defaultSafeIntegers.
+  const prepare = (sql: string) => {
+    const statement = db.prepare(sql);
+    statement.safeIntegers(false);
+    return statement;
+  };
+  const rowsAsArrays = (sql: string) => {
+    const statement = prepare(sql);
+    statement.raw(true);
+    return statement;
+  };
+  // libsql's transaction() runs BEGIN even inside an open transaction (which fails), and ROLLBACK even
+  // where SQLite already rolled back, whose error would then hide the lock error the store waits on.
+  const transaction = immediateTransactions(db, () => {
+    // Statements prepared before close() still run (libsql keeps their connection), but reading
+    // inTransaction of a closed database aborts the process.
+    if (!db.open) throw new TypeError("The database connection is not open");
+    return db.inTransaction;
+  });
+  // libsql does not reset a statement that failed (SQLITE_BUSY on another connection's lock, most often):
+  // it stays in progress until its next run. A write left so keeps every other write on the connection
+  // from committing, and when it is finally reset, SQLite rolls all of them back: writes reported done
+  // would be lost. So every write runs in a transaction begun by exec() (which finishes its statements
+  // even when it fails), where it holds the lock before its statement runs; and every read runs through
+  // all(), which resets the statement before it binds (get() would step a statement left in progress on
+  // its old values, and answer another key's row).
+  // Bound in order, as one array (libsql takes an array as the values of `?`s): its binding by name looks
+  // each of the statement's names up in the object, and binds NULL for one it does not find.
+  return {
+    driver: "libsql",
+    reader(sql) {
+      const { text, names } = inOrder(sql);
+      const statement = rowsAsArrays(text);
+      const read = (params: object) => statement.all(valuesOf(names, params, libsqlBindable));
+      const all = writes(sql) ? transaction(read) : read;
+      return { get: (params) => all(params)[0], all };
+    },
+    positionalReader(sql) {
+      const statement = rowsAsArrays(sql);
+      return (...params) => {
+        for (let i = 0; i < params.length; i++) if (!libsqlBindable(params[i])) throw unbindable(i + 1);
+        return statement.all(params)[0];
+      };
+    },
+    writer(sql) {
+      const { text, names } = inOrder(sql);
+      const statement = prepare(text);
+      return transaction((params: object) => statement.run(valuesOf(names, params, libsqlBindable)).changes);
+    },
+    exec(sql) {
+      db.exec(sql);
+    },
+    immediate: transaction,
+    close() {
+      db.close();
+    },
+  };
+}
+
+/** Whether a statement writes (an INSERT, UPDATE or DELETE, with or without RETURNING). */
+export function writes(sql: string): boolean {
+  return /^\s*(?:INSERT|UPDATE|DELETE)\b/i.test(sql);
+}
+
+/**
+ * Whether libsql binds `value` as a value. It stops the whole process on a boolean (its native binding
+ * aborts there), so a boolean is refused before it reaches the driver, as better-sqlite3 refuses it.
+ */
+function libsqlBindable(value: unknown): boolean {
+  return typeof value !== "boolean" && bindable(value);
+}
+
+/**
+ * Refuses a libsql database that is not a local file. An embedded replica (`syncUrl`) answers reads from
+ * its local copy, which lags what other replicas wrote to the primary until it syncs; a remote database
+ * sends every statement over the network; and both are shared by processes on other machines, whose
+ * clocks the store would judge leases by (SQLite has no clock of its own). `sync()` tells them apart: on a
+ * local file or `:memory:` libsql refuses it, naming the kind ("File", "Memory"); a replica pulls from its
+ * primary (or fails to reach it), and a remote database names itself "Remote".
+ */
+function refuseUnlessLocal(db: LibsqlDatabase): void {
+  let what: string;
+  try {
+    db.sync();
+    what = "an embedded replica (opened with syncUrl)";
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (/^SyncNotSupported\("(?:File|Memory)"\)$/.test(message)) return;
+    what = /^SyncNotSupported\("Remote"\)$/.test(message)
+      ? "a remote database (a libsql:// or http(s):// URL)"
+      : `not a local file, as far as sync() says (${JSON.stringify(message.slice(0, 200))})`;
+  }
+  throw new IdempotencyError(
+    "invalid_options",
+    `sqliteStore: this libsql Database is ${what}. The store runs on a local file only: a replica answers ` +
+      "reads from a copy that lags its primary, and processes on other machines would judge leases by " +
+      "their own clocks, so a repeat could run twice. Open the file itself (new Database(path)), or share " +
+      "records between machines with postgresStore, mysqlStore or redisStore.",
+  );
 }
 
 function bunSqliteConnection(db: BunSqliteDatabase): SqliteConnection {

@@ -32,6 +32,7 @@ import {
   type SqliteConnection,
   type SqliteDriver,
   sqliteConnection,
+  writes,
 } from "./sqlite-connection.js";
 
 /**
@@ -47,8 +48,8 @@ export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> 
         /**
          * The driver that opens the file. Default: on Bun `"bun:sqlite"`; elsewhere `"node:sqlite"` where the
          * runtime has it (Node 24, recent Node 22, Deno 2); else `"better-sqlite3"` (the optional peer
-         * dependency, e.g. on Node 20). All write the same file format, so processes on different drivers
-         * can share one file.
+         * dependency, e.g. on Node 20). `"libsql"` opens it with the libsql package (an optional peer
+         * dependency). All write the same file format, so processes on different drivers can share one file.
          */
         readonly driver?: SqliteDriver | undefined;
         /** Table name; default `idempotool_records`. */
@@ -58,9 +59,11 @@ export type SqliteStoreOptions<D extends AnySqliteDatabase = AnySqliteDatabase> 
       }
     | {
         /**
-         * Your database: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync`, or a bun:sqlite
-         * `Database` opened with `{ strict: true }`. The store configures nothing on it and never closes it.
-         * Its busy timeout (better-sqlite3's default is 5 s, node:sqlite's and bun:sqlite's 0) is how long
+         * Your database: a better-sqlite3 `Database`, a node:sqlite `DatabaseSync`, a bun:sqlite
+         * `Database` opened with `{ strict: true }`, or a libsql `Database` on a local file (an embedded
+         * replica or a remote database is refused: see docs/stores.md#libsql). The store configures nothing
+         * on it and never closes it.
+         * Its busy timeout (better-sqlite3's default is 5 s, node:sqlite's, bun:sqlite's and libsql's 0) is how long
          * each of the store's attempts may block the process waiting for a lock: open it with a few
          * milliseconds (`new Database(file, { timeout: 2 })`, `new DatabaseSync(file, { timeout: 2 })`, or
          * `PRAGMA busy_timeout = 2` on bun:sqlite) and the store waits on timers instead.
@@ -99,7 +102,6 @@ const tableNamePattern = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const defaultBusyTimeoutMs = 5000;
 /** setTimeout's limit. */
 const maxTimerMs = 2_147_483_647;
-const returningWrite = /^\s*(?:INSERT|UPDATE|DELETE)\b/i;
 
 // Read back as raw rows (arrays) and shaped by `toRecord`, the one place that knows the columns' order:
 // better-sqlite3 builds a named row by interning every column name and setting each property through V8's
@@ -317,7 +319,11 @@ export function sqliteStore<D extends AnySqliteDatabase = AnySqliteDatabase>(
     list: waitForLock(attempts.list),
     purge: waitForLock(attempts.purge),
     async close() {
-      if (ownsDatabase) db.close();
+      if (!ownsDatabase) return;
+      db.close();
+      // libsql keeps a closed connection open while statements prepared on it live: without them, a later
+      // call fails as it does on the other drivers, instead of running on a database thought closed.
+      prepared = undefined;
     },
   };
 }
@@ -374,7 +380,7 @@ function prepareStatements(db: SqliteConnection, table: string) {
   // Rows come back as arrays of plain numbers and strings (see recordColumns).
   const reader = (sql: string): RowReader => {
     const statement = db.reader(sql);
-    if (!returningWrite.test(sql)) return statement;
+    if (!writes(sql)) return statement;
     // A write's RETURNING row comes before its COMMIT: get() stops at the row and the driver drops what
     // the COMMIT then says, so a write refused there (a reader's lock in rollback-journal mode, a full
     // disk) would be rolled back yet reported done. all() runs the statement to its end, and throws.
