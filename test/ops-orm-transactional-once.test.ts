@@ -357,6 +357,21 @@ for (const backend of backends) {
       expect(await db.count(db.dedup)).toBe(2);
     });
 
+    it("refuses a call nested in its own write under the same key, rather than replay a result not yet made", async () => {
+      const selfNested = h.transaction((tx) =>
+        transactionalOnce(tx, options(), async () => {
+          runs++;
+          await transactionalOnce(tx, options(), placeOrder(tx));
+          return { placed: "never" };
+        }),
+      );
+      await expect(selfNested).rejects.toMatchObject({ code: "idempotency_key_in_use" });
+      expect(runs).toBe(1);
+      expect(await db.count(db.orders)).toBe(0);
+      expect(await db.count(db.dedup)).toBe(0);
+      expect((await once()).was_replay).toBe(false);
+    });
+
     it("refuses the same key with other arguments, without running", async () => {
       await once(options("k1", { item: "book" }), "book");
       const error = await once(options("k1", { item: "pen" }), "pen").catch((e: unknown) => e);

@@ -57,8 +57,28 @@ export async function transactionalOnce<T extends object, R>(
 ): Promise<TransactionalOutcome<Awaited<R>>> {
   const statements = transactionStatements(tx);
   const o = resolveTransactional(options, true);
-  return onceInTransaction(statements, o, () => write(tx), true);
+  // A call nested in its own write under the same key would find its own row, not yet settled, and read
+  // it as a committed one: refused, as any call whose key is in use.
+  const id = `${o.table}\u0000${o.scope}\u0000${o.key}`;
+  const keys = writing.get(tx) ?? new Set<string>();
+  writing.set(tx, keys);
+  if (keys.has(id)) {
+    throw new IdempotencyError(
+      ErrorCode.keyInUse,
+      `${owner}: key "${o.key}" is being written by a call in this same transaction (a call nested in its ` +
+        "own write); nothing ran. Give the nested call a key of its own.",
+    );
+  }
+  keys.add(id);
+  try {
+    return await onceInTransaction(statements, o, () => write(tx), true);
+  } finally {
+    keys.delete(id);
+  }
 }
+
+/** The keys each transaction object is running a write for, by table, scope and key. */
+const writing = new WeakMap<object, Set<string>>();
 
 const owner = "transactionalOnce()";
 
