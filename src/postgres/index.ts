@@ -12,6 +12,12 @@
  *
  * @module
  */
+export type {
+  PGliteClient,
+  PostgresClient,
+  PostgresJsClient,
+  PostgresJsQuery,
+} from "./postgres-clients.js";
 export type { PgQueryable, PgQueryConfig, PostgresStoreOptions } from "./postgres-options.js";
 export type { PostgresStore } from "./postgres-store.js";
 export { postgresStore } from "./postgres-store.js";
