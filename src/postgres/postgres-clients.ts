@@ -4,14 +4,27 @@ import type { PgQueryable, PgQueryConfig } from "./postgres-options.js";
 /**
  * The part of a postgres.js 4.2+ `sql` (from `postgres(url)`) we use: `unsafe` with values, and on each
  * query its own parsers, `transform(false)` and `cancel`. Whatever the instance's `types` and `transform`
- * do to the application's queries, the store reads its own rows as pg does.
+ * do to the application's queries, the store reads its own rows as pg does. See docs/stores.md, "Clients".
+ * @example
+ * import postgres from "postgres";
+ * import { postgresStore } from "idempotool/postgres";
+ *
+ * const sql = postgres(process.env.DATABASE_URL ?? "postgres://localhost/app", { transform: postgres.camel });
+ * const store = postgresStore({ client: sql });
  */
 export interface PostgresJsClient {
   unsafe(text: string, values: StatementValue[], options: { prepare: boolean }): PostgresJsQuery;
   readonly options: { readonly serializers: { readonly [oid: number]: (value: never) => unknown } };
 }
 
-/** A postgres.js query, as the store drives it. */
+/**
+ * A postgres.js query, as the store drives it: the answer of `sql.unsafe(…)`.
+ * @example
+ * import postgres from "postgres";
+ * import type { PostgresJsQuery } from "idempotool/postgres";
+ *
+ * const query: PostgresJsQuery = postgres().unsafe("SELECT 1", [], { prepare: false });
+ */
 export interface PostgresJsQuery extends PromiseLike<readonly unknown[]> {
   parsers(parsers: (column: { readonly type: number }) => ((raw: string) => unknown) | null): this;
   transform(transform: false): this;
@@ -20,7 +33,13 @@ export interface PostgresJsQuery extends PromiseLike<readonly unknown[]> {
 
 /**
  * The part of a PGlite instance (`new PGlite()`, `@electric-sql/pglite`) we use: `query` with per-query
- * parsers and serializers, which take precedence over the instance's.
+ * parsers and serializers, which take precedence over the instance's, and `waitReady`. The records live
+ * in your process; see docs/stores.md, "Clients", for what other processes can do.
+ * @example
+ * import { PGlite } from "@electric-sql/pglite";
+ * import { postgresStore } from "idempotool/postgres";
+ *
+ * const store = postgresStore({ client: new PGlite("./records") });
  */
 export interface PGliteClient {
   readonly waitReady: Promise<void>;
@@ -34,10 +53,23 @@ export interface PGliteClient {
   ): Promise<{ readonly rows: readonly unknown[] }>;
 }
 
-/** What the store's statements bind: text, and integers it casts to bigint. */
+/**
+ * What the store's statements bind: text, and integers it casts to bigint.
+ * @example
+ * import type { StatementValue } from "idempotool/postgres";
+ *
+ * const values: StatementValue[] = ["tenant-1", "order-42", 60_000, null];
+ */
 export type StatementValue = string | number | null;
 
-/** Every client `postgresStore()` takes: pg's, postgres.js's or PGlite's. */
+/**
+ * Every client `postgresStore()` takes: pg's, postgres.js's or PGlite's.
+ * @example
+ * import pg from "pg";
+ * import type { PostgresClient } from "idempotool/postgres";
+ *
+ * const client: PostgresClient = new pg.Pool();
+ */
 export type PostgresClient = PgQueryable | PostgresJsClient | PGliteClient;
 
 /** Stops a statement the store gave up on, where the client can: set on a statement's answer. */
