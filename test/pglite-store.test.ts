@@ -7,13 +7,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import { afterAll, describe, expect, expectTypeOf, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { type ClaimRequest, idempotent, isIdempotencyError } from "../src/index.js";
 import { type PGliteClient, type PostgresStore, postgresStore } from "../src/postgres/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
 import { eventually, freshTable } from "./fixtures/pg-helpers.js";
-import { rejection } from "./fixtures/tools.js";
+import { countedTool, rejection } from "./fixtures/tools.js";
 
 const t0 = Date.parse("2026-01-01T00:00:00.000Z");
 const claimRequest = (overrides: Partial<ClaimRequest> = {}) => baseClaim({ now: t0, ...overrides });
@@ -42,6 +42,11 @@ const hostile = testPGlite({
     25: (value: unknown) => `changed ${String(value)}`,
   },
 });
+
+// A fresh PGlite runs initdb in WebAssembly: seconds, and far more on a loaded machine. Not a test's time.
+beforeAll(async () => {
+  await Promise.all([pglite.waitReady, hostile.waitReady]);
+}, 180_000);
 
 /** Drops a table and its claim function. */
 async function dropTable(client: PGlite, name: string): Promise<void> {
@@ -144,32 +149,19 @@ describe("postgresStore on PGlite", () => {
     const second = testPGlite({ dataDir: directory });
     expect(await tool(second)({}, { key: "k" })).toMatchObject({ result: "sent", was_replay: true });
     expect(runs).toBe(1);
-  });
+  }, 180_000); // two instances start up, one of them running initdb
 });
-
-/** A tool, and how many times it ran. */
-function countedTool(store: PostgresStore) {
-  let runs = 0;
-  const tool = idempotent(
-    async () => {
-      runs++;
-      return "ran";
-    },
-    { name: "t", store },
-  );
-  return { tool, runs: () => runs };
-}
 
 describe("postgresStore on PGlite: failures", () => {
   it("fails closed with store_unavailable once the instance is closed, and the tool does not run", async () => {
     const closing = testPGlite();
     const { tool, runs } = countedTool(postgresStore({ client: closing }));
-    expect(await tool({}, { key: "before" })).toMatchObject({ was_replay: false });
+    expect(await tool({ n: 1 }, { key: "before" })).toMatchObject({ was_replay: false });
     await closing.close();
-    const error = await rejection(tool({}, { key: "after" }));
+    const error = await rejection(tool({ n: 1 }, { key: "after" }));
     expect(isIdempotencyError(error, "store_unavailable")).toBe(true);
     expect(runs()).toBe(1);
-  });
+  }, 180_000); // a fresh instance starts up
 
   it("gives up at statementTimeoutMs while a transaction holds the instance, and gives back a claim that lands late", async () => {
     const name = freshTable();
@@ -190,7 +182,7 @@ describe("postgresStore on PGlite: failures", () => {
     });
     await held;
     const { tool, runs } = countedTool(store);
-    const failure = await rejection(tool({}, { key: "k" }));
+    const failure = await rejection(tool({ n: 1 }, { key: "k" }));
     expect(isIdempotencyError(failure, "store_unavailable")).toBe(true);
     expect(String((failure as Error).cause)).toMatch(/statementTimeoutMs/);
     expect(runs()).toBe(0);

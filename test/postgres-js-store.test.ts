@@ -20,7 +20,7 @@ import {
   tcpProxy,
   testPool,
 } from "./fixtures/pg-helpers.js";
-import { rejection } from "./fixtures/tools.js";
+import { countedTool, rejection } from "./fixtures/tools.js";
 
 const t0 = Date.parse("2026-01-01T00:00:00.000Z");
 /** pg, for the tables' setup and cleanup, and for reading what the store wrote. */
@@ -238,19 +238,6 @@ async function learnStatements(
   await tool({ n: 0 }, { key: "learn-2" });
   await store.release({ scope: "default", key: "learn-3", token: "none" });
   await store.get({ scope: "default", key: "learn-3" }, 0);
-}
-
-/** A tool, and how many times it ran. */
-function countedTool(store: PostgresStore) {
-  let runs = 0;
-  const tool = idempotent(
-    async (args: { n: number }) => {
-      runs++;
-      return args.n;
-    },
-    { name: "create_record", store },
-  );
-  return { tool, runs: () => runs };
 }
 
 describe("postgresStore through postgres.js: the server unreachable", () => {
