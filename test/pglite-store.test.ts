@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { type ClaimRequest, idempotent, isIdempotencyError } from "../src/index.js";
-import { type PGliteClient, type PostgresStore, postgresStore } from "../src/postgres/index.js";
+import { type PGliteClient, postgresStore } from "../src/postgres/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest as baseClaim } from "./fixtures/claim-request.js";
 import { eventually, freshTable } from "./fixtures/pg-helpers.js";

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { idempotent, isIdempotencyError } from "../src/index.js";
-import { type PostgresStore, postgresStore } from "../src/postgres/index.js";
+import { postgresStore } from "../src/postgres/index.js";
 import { fakeClock } from "../src/testing/index.js";
 import {
   eventually,
