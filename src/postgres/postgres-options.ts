@@ -54,8 +54,9 @@ export interface PostgresStoreOptions {
   readonly clockOffsetMs?: number | (() => number) | undefined;
   /**
    * Prepare each statement once per connection (pg's named statements, postgres.js's `prepare`) instead of
-   * planning it on every call; default true. PGlite plans every statement (its claim function keeps plans). Turn it off behind a pooler that cannot keep prepared statements (PgBouncer in
-   * transaction mode before 1.21, or without `max_prepared_statements`).
+   * planning it on every call; default true. Turn it off behind a pooler that cannot keep prepared
+   * statements (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`). PGlite
+   * plans every statement whatever this says (its claim function keeps its own plans).
    */
   readonly preparedStatements?: boolean | undefined;
 }
