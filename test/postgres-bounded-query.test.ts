@@ -5,6 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { boundedQueries } from "../src/postgres/bounded-query.js";
 import type { PgQueryConfig } from "../src/postgres/index.js";
+import { cancelStatement } from "../src/postgres/postgres-clients.js";
 
 /** A client whose every answer the test gives by hand. */
 function handClient() {
@@ -111,6 +112,29 @@ describe("boundedQueries", () => {
     client.calls[1]?.fail(new Error("connection lost"));
     await vi.advanceTimersByTimeAsync(0);
     expect(late).toEqual([{ claimed: true }]);
+  });
+
+  it("asks a client that can stop a statement to stop the one it gave up on, and only that one", async () => {
+    const client = handClient();
+    const cancelled: string[] = [];
+    const stoppable = {
+      query(config: PgQueryConfig) {
+        return Object.assign(client.query(config), {
+          [cancelStatement]: () => cancelled.push(config.text),
+        });
+      },
+    };
+    const run = boundedQueries(stoppable, 100);
+    const quick = run("get", { text: "quick" });
+    const stuck = run("claim", { text: "stuck" });
+    stuck.catch(() => {});
+    client.calls[0]?.answer([]);
+    await quick;
+    await vi.advanceTimersByTimeAsync(99);
+    expect(cancelled).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    await expect(stuck).rejects.toThrow(/statementTimeoutMs/);
+    expect(cancelled).toEqual(["stuck"]);
   });
 
   it("passes on the client's failure, and a client that throws instead of rejecting", async () => {

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { idempotent, isIdempotencyError } from "../src/index.js";
-import { type PostgresStore, postgresStore } from "../src/postgres/index.js";
+import { postgresStore } from "../src/postgres/index.js";
 import { fakeClock } from "../src/testing/index.js";
 import {
   eventually,
@@ -9,7 +9,7 @@ import {
   tcpProxy,
   testPool,
 } from "./fixtures/pg-helpers.js";
-import { rejection } from "./fixtures/tools.js";
+import { countedTool, rejection } from "./fixtures/tools.js";
 
 const pool = testPool({ max: 6 });
 const table = tablesDroppedAfterEach(pool);
@@ -109,19 +109,6 @@ describe("outage: the server unreachable", () => {
     await proxy?.stop();
     proxy = undefined;
   });
-
-  /** A tool, and how many times it ran. */
-  function countedTool(store: PostgresStore) {
-    let runs = 0;
-    const tool = idempotent(
-      async (args: { n: number }) => {
-        runs++;
-        return args.n;
-      },
-      { name: "create_record", store },
-    );
-    return { tool, runs: () => runs };
-  }
 
   it("fails closed with store_unavailable on a closed port, and the tool does not run", async () => {
     const closed = testPool({ port: 1, connectionTimeoutMillis: 1_000 });

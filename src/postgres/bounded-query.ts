@@ -1,11 +1,12 @@
 import { sameLengthDeadlines } from "../core/deadlines.js";
 import { maxTimerMs } from "../core/option-checks.js";
-import type { PgQueryable, PgQueryConfig } from "./postgres-options.js";
+import { cancelStatement, type StatementClient } from "./postgres-clients.js";
+import type { PgQueryConfig } from "./postgres-options.js";
 
 /**
  * Runs one statement and answers its rows, or fails after `timeoutMs` whatever the client does (a pool
  * checkout, for one, can wait forever). A late answer to a statement it gave up on reaches `onLateRows`,
- * so a caller can undo what it gave up on.
+ * so a caller can undo what it gave up on. A client that can stop a statement (postgres.js) is asked to.
  */
 export interface BoundedQueries {
   (
@@ -22,16 +23,17 @@ export interface BoundedQueries {
  * it frees a connection whose answer never comes, and until then a late answer still reaches `onLateRows`.
  * The deadlines share one timer (see core/deadlines.ts): a statement costs a list entry, not a timer.
  */
-export function boundedQueries(client: PgQueryable, timeoutMs: number): BoundedQueries {
+export function boundedQueries(client: StatementClient, timeoutMs: number): BoundedQueries {
   const deadline = sameLengthDeadlines(timeoutMs);
   const run = (operation: string, config: PgQueryConfig, onLateRows?: (rows: readonly unknown[]) => void) =>
     new Promise<unknown[]>((resolve, reject) => {
       const answer = client.query(config);
-      const pending = deadline(() =>
+      const pending = deadline(() => {
         reject(
           new Error(`postgresStore: ${operation} got no answer within ${timeoutMs} ms (statementTimeoutMs)`),
-        ),
-      );
+        );
+        answer[cancelStatement]?.();
+      });
       answer.then(
         (result) => {
           if (pending.clear()) resolve(result.rows as unknown[]);

@@ -1,7 +1,8 @@
 /**
  * `idempotool/postgres`: the idempotency store a fleet of workers shares, on a PostgreSQL table.
- * It takes the `pg.Pool` or `pg.Client` you already have, typed by the one method it uses, so this
- * entry imports no driver; pg is an optional peer dependency. Leases are judged by the server's clock.
+ * It takes the client you already have (a `pg.Pool` or `pg.Client`, a postgres.js `sql`, or a PGlite
+ * instance), typed by the few methods it uses, so this entry imports no driver; each is an optional peer
+ * dependency. Leases are judged by the server's clock.
  *
  * @example
  * import pg from "pg";
@@ -12,6 +13,13 @@
  *
  * @module
  */
+export type {
+  PGliteClient,
+  PostgresClient,
+  PostgresJsClient,
+  PostgresJsQuery,
+  StatementValue,
+} from "./postgres-clients.js";
 export type { PgQueryable, PgQueryConfig, PostgresStoreOptions } from "./postgres-options.js";
 export type { PostgresStore } from "./postgres-store.js";
 export { postgresStore } from "./postgres-store.js";

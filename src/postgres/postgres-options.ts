@@ -1,4 +1,5 @@
 import { durationOption, invalidOption } from "../core/option-checks.js";
+import { type PostgresClient, type StatementClient, statementClient } from "./postgres-clients.js";
 import type { PostgresClock, TableName } from "./postgres-statements.js";
 
 /** One statement with its parameters, in the object form pg's `query(config)` takes. */
@@ -12,16 +13,20 @@ export interface PgQueryConfig {
 }
 
 /**
- * The part of a PostgreSQL client we use: `query` with a config object, answering rows.
- * `pg.Pool` and `pg.Client` fit; a client that takes only `(text, values)` fits behind a one-line adapter.
+ * The part of pg's clients we use: `query` with a config object, answering rows. `pg.Pool` and `pg.Client`
+ * fit, and anything else that takes pg's query config. postgres.js and PGlite are taken as they are
+ * (`PostgresJsClient`, `PGliteClient`).
  */
 export interface PgQueryable {
   query(config: PgQueryConfig): Promise<{ readonly rows: readonly unknown[] }>;
 }
 
 export interface PostgresStoreOptions {
-  /** Your `pg.Pool` (recommended) or `pg.Client`. It stays yours: the store never ends it. */
-  readonly client: PgQueryable;
+  /**
+   * Your `pg.Pool` (recommended) or `pg.Client`, postgres.js `sql` (`postgres(url)`, 4.2 or later), or PGlite
+   * instance. It stays yours: the store never ends it.
+   */
+  readonly client: PostgresClient;
   /**
    * The table, optionally schema-qualified (`"idempotool.records"`); default `idempotool_records`.
    * Letters, digits and `_`, starting with a letter or `_`: at most 63 for the schema, 52 for the table.
@@ -48,9 +53,10 @@ export interface PostgresStoreOptions {
    */
   readonly clockOffsetMs?: number | (() => number) | undefined;
   /**
-   * Prepare each statement once per connection (pg's named statements) instead of planning it on every
-   * call; default true. Turn it off behind a pooler that cannot keep prepared statements (PgBouncer in
-   * transaction mode before 1.21, or without `max_prepared_statements`).
+   * Prepare each statement once per connection (pg's named statements, postgres.js's `prepare`) instead of
+   * planning it on every call; default true. Turn it off behind a pooler that cannot keep prepared
+   * statements (PgBouncer in transaction mode before 1.21, or without `max_prepared_statements`). PGlite
+   * plans every statement whatever this says (its claim function keeps its own plans).
    */
   readonly preparedStatements?: boolean | undefined;
 }
@@ -64,7 +70,9 @@ const owner = "postgresStore()";
 
 /** The options, checked and completed. */
 export interface ResolvedPostgresOptions {
-  readonly client: PgQueryable;
+  readonly client: PostgresClient;
+  /** The client, as the store sends statements to it. */
+  readonly statements: StatementClient;
   readonly table: string;
   readonly name: TableName;
   readonly timeoutMs: number;
@@ -77,9 +85,19 @@ export interface ResolvedPostgresOptions {
 export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedPostgresOptions {
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   const client = options.client;
-  if (typeof client !== "object" || client === null || typeof client.query !== "function") {
-    invalidOption(owner, "client", "must be a pg.Pool or pg.Client (anything with query(config))");
+  const shape = client as Partial<PgQueryable & { unsafe: unknown }> | null;
+  const known =
+    typeof client === "function"
+      ? typeof shape?.unsafe === "function"
+      : typeof client === "object" && typeof shape?.query === "function";
+  if (!known) {
+    invalidOption(
+      owner,
+      "client",
+      "must be a pg.Pool or pg.Client (anything with query(config)), a postgres.js sql or a PGlite instance",
+    );
   }
+  const statements = statementClient(client);
   const table = options.table ?? defaultTable;
   const match = typeof table === "string" ? tableNamePattern.exec(table) : null;
   if (!match) {
@@ -129,6 +147,7 @@ export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedP
       : () => offset;
   return {
     client,
+    statements,
     table,
     name: { schema: match[1], table: match[2]! },
     timeoutMs,

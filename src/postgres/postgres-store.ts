@@ -3,12 +3,8 @@ import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import { decodeListCursor, encodeListCursor, listLimit, purgeLimit } from "../core/list-paging.js";
 import { type ClaimResult, claimedRecord, type IdempotencyStore, refuseNul } from "../core/store.js";
 import { boundedQueries } from "./bounded-query.js";
-import {
-  type PgQueryable,
-  type PgQueryConfig,
-  type PostgresStoreOptions,
-  resolvePostgresOptions,
-} from "./postgres-options.js";
+import type { PostgresClient } from "./postgres-clients.js";
+import { type PgQueryConfig, type PostgresStoreOptions, resolvePostgresOptions } from "./postgres-options.js";
 import {
   type ClaimRow,
   claimFunctionUnusableSqlStates,
@@ -24,7 +20,8 @@ import {
 
 /** An idempotency store on a PostgreSQL table. */
 export interface PostgresStore extends IdempotencyStore {
-  readonly client: PgQueryable;
+  /** The client as given. */
+  readonly client: PostgresClient;
   /** The table as given (or the default), unquoted. */
   readonly table: string;
   /**
@@ -80,7 +77,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       names.set(text, `idempotool_${createHash("sha256").update(text).digest("hex").slice(0, 24)}`);
     }
   }
-  const bounded = boundedQueries(client, o.timeoutMs);
+  const bounded = boundedQueries(o.statements, o.timeoutMs);
   const query_timeout = bounded.queryTimeoutMs;
   const send: Send = (operation, text, values, onLateRows) => {
     const name = names.get(text);
@@ -94,15 +91,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   let migrated: Promise<void> | undefined;
   let ready = false;
   const migrate = () => {
-    migrated ??= runMigration(send, s.migrate).then(
-      () => {
-        ready = true;
-      },
-      (error: unknown) => {
-        migrated = undefined;
-        throw error;
-      },
-    );
+    migrated ??= Promise.resolve(o.statements.ready)
+      .then(() => runMigration(send, s.migrate))
+      .then(
+        () => {
+          ready = true;
+        },
+        (error: unknown) => {
+          migrated = undefined;
+          throw error;
+        },
+      );
     return migrated;
   };
   // Not an async function once migrated: one promise and one turn fewer per statement.
