@@ -372,6 +372,37 @@ for (const backend of backends) {
       expect((await once()).was_replay).toBe(false);
     });
 
+    if (backend.orm === "Kysely") {
+      it("refuses the same key nested through another object on the same transaction", async () => {
+        const nested = h.transaction((tx) =>
+          transactionalOnce(tx, options(), async () => {
+            runs++;
+            const same = (tx as { withoutPlugins(): object }).withoutPlugins();
+            await transactionalOnce(same, options(), placeOrder(same));
+            return { placed: "never" };
+          }),
+        );
+        await expect(nested).rejects.toMatchObject({ code: "idempotency_key_in_use" });
+        expect(runs).toBe(1);
+        expect(await db.count(db.orders)).toBe(0);
+      });
+    }
+
+    it("refuses a call started while another runs on the same transaction; the first commits alone", async () => {
+      const [first, second] = await h.transaction((tx) =>
+        Promise.allSettled([
+          transactionalOnce(tx, options("a"), placeOrder(tx, "a")),
+          transactionalOnce(tx, options("b"), placeOrder(tx, "b")),
+        ]),
+      );
+      expect(first).toMatchObject({ status: "fulfilled", value: { was_replay: false } });
+      expect(second).toMatchObject({ status: "rejected", reason: { code: "invalid_options" } });
+      expect(runs).toBe(1);
+      expect(await db.count(db.orders)).toBe(1);
+      expect(await db.count(db.dedup)).toBe(1);
+      expect((await once(options("a"), "a")).was_replay).toBe(true);
+    });
+
     it("refuses the same key with other arguments, without running", async () => {
       await once(options("k1", { item: "book" }), "book");
       const error = await once(options("k1", { item: "pen" }), "pen").catch((e: unknown) => e);

@@ -3,6 +3,7 @@
  * the ORM's own transaction object, so it commits or rolls back with the business write. The ORM is never
  * imported: the object is recognised by the methods and marks it carries.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { ErrorCode, IdempotencyError } from "../core/errors.js";
 import {
   numbered,
@@ -57,28 +58,40 @@ export async function transactionalOnce<T extends object, R>(
 ): Promise<TransactionalOutcome<Awaited<R>>> {
   const statements = transactionStatements(tx);
   const o = resolveTransactional(options, true);
-  // A call nested in its own write under the same key would find its own row, not yet settled, and read
-  // it as a committed one: refused, as any call whose key is in use.
   const id = `${o.table}\u0000${o.scope}\u0000${o.key}`;
-  const keys = writing.get(tx) ?? new Set<string>();
-  writing.set(tx, keys);
-  if (keys.has(id)) {
+  const chain = enclosing.getStore() ?? [];
+  // A call nested in its own write under the same key (through this transaction object or another on the
+  // same connection) would find its own row, not yet settled, and read it as a committed one.
+  if (chain.some((call) => call.id === id)) {
     throw new IdempotencyError(
       ErrorCode.keyInUse,
-      `${owner}: key "${o.key}" is being written by a call in this same transaction (a call nested in its ` +
-        "own write); nothing ran. Give the nested call a key of its own.",
+      `${owner}: key "${o.key}" is being written by the call this one is nested in; nothing ran. Give ` +
+        "the nested call a key of its own.",
     );
   }
-  keys.add(id);
+  // Two calls at once on one transaction would interleave their savepoints on its one connection: one's
+  // RELEASE or ROLLBACK TO would end the other's, and a write reported done could be undone, or one
+  // reported undone committed. A call nested in a running write is not concurrent with it.
+  const active = running.get(tx) ?? 0;
+  if (active > chain.filter((call) => call.tx === tx).length) {
+    refuse(
+      "another call is running on this transaction; nothing ran. Await each call before starting the " +
+        "next on one transaction (not Promise.all): their savepoints share its one connection",
+    );
+  }
+  running.set(tx, active + 1);
   try {
-    return await onceInTransaction(statements, o, () => write(tx), true);
+    const inside = [...chain, { tx, id }];
+    return await onceInTransaction(statements, o, () => enclosing.run(inside, () => write(tx)), true);
   } finally {
-    keys.delete(id);
+    running.set(tx, (running.get(tx) ?? 1) - 1);
   }
 }
 
-/** The keys each transaction object is running a write for, by table, scope and key. */
-const writing = new WeakMap<object, Set<string>>();
+/** The calls whose write is running on this async path, outermost first: what a new call is nested in. */
+const enclosing = new AsyncLocalStorage<readonly { readonly tx: object; readonly id: string }[]>();
+/** How many calls are running on each transaction object, nested ones included. */
+const running = new WeakMap<object, number>();
 
 const owner = "transactionalOnce()";
 
