@@ -248,11 +248,11 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
 
     async renew(request) {
       const argv = renewScript.argv(request, clockNow(request.now), clockOffset());
-      return (await run(renewScript, nameOf(request), argv)) === 1;
+      return yesOrNo("renew", await run(renewScript, nameOf(request), argv));
     },
 
     async release(request) {
-      return (await run(releaseScript, namesOf(request), releaseScript.argv(request))) === 1;
+      return yesOrNo("release", await run(releaseScript, namesOf(request), releaseScript.argv(request)));
     },
 
     async get(id, now) {
@@ -261,7 +261,7 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
     },
 
     async delete(id) {
-      return (await run(deleteScript, nameOf(id))) === 1;
+      return yesOrNo("delete", await run(deleteScript, nameOf(id)));
     },
 
     async list(query) {
@@ -452,4 +452,17 @@ function pipelines(client: RedisLike): boolean {
 function matchablePrefix(keyPrefix: string): string {
   const last = keyPrefix.charCodeAt(keyPrefix.length - 1);
   return last >= 0xd800 && last <= 0xdbff ? keyPrefix.slice(0, -1) : keyPrefix;
+}
+
+/**
+ * A script's 1 (done) or 0 (not done). Anything else is no answer from Redis (a client that made up a
+ * reply, as @upstash/redis does for a request its abort signal stopped): it throws, so the core treats
+ * the operation as unanswered rather than as refused.
+ */
+function yesOrNo(operation: string, reply: unknown): boolean {
+  if (reply === 1) return true;
+  if (reply === 0) return false;
+  throw new Error(
+    `redisStore: ${operation} got a reply that is neither 1 nor 0 (${typeof reply}) from the client`,
+  );
 }
