@@ -216,7 +216,11 @@ describe("startLease with renewals unless stopped at once", () => {
 
   describe("on fake timers", () => {
     beforeEach(() => {
-      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+      // performance too: the renewals are due from when the lease began (performance.now()), and time that
+      // really passes before they arm (a loaded machine) would bring the first one forward.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date", "performance"] });
+      // Away from 0, so that a lease's start time counts in what is due from it.
+      vi.advanceTimersByTime(5_000);
     });
     afterEach(() => {
       // In this order: a stub made under fake timers puts back the fake setTimeout when it is undone.
@@ -269,6 +273,8 @@ describe("startLease with renewals unless stopped at once", () => {
 
     it("a long synchronous stretch before the tool's first wait does not put off its first renewal", async () => {
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date", "performance"] });
+      // Away from 0, so that a lease's start time counts in what is due from it.
+      vi.advanceTimersByTime(5_000);
       const { store, seen } = renewals();
       const lease = waitingLease(store);
       // The tool computes for 2.5 s, past two renewal periods, before its first await.
