@@ -162,7 +162,8 @@ describe("the MCP conformance suite", () => {
     expect(run.passed, run.output).toBe(direct.passed);
     expect(run.code, run.output).toBe(0);
     expect(await guardedRuns("stdio")).toEqual([...calledTools].sort());
-  }, 180_000);
+    // Every scenario starts a proxy and a server of its own: 160-180 s when the suite runs beside it.
+  }, 420_000);
 
   it("with keys required, fails exactly the scenarios that call a guarded tool without one", async () => {
     const url = await serve(proxy("keyed", ["--http", "0", "--max-sessions", "64"]));
