@@ -25,12 +25,14 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
 const foldersLoaded: Record<string, string[]> = {
   ".": [".", "core"],
   "./sqlite": ["core", "sqlite"],
-  "./testing": ["core", "testing"],
+  // The conformance suite checks operators' resolutions on every store.
+  "./testing": ["core", "review", "testing"],
   "./chaos": ["chaos", "core", "sqlite"],
   "./otel": ["core", "otel"],
   "./ops": ["core", "ops"],
   "./audit": ["audit", "core"],
   "./reconcile": ["core", "reconcile"],
+  "./review": ["core", "review"],
   "./saga": ["core", "saga"],
   "./postgres": ["core", "postgres"],
   "./mysql": ["core", "mysql"],
@@ -84,6 +86,7 @@ const expected: Record<string, string[]> = {
   ],
   "./audit": ["auditTools"],
   "./reconcile": ["reconcileOnce", "startReconciler"],
+  "./review": ["reviewQueue", "resolveRecord", "readTrail"],
   "./saga": ["saga"],
   "./postgres": ["postgresStore"],
   "./mysql": ["mysqlStore"],

@@ -10,7 +10,7 @@
 import { Buffer } from "node:buffer";
 import type { Call } from "./call.js";
 import { ErrorCode } from "./errors.js";
-import { messageOf, type StoredFailure } from "./outcomes.js";
+import { messageOf, type OperatorResolution, operatorResolutionOf, type StoredFailure } from "./outcomes.js";
 import {
   open,
   type RecordBinding,
@@ -154,14 +154,60 @@ export function decodeResultProblem(
   codec?: ResultCodec,
   record?: RecordBinding,
 ): ResultProblem | undefined {
-  if (error === null) return undefined;
+  return decodeCompletedNote(error, codec, record).problem;
+}
+
+/**
+ * What a completed record's note says: why its result was not kept, and whether an operator recorded the
+ * outcome by hand. With encryption the note must open for this record (or be plaintext under
+ * `acceptPlaintext`), else `ResultUndecryptableError`.
+ */
+export function decodeCompletedNote(
+  error: string | null,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): CompletedNote {
+  if (error === null) return {};
   const parsed = safeParse(open(error, codec?.encryption, "result-problem", record)) as
-    | Partial<ResultProblem>
+    | (Partial<ResultProblem> & { resolution?: unknown })
     | undefined;
-  if (parsed?.code === ErrorCode.resultTooLarge || parsed?.code === ErrorCode.resultUnserializable) {
-    return parsed as ResultProblem;
-  }
-  return undefined;
+  if (parsed === undefined) return {};
+  const { resolution: stated, ...rest } = parsed;
+  const resolution = operatorResolutionOf(stated);
+  const kept = rest.code === ErrorCode.resultTooLarge || rest.code === ErrorCode.resultUnserializable;
+  return { ...(kept ? { problem: rest as ResultProblem } : {}), ...(resolution ? { resolution } : {}) };
+}
+
+/** What the note of a completed record holds. */
+export interface CompletedNote {
+  readonly problem?: ResultProblem;
+  readonly resolution?: OperatorResolution;
+}
+
+/** The note a completed record keeps, as stored: sealed with encryption, so it cannot be forged at rest. */
+export function encodeCompletedNote(
+  note: CompletedNote,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string {
+  const text = JSON.stringify({
+    ...note.problem,
+    ...(note.resolution ? { resolution: note.resolution } : {}),
+  });
+  return codec?.encryption ? seal(text, codec.encryption, "result-problem", record) : text;
+}
+
+/**
+ * A failure's JSON as stored for a record of this `status`: sealed with encryption. For failures built
+ * outside a call (an operator's resolution), whose JSON the caller composes.
+ */
+export function sealFailureText(
+  status: FailureStatus,
+  text: string,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string {
+  return codec?.encryption ? seal(text, codec.encryption, `failure:${status}`, record) : text;
 }
 
 /**
@@ -221,11 +267,13 @@ export function decodeFailure(
       throw new ResultUndecryptableError("malformed", undefined);
     }
   }
+  const resolution = operatorResolutionOf(parsed?.resolution);
   return {
     name: typeof parsed?.name === "string" ? parsed.name : "Error",
     message: typeof parsed?.message === "string" ? parsed.message : "the tool failed",
     ...(parsed?.code !== undefined ? { code: parsed.code } : {}),
     ...(parsed?.data !== undefined ? { data: parsed.data } : {}),
+    ...(resolution !== undefined ? { resolution } : {}),
   };
 }
 
