@@ -31,7 +31,8 @@ const foldersLoaded: Record<string, string[]> = {
   "./otel": ["core", "otel"],
   "./ops": ["core", "ops"],
   "./audit": ["audit", "core"],
-  "./reconcile": ["core", "reconcile"],
+  // It leaves operators' trail entries alone.
+  "./reconcile": ["core", "reconcile", "review"],
   "./review": ["core", "review"],
   "./saga": ["core", "saga"],
   "./postgres": ["core", "postgres"],
