@@ -28,7 +28,7 @@ const foldersLoaded: Record<string, string[]> = {
   // The conformance suite checks operators' resolutions on every store.
   "./testing": ["core", "review", "testing"],
   "./chaos": ["chaos", "core", "sqlite"],
-  "./otel": ["core", "otel"],
+  "./otel": ["core", "otel", "review"],
   "./ops": ["core", "ops"],
   "./audit": ["audit", "core"],
   // It leaves operators' trail entries alone.

@@ -85,6 +85,8 @@ export interface ReviewQueue {
   readonly total: number;
   /** How many of them per tool. */
   readonly byTool: Readonly<Record<string, number>>;
+  /** The age of each tool's oldest (ms). */
+  readonly oldestAgeMsByTool: Readonly<Record<string, number>>;
   /** The age of the oldest (ms), or undefined when the queue is empty. */
   readonly oldestAgeMs: number | undefined;
   /** How many records were looked at. */
@@ -135,11 +137,17 @@ export async function reviewQueue(options: ReviewQueueOptions): Promise<ReviewQu
   }
   const records = [...found.values()].sort((a, b) => a.createdAt - b.createdAt);
   const byTool: Record<string, number> = {};
-  for (const record of records) byTool[record.tool] = (byTool[record.tool] ?? 0) + 1;
+  const oldestAgeMsByTool: Record<string, number> = {};
+  for (const record of records) {
+    byTool[record.tool] = (byTool[record.tool] ?? 0) + 1;
+    // Oldest first: a tool's first record is its oldest.
+    oldestAgeMsByTool[record.tool] ??= now - record.createdAt;
+  }
   return {
     items: records.slice(0, limit).map((record) => itemOf(record, now, codecs.get(record.tool))),
     total: records.length,
     byTool,
+    oldestAgeMsByTool,
     oldestAgeMs: records.length > 0 ? now - records[0]!.createdAt : undefined,
     scanned,
   };
