@@ -315,7 +315,7 @@ describe("what the reconciler leaves for the review queue", () => {
       at: new Date(clock.now()).toISOString(),
     });
     expect(byKey.thrown?.verify).toMatchObject({ status: "error", reason: "provider timeout" });
-    expect(byKey.thrown?.failure?.message).toBe("the worker stopped before recording an outcome");
+    expect(byKey.thrown?.failure).toBeUndefined();
   });
 
   it("leaves operators' trail entries alone, even one left interrupted", async () => {

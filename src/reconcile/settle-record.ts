@@ -4,8 +4,8 @@ import { settleAttempts } from "../core/call.js";
 import { undoOnce } from "../core/compensation.js";
 import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
-import { open, type RecordBinding, type ResultCodec } from "../core/result-codec.js";
-import { encodeFailure, encodeResult, sealFailureText } from "../core/serialize.js";
+import type { RecordBinding, ResultCodec } from "../core/result-codec.js";
+import { encodeFailure, encodeResult, withReviewNote } from "../core/serialize.js";
 import { type IdempotencyRecord, RecordStatus, settleOwn } from "../core/store.js";
 import { iso } from "../core/time.js";
 import { Decision } from "./decision.js";
@@ -178,10 +178,7 @@ export async function apply(
   }
 }
 
-/**
- * The unknown record's failure with the hook's answer beside it (`review.verify`). A failure that cannot
- * be opened is kept as it was, without the note: nothing the record kept is ever lost.
- */
+/** The unknown record's failure with the hook's answer beside it (`review.verify`). */
 function withVerifyNote(
   taken: IdempotencyRecord,
   answer: Answer,
@@ -190,32 +187,13 @@ function withVerifyNote(
   codec: ResultCodec | undefined,
   binding: RecordBinding | undefined,
 ): string | null {
-  let failure: Record<string, unknown>;
-  try {
-    const text =
-      taken.error === null ? null : open(taken.error, codec?.encryption, "failure:unknown", binding);
-    const parsed: unknown =
-      text === null
-        ? { name: "Error", message: "the worker stopped before recording an outcome" }
-        : JSON.parse(text);
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return taken.error;
-    failure = parsed as Record<string, unknown>;
-  } catch {
-    return taken.error;
-  }
   const status = answer.ok ? String((answer.outcome as { status?: unknown } | undefined)?.status) : "error";
   const stated = answer.ok
     ? (answer.outcome as { reason?: unknown } | undefined)?.reason
     : message(answer.error);
   const reason = why ?? (typeof stated === "string" ? stated : undefined);
   const verify = { status, at: iso(now), ...(reason !== undefined ? { reason } : {}) };
-  const review = typeof failure.review === "object" && failure.review !== null ? failure.review : {};
-  return sealFailureText(
-    "unknown",
-    JSON.stringify({ ...failure, review: { ...review, verify } }),
-    codec,
-    binding,
-  );
+  return withReviewNote(taken.error, { verify }, codec, binding);
 }
 
 function message(error: unknown): string {

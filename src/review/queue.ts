@@ -66,6 +66,11 @@ export interface ReviewItem {
   readonly failure?: { readonly name: string; readonly message: string; readonly code?: string | number };
   /** The verify hook's last answer, when the reconciler or a call asked it and recorded it. */
   readonly verify?: VerifyNote;
+  /**
+   * What the call was for: its arguments' JSON (redacted, at most 1,000 characters), when the tool keeps
+   * one (`reviewPreview`) and the outcome was recorded as unknown by a call.
+   */
+  readonly preview?: string;
   /** True when the record's notes are sealed and this queue was not given its tool's keys. */
   readonly sealed: boolean;
 }
@@ -196,6 +201,7 @@ export function itemOf(record: IdempotencyRecord, now: number, codec?: ResultCod
     version: recordVersion(record),
     ...(note.failure ? { failure: note.failure } : {}),
     ...(note.verify ? { verify: note.verify } : {}),
+    ...(note.preview !== undefined ? { preview: note.preview } : {}),
     sealed: note.sealed,
   };
 }
@@ -203,6 +209,7 @@ export function itemOf(record: IdempotencyRecord, now: number, codec?: ResultCod
 interface Note {
   readonly failure?: ReviewItem["failure"];
   readonly verify?: VerifyNote;
+  readonly preview?: string;
   readonly sealed: boolean;
 }
 
@@ -235,8 +242,15 @@ function readNote(record: IdempotencyRecord, codec: ResultCodec | undefined): No
             : {}),
         }
       : undefined;
-  const verify = verifyNoteOf((parsed.review as Record<string, unknown> | undefined)?.verify);
-  return { ...(failure ? { failure } : {}), ...(verify ? { verify } : {}), sealed: false };
+  const review = parsed.review as Record<string, unknown> | undefined;
+  const verify = verifyNoteOf(review?.verify);
+  const preview = typeof review?.arguments === "string" ? review.arguments : undefined;
+  return {
+    ...(failure ? { failure } : {}),
+    ...(verify ? { verify } : {}),
+    ...(preview !== undefined ? { preview } : {}),
+    sealed: false,
+  };
 }
 
 /** A verify note, when `value` is one. */
