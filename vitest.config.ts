@@ -74,6 +74,7 @@ export const needsServerOrProcess = [
   "test/redis-cluster.test.ts",
   "test/redis-commands.test.ts",
   "test/redis-cross-process.test.ts",
+  "test/redis-glide.test.ts",
   "test/redis-late-claims.test.ts",
   "test/redis-node-redis-review.test.ts",
   "test/redis-node-redis.test.ts",
