@@ -71,6 +71,7 @@ export const needsServerOrProcess = [
   "test/provision.test.ts",
   "test/proxy-http-guards.test.ts",
   "test/reconcile-stores.test.ts",
+  "test/redis-claim-expiry.test.ts",
   "test/redis-cluster.test.ts",
   "test/redis-commands.test.ts",
   "test/redis-cross-process.test.ts",
