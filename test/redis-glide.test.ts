@@ -2,7 +2,14 @@
 // sent through customCommand. The conformance suite runs on it, records are shared with ioredis stores, and
 // what GLIDE does in an outage, or answers in a shape of its own, fails closed.
 
-import { ClosingError, Decoder, GlideClient, GlideClusterClient, TimeoutError } from "@valkey/valkey-glide";
+import {
+  ClientSideCache,
+  ClosingError,
+  Decoder,
+  GlideClient,
+  GlideClusterClient,
+  TimeoutError,
+} from "@valkey/valkey-glide";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { idempotent, isIdempotencyError } from "../src/index.js";
 import {
@@ -110,6 +117,40 @@ describe("redisStore on a GLIDE client", () => {
       expect((await store.list({})).records.map((r) => r.key)).toEqual(["k"]);
     } finally {
       bytes.close();
+    }
+  });
+
+  it("refuses a client with compression, which would store records its scripts cannot read", async () => {
+    const compressing = await glideTestClient(new URL(redisUrl), { compression: { enabled: true } });
+    try {
+      expect(() => redisStore({ client: compressing })).toThrow(
+        expect.objectContaining({ code: "invalid_options", message: expect.stringContaining("compression") }),
+      );
+    } finally {
+      compressing.close();
+    }
+  });
+
+  it("sees what another client wrote, on a client with a client-side cache", async () => {
+    const prefix = await fresh();
+    const cached = await glideTestClient(new URL(redisUrl), {
+      clientSideCache: ClientSideCache.create(1024, 0),
+    });
+    try {
+      const store = redisStore({ client: cached, prefix });
+      const viaIoredis = redisStore({ client: ioredis, prefix });
+      const id = { scope: "tenant-a", key: "order-1" };
+      for (let round = 0; round < 2; round++) {
+        expect((await store.claim(claimRequest({ token: `t-${round}` }))).claimed).toBe(true);
+        expect((await store.get(id, Date.now()))?.token).toBe(`t-${round}`);
+        expect((await store.list({})).records.map((r) => r.token)).toEqual([`t-${round}`]);
+        // Gone by another client's hand: this one must not answer from a cache.
+        expect(await viaIoredis.delete(id)).toBe(true);
+        expect(await store.get(id, Date.now())).toBeUndefined();
+        expect((await store.list({})).records).toEqual([]);
+      }
+    } finally {
+      cached.close();
     }
   });
 

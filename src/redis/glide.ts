@@ -53,15 +53,23 @@ export function isGlide(client: unknown): client is GlideClientLike {
 }
 
 /**
- * Why the store does not drive `client`, a GLIDE cluster client, or undefined for any other client. Its
- * SCAN walks the cluster through a cursor object of its own rather than node by node, which the store's
- * `list` and `purge` need.
+ * Why the store does not drive `client`, a GLIDE client, or undefined for any other client (and for a
+ * GlideClient it drives). A cluster client's SCAN walks the cluster through a cursor object of its own
+ * rather than node by node, which the store's `list` and `purge` need. A client with `compression`
+ * enabled compresses the value of a `SET`, even one sent through `customCommand`: the claim's record would
+ * be stored as bytes that the store's scripts, and every other client, cannot read.
  */
 export function glideRefusal(client: unknown): string | undefined {
   if (!isGlide(client)) return undefined;
-  return typeof (client as { invokeScriptWithRoute?: unknown }).invokeScriptWithRoute === "function"
-    ? "is a Valkey GLIDE cluster client (GlideClusterClient), which the store does not drive: use an ioredis Cluster, or a GlideClient per standalone server"
-    : undefined;
+  if (typeof (client as { invokeScriptWithRoute?: unknown }).invokeScriptWithRoute === "function") {
+    return "is a Valkey GLIDE cluster client (GlideClusterClient), which the store does not drive: use an ioredis Cluster, or a GlideClient per standalone server";
+  }
+  // The options the client was created with (a private field of GLIDE's, read, never written).
+  const config = (client as { config?: { compression?: { enabled?: unknown } } }).config;
+  if (config?.compression?.enabled === true) {
+    return "is a Valkey GLIDE client with compression enabled, which would store the store's records compressed where its scripts cannot read them: pass a GlideClient created without compression";
+  }
+  return undefined;
 }
 
 /** The store's commands on a GLIDE client. */
