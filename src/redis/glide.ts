@@ -10,7 +10,9 @@ import type { RedisLike } from "./redis-store.js";
 
 /**
  * The part of a Valkey GLIDE client the store uses: `GlideClient` from `@valkey/valkey-glide` 2.x, on
- * Valkey or Redis, standalone. A `GlideClusterClient` is refused (its type, by `invokeScriptWithRoute`).
+ * Valkey or Redis, standalone. A `GlideClusterClient` is refused (its type, by `invokeScriptWithRoute`),
+ * and so is a client created with `compression` enabled. What the store does about GLIDE's timeouts,
+ * decoders and errors: docs/stores.md, "Valkey GLIDE".
  * @example
  * import { GlideClient } from "@valkey/valkey-glide";
  * import { redisStore } from "idempotool/redis";
