@@ -72,7 +72,7 @@ export interface RedisLike extends RedisScanner, ScriptClient {
 
 /**
  * A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), a
- * node-redis client, an `@upstash/redis` client (Vercel KV's too), or a Valkey GLIDE `GlideClient`.
+ * node-redis client, an `@upstash/redis` client (Vercel KV's too), or a Valkey GLIDE client.
  */
 export type RedisClientLike = RedisLike | NodeRedisLike | UpstashRedisLike | GlideClientLike;
 
@@ -82,7 +82,7 @@ export interface RedisStoreOptions<C extends RedisClientLike = RedisClientLike> 
    * Your client, which stays yours: the store configures nothing on it and never closes it. An ioredis
    * `Redis` or `Cluster`, a node-redis client (`createClient()` from `redis`, connected), or an
    * `@upstash/redis` `Redis` (over HTTPS, for Workers and edge functions; Vercel KV's client is one), or a
-   * Valkey GLIDE `GlideClient` (standalone). For outages to fail fast rather than queue, give ioredis
+   * Valkey GLIDE `GlideClient` or `GlideClusterClient`. For outages to fail fast rather than queue, give ioredis
    * `maxRetriesPerRequest: 0` (or 1), or `enableOfflineQueue: false` (then wait for its `ready` event
    * before the first call: until then every command fails); give node-redis `disableOfflineQueue: true`.
    * GLIDE fails a command after its own `requestTimeout` (250 ms by default), whichever deadline is
@@ -336,7 +336,7 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
 function resolveOptions(options: RedisStoreOptions) {
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   // A node-redis cluster, sentinel or v5 legacy() client would misread the store's commands: refused.
-  // So would a GLIDE cluster client, whose SCAN is not node by node.
+  // A GLIDE client with compression would store records its scripts cannot read: refused too.
   const refusal = nodeRedisRefusal(options.client) ?? glideRefusal(options.client);
   if (refusal !== undefined) invalidOption(owner, "client", refusal);
   // A node-redis client in legacyMode is driven through its v4 commands; its own are callback-style.
@@ -361,7 +361,7 @@ function resolveOptions(options: RedisStoreOptions) {
       invalidOption(
         owner,
         "client",
-        `must be a Redis client such as an ioredis Redis or Cluster, a node-redis client, an @upstash/redis Redis or a Valkey GLIDE GlideClient (no ${method}() method)`,
+        `must be a Redis client such as an ioredis Redis or Cluster, a node-redis client, an @upstash/redis Redis or a Valkey GLIDE client (no ${method}() method)`,
       );
     }
   }
