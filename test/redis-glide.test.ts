@@ -9,6 +9,7 @@ import {
   GlideClient,
   type GlideClusterClient,
   ProtocolVersion,
+  RequestError,
   TimeoutError,
 } from "@valkey/valkey-glide";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
@@ -236,6 +237,23 @@ describe("redisStore on a GLIDE client", () => {
       await expect(store.release({ ...id, token: "t" })).rejects.toThrow(/unexpected shape/);
       await expect(store.list({})).rejects.toThrow(/unexpected shape/);
     }
+  });
+
+  // GLIDE words Redis's errors its own way; a made-up client injects two as GLIDE gives them.
+  it("reads GLIDE's wording of a syntax error (Redis before 7.0) as one, and claims by script from then on", async () => {
+    const sent: string[] = [];
+    const store = redisStore({
+      client: fakeGlide(async ([command]) => {
+        sent.push(command!);
+        if (command === "SET")
+          throw new RequestError("An error was signalled by the server: - ResponseError: syntax error");
+        // The claim script's answer for a key it claimed: the server's time.
+        return 1_767_000_000_000;
+      }),
+    });
+    expect((await store.claim(claimRequest({ key: "first" }))).claimed).toBe(true);
+    expect((await store.claim(claimRequest({ key: "second" }))).claimed).toBe(true);
+    expect(sent).toEqual(["SET", "EVAL", "EVALSHA"]);
   });
 
   it("claims with SET … PX … NX GET spelled out, never through GLIDE's own set options", async () => {
