@@ -80,13 +80,13 @@ export type RedisClientLike = RedisLike | NodeRedisLike | UpstashRedisLike | Gli
 export interface RedisStoreOptions<C extends RedisClientLike = RedisClientLike> {
   /**
    * Your client, which stays yours: the store configures nothing on it and never closes it. An ioredis
-   * `Redis` or `Cluster`, a node-redis client (`createClient()` from `redis`, connected), or an
-   * `@upstash/redis` `Redis` (over HTTPS, for Workers and edge functions; Vercel KV's client is one), or a
-   * Valkey GLIDE `GlideClient` or `GlideClusterClient`. For outages to fail fast rather than queue, give ioredis
-   * `maxRetriesPerRequest: 0` (or 1), or `enableOfflineQueue: false` (then wait for its `ready` event
-   * before the first call: until then every command fails); give node-redis `disableOfflineQueue: true`.
-   * GLIDE fails a command after its own `requestTimeout` (250 ms by default), whichever deadline is
-   * shorter.
+   * `Redis` or `Cluster`, a node-redis client (`createClient()` from `redis`, connected), an
+   * `@upstash/redis` `Redis` (over HTTPS, for Workers and edge functions; Vercel KV's client is one), or
+   * a Valkey GLIDE `GlideClient` or `GlideClusterClient`. For outages to fail fast rather than queue,
+   * give ioredis `maxRetriesPerRequest: 0` (or 1), or `enableOfflineQueue: false` (then wait for its
+   * `ready` event before the first call: until then every command fails); give node-redis
+   * `disableOfflineQueue: true`. GLIDE fails a command after its own `requestTimeout` (250 ms by
+   * default) or the store's deadline, whichever comes first.
    */
   readonly client: C;
   /** Prepended to every record's key name; it ends in `:`. Default `"idempotool:"`. */
