@@ -150,7 +150,9 @@ describe("the package", () => {
       expect([...loaded].sort()).toEqual(folders);
       expect(
         [...graph.packages].filter((name) =>
-          /^(better-sqlite3|pg|postgres|@electric-sql\/pglite|ioredis)(\/|$)/.test(name),
+          /^(better-sqlite3|pg|postgres|@electric-sql\/pglite|ioredis|redis|@upstash\/redis|@valkey\/valkey-glide)(\/|$)/.test(
+            name,
+          ),
         ),
       ).toEqual([]);
     });
