@@ -12,7 +12,7 @@ import { redisStore, type UpstashRedisLike } from "../src/redis/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest } from "./fixtures/claim-request.js";
 import { eventually } from "./fixtures/pg-helpers.js";
-import { dropPrefix, testClient } from "./fixtures/redis-helpers.js";
+import { dropPrefix, testClient, withRedisExpiry } from "./fixtures/redis-helpers.js";
 import { redisTestFile } from "./fixtures/redis-test-file.js";
 import { upstashClient } from "./fixtures/stores.js";
 import { emailTool, rejection } from "./fixtures/tools.js";
@@ -84,6 +84,24 @@ describe("redisStore on @upstash/redis: conformance (clock: request)", () => {
   })) {
     it(c.name, c.run);
   }
+});
+
+// As in redis-store.test.ts: Redis's expiry following the fake clock, for every case but purge's counts.
+describe("redisStore on @upstash/redis: conformance (clock: request), Redis's expiry following the clock", () => {
+  const cases = storeConformanceCases({
+    name: "redis (upstash), expiring",
+    claimsMayArriveLate: true,
+    create: async () => {
+      const prefix = await fresh("conformance");
+      const client = await upstashClient(server.url, server.token);
+      return {
+        store: redisStore({ client, prefix, clock: "request" }),
+        clock: withRedisExpiry(fakeClock(Date.now() + 30 * DAY), admin, prefix),
+        cleanup: () => dropPrefix(admin, prefix),
+      };
+    },
+  }).filter((c) => !/purge/.test(c.name));
+  for (const c of cases) it(c.name, c.run);
 });
 
 describe("redisStore on @upstash/redis", () => {

@@ -415,7 +415,7 @@ function resolveOptions(options: RedisStoreOptions) {
 }
 
 /**
- * Whether a request's stub is well formed: whole, non-negative ms, and a key life of at least 1 ms
+ * Whether a request's stub is well formed: whole, non-negative ms, and a key life that is a safe integer
  * (anything else the script claim handles, or refuses).
  */
 function stubFits(request: ClaimRequest): boolean {
@@ -425,7 +425,7 @@ function stubFits(request: ClaimRequest): boolean {
     Number.isSafeInteger(ttlMs) &&
     leaseMs >= 0 &&
     ttlMs >= 0 &&
-    claimStubLifeMs(request) >= 1
+    Number.isSafeInteger(claimStubLifeMs(request))
   );
 }
 
