@@ -245,6 +245,24 @@ describe("redisStore on @upstash/redis", () => {
     expect(sent).toEqual([alice]);
   });
 
+  it("answers every release on a key, past 128 in a day, and a late claim of each released token stays out", async () => {
+    const { store, prefix, direct } = await upstashStore();
+    const id = { scope: "tenant-a", key: "busy" };
+    const tokens = Array.from({ length: 200 }, (_, i) => `given-up-${i}`);
+    for (const token of tokens) {
+      // A claim that landed with its reply lost, as far as the caller knows, and the release it sends next.
+      expect((await store.claim(claimRequest({ ...id, token }))).claimed).toBe(true);
+      expect(await store.release({ ...id, token }), token).toBe(true);
+    }
+    expect(await admin.zcard(`${prefix}tenant-a:busy:[released]`)).toBe(tokens.length);
+    // Then copies of those claims arrive, the oldest first among them: none lands.
+    for (const token of [tokens[0]!, tokens[1]!, tokens[127]!, tokens[128]!, tokens[199]!]) {
+      await expect(store.claim(claimRequest({ ...id, token })), token).rejects.toThrow(/released/);
+    }
+    expect(await direct.get(id, Date.now())).toBeUndefined();
+    expect((await store.claim(claimRequest({ ...id, token: "a-new-call" }))).claimed).toBe(true);
+  });
+
   it("resends a request whose reply was lost, and the tool runs once", async () => {
     const own = await ownServer();
     const { store, prefix } = await upstashStore({ through: own });

@@ -65,11 +65,10 @@ local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) 
 
 /**
  * How long a store that remembers released tokens (KEYS[2], see `releasedName`) keeps one: a day after its
- * release, by the server's clock.
+ * release, by the server's clock. Every token released on the key within that day is kept, however many:
+ * a late claim can come from any of them (see `releaseScript`), so none is forgotten early to make room.
  */
 const releasedTokenMemoryMs = 24 * 60 * 60 * 1000;
-/** How many tokens released within a day a key's set holds at most; a release past it fails. */
-const maxReleasedTokens = 128;
 
 // A claim or takeover by a token released on the key (KEYS[2], where the store remembers them) is late:
 // its caller gave up on it and released it. It never lands, whatever the record's key holds.
@@ -340,8 +339,14 @@ return 1
 /**
  * Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. With KEYS[2], it
  * first remembers the token there for a day by the server's clock, whatever the record's key holds (a
- * claim or takeover by it that arrives later never lands), forgetting the tokens whose day has passed;
- * past maxReleasedTokens it fails, and the core releases again later.
+ * claim or takeover by it that arrives later never lands), forgetting the tokens whose day has passed.
+ *
+ * Every released token is remembered, not only those whose claim went unanswered: the client resends a
+ * request after a network error on its own, so a claim answered by a resent copy may have an earlier copy
+ * still on its way, which the store never hears of. Nor is any token forgotten before its day to bound the
+ * set: the one forgotten could be the one whose claim is late. The set holds the releases of the last day
+ * on this key, each one a call's (the core releases a token it claimed with), so it grows with the calls
+ * on the key as its records do, and a release never fails for want of room.
  */
 export const releaseScript = script<{ readonly token: string }>(
   "release",
@@ -353,9 +358,6 @@ if KEYS[2] then
   local t = redis.call('TIME')
   local released_at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ms(released_at - ${releasedTokenMemoryMs}))
-  if not redis.call('ZSCORE', KEYS[2], token) and redis.call('ZCARD', KEYS[2]) >= ${maxReleasedTokens} then
-    return redis.error_reply('ERR redisStore: ${maxReleasedTokens} claims were released on this key within a day; try the release again later.')
-  end
   redis.call('ZADD', KEYS[2], ms(released_at), token)
   redis.call('PEXPIRE', KEYS[2], ${releasedTokenMemoryMs})
 end
