@@ -844,18 +844,18 @@ const specs: readonly Spec[] = [
     "a record in progress or unknown past its window never blocks a claim, which fences its owner's late settle out",
     async (t) => {
       const window = { leaseMs: 1_000, ttlMs: 1_000 };
-      await claimFree(t, { ...window, key: "in-progress" });
-      await claimFree(t, { ...window, key: "unknown" });
-      await settled(t, "token-a", {
-        ...window,
-        key: "unknown",
-        status: "unknown",
-        result: null,
-        error: "timeout",
-      });
+      const keys = ["in-progress", "unknown", "in-progress-read", "unknown-read"];
+      for (const key of keys) {
+        await claimFree(t, { ...window, key });
+        if (key.startsWith("unknown")) {
+          await settled(t, "token-a", { ...window, key, status: "unknown", result: null, error: "timeout" });
+        }
+      }
       await t.clock.advance(3_600_000);
-      for (const key of ["in-progress", "unknown"]) {
+      for (const key of ["in-progress-read", "unknown-read"]) {
         assert.equal(await current(t, SCOPE, key), undefined, `${key}: a record past its window is absent`);
+      }
+      for (const key of ["in-progress", "unknown"]) {
         const fresh = await claimFree(t, { key, token: "token-b" });
         assert.equal(await t.store.settle(settleRequest(t, "token-a", { key })), null, `${key}: fenced out`);
         assert.equal(await t.store.renew(renewRequest(t, "token-a", { key })), false, `${key}: fenced out`);
