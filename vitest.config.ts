@@ -79,6 +79,7 @@ export const needsServerOrProcess = [
   "test/redis-late-claims.test.ts",
   "test/redis-node-redis-review.test.ts",
   "test/redis-node-redis.test.ts",
+  "test/redis-outlived-window.test.ts",
   "test/redis-plain-claims-review.test.ts",
   "test/redis-plain-claims.test.ts",
   "test/redis-record-value.test.ts",

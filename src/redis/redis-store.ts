@@ -143,11 +143,12 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
   const { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero, remembersReleases } =
     resolveOptions(options);
   const { run, runPlain, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
-  // A claim is one plain command, SET NX GET, when a key being there means its record is live by the
-  // clock the store judges by: the server's own, with no offset (the scripts expire a key the millisecond
-  // before its record). It writes a stub that the scripts read as its record. Off for good once Redis
-  // answers that it does not know the command's form (before 7.0). Off where the store remembers
-  // released tokens: a plain command cannot read them.
+  // A claim is one plain command, SET NX GET, when a key being there means its settled record is live by
+  // the clock the store judges by: the server's own, with no offset (the scripts expire a completed or
+  // failed record's key the millisecond before its record; one in progress or unknown outlives its
+  // record, and goes to the claim script). It writes a stub that the scripts read as its record. Off for
+  // good once Redis answers that it does not know the command's form (before 7.0). Off where the store
+  // remembers released tokens: a plain command cannot read them.
   let plainClaims =
     clock === "server" && offsetIsZero && !remembersReleases && typeof client.set === "function";
 
@@ -421,7 +422,7 @@ function resolveOptions(options: RedisStoreOptions) {
 }
 
 /**
- * Whether a request's stub is well formed: whole, non-negative ms, and a key life of at least 1 ms
+ * Whether a request's stub is well formed: whole, non-negative ms, and a key life that is a safe integer
  * (anything else the script claim handles, or refuses).
  */
 function stubFits(request: ClaimRequest): boolean {
@@ -431,7 +432,7 @@ function stubFits(request: ClaimRequest): boolean {
     Number.isSafeInteger(ttlMs) &&
     leaseMs >= 0 &&
     ttlMs >= 0 &&
-    claimStubLifeMs(request) >= 1
+    Number.isSafeInteger(claimStubLifeMs(request))
   );
 }
 
