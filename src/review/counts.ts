@@ -1,7 +1,7 @@
 /**
  * Counts over time, from what the store itself knows: how long the records that need a person have
- * waited, how many are unknown and how many were left in progress, how many keys were taken over by a
- * second attempt, and how many resolutions the trail keeps per day. Replays and conflicts leave nothing
+ * waited, how many are unknown and how many were left in progress, how many keys were taken over (a
+ * second attempt, or an operator's resolution), and how many resolutions the trail keeps per day. Replays and conflicts leave nothing
  * in the store to count: the OpenTelemetry integration counts those.
  */
 import { type Clock, systemClock } from "../core/clock.js";
@@ -47,7 +47,10 @@ export interface ReviewCounts {
   readonly unknown: number;
   /** Of those: left in progress with their lease passed (their worker stopped). */
   readonly stale: number;
-  /** Live records whose key was claimed more than once (a lease taken over after a worker stopped). */
+  /**
+   * Live records whose key was claimed more than once (attempts > 1): a later attempt took over a lease
+   * that passed, or an operator's resolution took the record over to settle it.
+   */
   readonly takeovers: number;
   /** Resolutions per day, oldest day first, for the days the trail keeps. */
   readonly resolutionsPerDay: readonly ResolutionDay[];
