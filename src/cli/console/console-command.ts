@@ -13,7 +13,7 @@ import { type ConsoleServer, loopbackHosts, startConsoleServer } from "./console
 
 interface ConsoleFlags extends StoreFlags {
   readonly host: string;
-  readonly port: number;
+  readonly port?: number;
 }
 
 const examples = `
@@ -39,7 +39,7 @@ export function consoleCommand(command: Command, context: CommandContext): void 
       `where to listen: a loopback name (${loopbackHosts.join(", ")}); other addresses are refused`,
       "127.0.0.1",
     )
-    .option("--port <port>", "the port (default: a free one)", port, 0)
+    .option("--port <port>", "the port (default: a free one)", port)
     .addHelpText("after", examples)
     .action(async (flags: ConsoleFlags) => {
       if (!(loopbackHosts as readonly string[]).includes(flags.host)) {
@@ -56,13 +56,13 @@ export function consoleCommand(command: Command, context: CommandContext): void 
           store,
           storeLabel: redactUrl(flags.store),
           host: flags.host,
-          port: flags.port,
+          port: flags.port ?? 0,
           secrets: context.secrets,
         });
       } catch (error) {
         await store.close().catch(() => undefined);
         throw new UsageError(
-          `cannot listen on ${flags.host}:${flags.port}: ${error instanceof Error ? error.message : String(error)}`,
+          `cannot listen on ${flags.host}:${flags.port ?? 0}: ${error instanceof Error ? error.message : String(error)}`,
           { cause: error },
         );
       }
