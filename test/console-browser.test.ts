@@ -233,6 +233,10 @@ describe.each(storeRows)("the console on $name", (row) => {
     expect(await page.locator("#queue-summary").textContent()).toContain(
       "1 record needs a person (filtered)",
     );
+    // The keyboard alone opens a record.
+    await page.locator("#queue-rows tr[data-key='welcome-grace'] button").focus();
+    await page.keyboard.press("Enter");
+    await page.locator("#record[data-key='welcome-grace']").waitFor();
   });
 
   it("resolves a record as completed; the tool's next repeat replays that result, resolved_by_operator", async () => {

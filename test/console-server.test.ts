@@ -164,6 +164,15 @@ describe("the console's server", () => {
       headers: { cookie, "sec-fetch-site": "cross-site" },
     });
     expect(crossSite.status).toBe(403);
+    // Another port of this machine is the same site, to a SameSite cookie: refused all the same.
+    const sameSite = await fetch(`${server.origin}/api/queue`, {
+      headers: { cookie, "sec-fetch-site": "same-site" },
+    });
+    expect(sameSite.status).toBe(403);
+    const ownPage = await fetch(`${server.origin}/api/queue`, {
+      headers: { cookie, "sec-fetch-site": "same-origin" },
+    });
+    expect(ownPage.status).toBe(200);
   });
 
   it("resolves only from its own origin, with JSON, and never without the version the operator saw", async () => {

@@ -214,7 +214,7 @@ function renderRecord(scope, key, story, changedMessage) {
     parts.push(
       h(
         "div",
-        { class: "changed", role: "alert", id: "record-changed" },
+        { class: "changed", role: "alert", id: "record-changed", tabindex: "-1" },
         h("strong", { text: "This record changed since you opened it. Nothing was written. " }),
         changedMessage + " Read it again below before you decide.",
       ),
@@ -316,6 +316,7 @@ function renderRecord(scope, key, story, changedMessage) {
     );
   }
   pane.replaceChildren(...parts);
+  $("record-title").setAttribute("tabindex", "-1");
   pane.dataset.key = key;
   pane.dataset.status = record ? record.status : "none";
 }
@@ -392,6 +393,7 @@ async function submitResolve(event) {
       state.resolving = undefined;
       await openRecord(target.scope, target.key, error.message);
       await loadQueue();
+      $("record-changed").focus();
       return;
     }
     if (error.status === 401) {
@@ -408,6 +410,8 @@ async function submitResolve(event) {
       (target.as === "not_executed" ? " The next call runs the tool." : ""),
   );
   await Promise.all([openRecord(target.scope, target.key), loadQueue()]);
+  // The button that opened the dialog is gone with the old rendering: keep the keyboard in the record.
+  $("record-title").focus();
 }
 
 // Counts.

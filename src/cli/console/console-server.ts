@@ -120,7 +120,10 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     if (origin !== undefined && origin !== originOf(hostHeader.toLowerCase())) {
       throw new ApiRefusal(403, "origin_refused", "this console answers only its own page");
     }
-    if (request.headers["sec-fetch-site"] === "cross-site") {
+    // A browser says where a request comes from: another site, or another port of this machine (the same
+    // site, to a cookie), gets nothing; "none" is the operator opening the link.
+    const fetchSite = request.headers["sec-fetch-site"];
+    if (fetchSite !== undefined && fetchSite !== "same-origin" && fetchSite !== "none") {
       throw new ApiRefusal(403, "origin_refused", "this console answers only its own page");
     }
     const url = new URL(request.url ?? "/", "http://console.invalid");
