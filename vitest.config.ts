@@ -21,6 +21,7 @@ export const needsServerOrProcess = [
   "test/cli-read-only.test.ts",
   "test/cli-secrets.test.ts",
   "test/cli-server-stores.test.ts",
+  "test/console-browser.test.ts",
   "test/cloudflare-example.test.ts",
   "test/cloudflare-lease-renewals.test.ts",
   "test/cloudflare-released-tokens.test.ts",
