@@ -142,8 +142,15 @@ async function afterTool<A, R>(
     }
     case "settle_unknown": {
       const reason = `the tool threw before reporting an outcome (${messageOf(cause)}), and its ${call.options.effect} effect may have happened`;
-      const codec = call.options.codec;
-      const stored = encodeFailure(RecordStatus.unknown, cause, undefined, codec, bindingFor(call, record));
+      const stored = encodeFailure(
+        RecordStatus.unknown,
+        cause,
+        undefined,
+        call.options.maxResultBytes,
+        call.options.codec,
+        bindingFor(call, record),
+        call.options.store.maxStoredResultBytes,
+      );
       return await settleUnknown(call, record, stored, reason, cause, "run");
     }
     default:
@@ -223,7 +230,7 @@ type After = Facts<"settled">["after"];
 /** What a call records, with what it needs to answer its caller once the settle is answered. */
 type Settling<R> =
   | { readonly status: "completed"; readonly result: R; readonly encoded: ReturnType<typeof encodeResult> }
-  | { readonly status: "failed"; readonly cause: unknown; readonly data: unknown }
+  | { readonly status: "failed"; readonly cause: unknown }
   | { readonly status: "unknown"; readonly reason: string; readonly cause: unknown };
 
 /** Record a result (this call's, or the one verify found) and hand it to the caller. */
@@ -254,14 +261,17 @@ function settleFailed<A, R>(
   data: unknown,
   after: After,
 ): Promise<never> {
-  const error = encodeFailure(RecordStatus.failed, cause, data, call.options.codec, bindingFor(call, record));
-  return settle(
-    call,
-    record,
-    { status: "failed", cause, data },
-    { result: null, error },
-    after,
-  ) as Promise<never>;
+  const { options } = call;
+  const error = encodeFailure(
+    RecordStatus.failed,
+    cause,
+    data,
+    options.maxResultBytes,
+    options.codec,
+    bindingFor(call, record),
+    options.store.maxStoredResultBytes,
+  );
+  return settle(call, record, { status: "failed", cause }, { result: null, error }, after) as Promise<never>;
 }
 
 /** Record that nobody knows the outcome, and fail closed. */
@@ -315,9 +325,14 @@ async function settle<A, R>(
       emit(call, "failed", record.attempts, cause);
       throw cause;
     case "replay_failure": {
-      const { data } = settling as Extract<Settling<Awaited<R>>, { status: "failed" }>;
       emit(call, "replay", record.attempts);
-      const failure = decodeFailure(RecordStatus.failed, encodeFailure(RecordStatus.failed, cause, data));
+      // What the record keeps (its data dropped when over the limit), as any later repeat gets it.
+      const failure = decodeFailure(
+        RecordStatus.failed,
+        stored.error,
+        call.options.codec,
+        bindingFor(call, record),
+      );
       throw new ReplayedFailureError(failure, iso(record.createdAt), call.key);
     }
     case "outcome_unknown": {

@@ -118,12 +118,13 @@ export async function apply(
     codec?.encryption === undefined
       ? undefined
       : { scope: taken.scope, key: taken.key, tool: taken.tool, fingerprint: taken.fingerprint };
+  const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
+  const storeMax = o.store.maxStoredResultBytes;
   try {
     const outcome = answer.ok ? answer.outcome : undefined;
     switch (outcome?.status) {
       case "completed": {
-        const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
-        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, o.store.maxStoredResultBytes);
+        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, storeMax);
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
@@ -135,7 +136,7 @@ export async function apply(
         await settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, codec, binding),
+          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, maxBytes, codec, binding, storeMax),
         );
         return {};
       case "not_executed":
@@ -162,7 +163,7 @@ export async function apply(
         await settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, failure, data, codec, binding),
+          encodeFailure(RecordStatus.failed, failure, data, maxBytes, codec, binding, storeMax),
         );
         return {};
       }
