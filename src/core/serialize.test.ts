@@ -483,9 +483,46 @@ describe("a failure over the size limit", () => {
         expect(message.startsWith(kept ?? "")).toBe(true);
         // The longest start that fits: one more character (four bytes at most, sealed a few more) would not.
         expect(bytes(text)).toBeGreaterThan(4000 - 12);
+        if (sealWith === undefined && message.startsWith("m")) expect(bytes(text)).toBe(4000);
         expect(kept).not.toMatch(/[\uD800-\uDBFF]$/);
       }
     }
+  });
+
+  it("keeps a message that fits exactly whole, and cuts one a byte longer", () => {
+    const base = bytes(JSON.stringify({ name: "Error", message: "" }));
+    const fitting = "m".repeat(1000 - base);
+    expect(
+      decodeFailure("failed", encodeFailure("failed", new Error(fitting), undefined, 1000)).message,
+    ).toBe(fitting);
+    const over = decodeFailure("failed", encodeFailure("failed", new Error(`${fitting}m`), undefined, 1000));
+    expect(over.message).toMatch(/^m+… \[message cut short/);
+  });
+
+  it("keeps what it can of a failure whose name alone is over the limit, rather than nothing", () => {
+    const error = Object.assign(new Error("declined"), { name: "N".repeat(2000) });
+    const failure = decodeFailure("failed", encodeFailure("failed", error, undefined, 1000));
+    expect(failure).toEqual({
+      name: "N".repeat(2000),
+      message: "… [message cut short to fit the 1000-byte limit]",
+    });
+  });
+
+  it("keeps a thrown value that is no Error as an Error with its text, and only a string or number code", () => {
+    expect(decodeFailure("failed", encodeFailure("failed", "plain text", undefined, 1000))).toEqual({
+      name: "Error",
+      message: "plain text",
+    });
+    expect(decodeFailure("failed", encodeFailure("failed", null, undefined, 1000))).toEqual({
+      name: "Error",
+      message: "null",
+    });
+    const odd = Object.assign(new Error("x"), { code: { nested: true } });
+    expect(decodeFailure("failed", encodeFailure("failed", odd, undefined, 1000))).toEqual({
+      name: "Error",
+      message: "x",
+    });
+    expect(decodeResultProblem(null)).toBeUndefined();
   });
 
   it("cuts the message of an unknown outcome too, which keeps no data", () => {

@@ -199,13 +199,12 @@ export function encodeFailure(
       dataNotKept = { code: ErrorCode.resultUnserializable, reason: messageOf(cause) };
     }
     if (stored !== undefined) {
-      const sizeBytes = storedBytes(stored, limit);
+      const sizeBytes = Buffer.byteLength(stored);
       if (sizeBytes <= limit) return stored;
       dataNotKept = { code: ErrorCode.resultTooLarge, sizeBytes, maxBytes: limit };
     }
   }
-  const withNote: FailureJson = dataNotKept === undefined ? failure : { ...failure, dataNotKept };
-  return shortened(withNote, storedOf, limit);
+  return shortened({ ...failure, dataNotKept }, storedOf, limit);
 }
 
 /** A failure as it is stored: `dataNotKept` says why a failure declared with data keeps none. */
@@ -214,7 +213,7 @@ interface FailureJson {
   readonly message: string;
   readonly code?: string | number;
   readonly data?: unknown;
-  readonly dataNotKept?: ResultProblem;
+  readonly dataNotKept?: ResultProblem | undefined;
 }
 
 function failureOf(error: unknown): FailureJson {
@@ -227,34 +226,27 @@ function failureOf(error: unknown): FailureJson {
   return failure;
 }
 
-/** The UTF-8 size of `stored`, counted only when its characters could be over `limit` (else 0). */
-function storedBytes(stored: string, limit: number): number {
-  return stored.length * 3 > limit ? Buffer.byteLength(stored, "utf8") : 0;
-}
-
 /**
- * `failure` as stored, with its message cut to the longest start that fits `limit` (found by halving: the
- * stored size grows with the message, sealed too). A failure whose name or code alone is over the limit
- * keeps no message, and is stored over it.
+ * `failure` as stored, with its message cut to the longest start that fits `limit`, found by halving (the
+ * stored size grows with the message, sealed too). A cut inside a surrogate pair is never the longest:
+ * JSON spells a lone surrogate in six bytes, more than the whole pair's four. A failure whose name or code
+ * alone is over the limit keeps no message, and is stored over it.
  */
 function shortened(failure: FailureJson, storedOf: (failure: FailureJson) => string, limit: number): string {
   const whole = storedOf(failure);
-  if (storedBytes(whole, limit) <= limit) return whole;
+  if (Buffer.byteLength(whole) <= limit) return whole;
   const { message } = failure;
   const marker = `… [message cut short to fit the ${limit}-byte limit]`;
-  const cut = (keep: number): string => {
-    // Never half a surrogate pair: a lone one would be stored escaped, as a character the tool never sent.
-    const end = isHighSurrogate(message.charCodeAt(keep - 1)) ? keep - 1 : keep;
-    return storedOf({ ...failure, message: `${message.slice(0, end)}${marker}` });
-  };
+  const cut = (keep: number): string =>
+    storedOf({ ...failure, message: `${message.slice(0, keep)}${marker}` });
   // cut(fits) fits (but for fits = 0) and cut(tooMany) does not: every character is a byte at least.
   let fits = 0;
-  let tooMany = Math.min(message.length, limit + 1);
+  let tooMany = Math.min(message.length, limit);
   let best = cut(0);
   while (tooMany - fits > 1) {
     const keep = (fits + tooMany) >>> 1;
     const stored = cut(keep);
-    if (storedBytes(stored, limit) <= limit) {
+    if (Buffer.byteLength(stored) <= limit) {
       fits = keep;
       best = stored;
     } else {
@@ -262,10 +254,6 @@ function shortened(failure: FailureJson, storedOf: (failure: FailureJson) => str
     }
   }
   return best;
-}
-
-function isHighSurrogate(unit: number): boolean {
-  return unit >= 0xd800 && unit <= 0xdbff;
 }
 
 /**
