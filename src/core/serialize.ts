@@ -46,6 +46,11 @@ export type EncodedResult =
   | { readonly ok: true; readonly text: string | null }
   | { readonly ok: false; readonly error: string; readonly problem: ResultProblem };
 
+/**
+ * Why a value was not stored: over the size limit (its size and the limit, in UTF-8 bytes as stored), or
+ * with no JSON form. A completed record keeps it instead of its result; a replayed failure carries it as
+ * `data_not_kept` when its data was dropped.
+ */
 export type ResultProblem =
   | { readonly code: typeof ErrorCode.resultTooLarge; readonly sizeBytes: number; readonly maxBytes: number }
   | { readonly code: typeof ErrorCode.resultUnserializable; readonly reason: string };
