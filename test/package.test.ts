@@ -25,12 +25,15 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
 const foldersLoaded: Record<string, string[]> = {
   ".": [".", "core"],
   "./sqlite": ["core", "sqlite"],
-  "./testing": ["core", "testing"],
+  // The conformance suite checks operators' resolutions on every store.
+  "./testing": ["core", "review", "testing"],
   "./chaos": ["chaos", "core", "sqlite"],
-  "./otel": ["core", "otel"],
+  "./otel": ["core", "otel", "review"],
   "./ops": ["core", "ops"],
   "./audit": ["audit", "core"],
-  "./reconcile": ["core", "reconcile"],
+  // It leaves operators' trail entries alone.
+  "./reconcile": ["core", "reconcile", "review"],
+  "./review": ["core", "review"],
   "./saga": ["core", "saga"],
   "./postgres": ["core", "postgres"],
   "./mysql": ["core", "mysql"],
@@ -84,6 +87,7 @@ const expected: Record<string, string[]> = {
   ],
   "./audit": ["auditTools"],
   "./reconcile": ["reconcileOnce", "startReconciler"],
+  "./review": ["reviewQueue", "resolveRecord", "readTrail"],
   "./saga": ["saga"],
   "./postgres": ["postgresStore"],
   "./mysql": ["mysqlStore"],
@@ -146,7 +150,9 @@ describe("the package", () => {
       expect([...loaded].sort()).toEqual(folders);
       expect(
         [...graph.packages].filter((name) =>
-          /^(better-sqlite3|pg|postgres|@electric-sql\/pglite|ioredis)(\/|$)/.test(name),
+          /^(better-sqlite3|pg|postgres|@electric-sql\/pglite|ioredis|redis|@upstash\/redis|@valkey\/valkey-glide)(\/|$)/.test(
+            name,
+          ),
         ),
       ).toEqual([]);
     });

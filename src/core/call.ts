@@ -16,6 +16,7 @@ import {
 import type { EventType, IdempotencyEvent } from "./events.js";
 import type { Flight } from "./in-flight.js";
 import type { ResolvedOptions } from "./options.js";
+import type { OperatorResolution } from "./outcomes.js";
 import type { RecentSimilarCall } from "./similar.js";
 import {
   type ClaimResult,
@@ -42,6 +43,11 @@ export interface Envelope<R> {
    * fields and completed within the window. This call still ran; the agent may want to ask the user.
    */
   readonly recent_similar_call?: RecentSimilarCall;
+  /**
+   * On a replay of an outcome an operator recorded by hand (the tool's own run never reported it): who
+   * resolved it, when, and on what evidence.
+   */
+  readonly resolved_by_operator?: OperatorResolution;
 }
 
 /** What the wrapped function receives beside its arguments. */

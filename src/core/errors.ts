@@ -16,6 +16,8 @@ export const ErrorCode = {
   resultUnserializable: "result_unserializable",
   resultUndecryptable: "result_undecryptable",
   leaseLost: "lease_lost",
+  recordChanged: "record_changed",
+  recordNotResolvable: "record_not_resolvable",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -33,6 +35,8 @@ const httpStatusOf: Record<ErrorCode, number> = {
   result_unserializable: 500,
   result_undecryptable: 500,
   lease_lost: 409,
+  record_changed: 409,
+  record_not_resolvable: 409,
 };
 
 /** The base of every error idempotool raises: a stable `code` to branch on and the HTTP status to answer with. */
@@ -313,6 +317,43 @@ export class LeaseLostError extends IdempotencyError {
         "so this call's outcome was not recorded. Check whether the effect happened.",
       options,
     );
+    this.key = key;
+  }
+}
+
+/**
+ * An operator's resolution was refused because the record is no longer what the operator saw: it was
+ * settled, taken over, renewed, removed or expired since. Nothing was changed; look at it again.
+ */
+export class RecordChangedError extends IdempotencyError {
+  override name = "RecordChangedError";
+  readonly scope: string;
+  readonly key: string;
+  constructor(scope: string, key: string, what: string) {
+    super(
+      "record_changed",
+      `The record for key "${key}" in scope "${scope}" changed since it was read (${what}), so the resolution ` +
+        "was not applied and nothing changed. Look at the record again before resolving it.",
+    );
+    this.scope = scope;
+    this.key = key;
+  }
+}
+
+/**
+ * An operator's resolution was refused because the record does not need one: its outcome is recorded
+ * (completed or failed), or its owner still holds a live lease and may be running the tool now.
+ */
+export class RecordNotResolvableError extends IdempotencyError {
+  override name = "RecordNotResolvableError";
+  readonly scope: string;
+  readonly key: string;
+  constructor(scope: string, key: string, why: string) {
+    super(
+      "record_not_resolvable",
+      `The record for key "${key}" in scope "${scope}" cannot be resolved: ${why}. Nothing changed.`,
+    );
+    this.scope = scope;
     this.key = key;
   }
 }

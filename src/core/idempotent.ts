@@ -52,7 +52,13 @@ import {
   resolveOptions,
 } from "./options.js";
 import { ReplayedFailureError } from "./outcomes.js";
-import { bindingFor, decodeFailure, decodeResult, decodeResultProblem } from "./serialize.js";
+import {
+  bindingFor,
+  decodeCompletedNote,
+  decodeFailure,
+  decodeResult,
+  unknownFailureMessage,
+} from "./serialize.js";
 import type { RecentSimilarCall } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, ownerToken, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
@@ -411,15 +417,9 @@ function unknownReason<A, R>(call: Call<A, R>, record: IdempotencyRecord): strin
 
 /** The stored failure's message, as a note on an unknown outcome ("" when there is none or it cannot be opened). */
 function failureNote<A, R>(call: Call<A, R>, record: IdempotencyRecord): string {
-  if (record.error === null) return "";
   try {
-    const failure = decodeFailure(
-      RecordStatus.unknown,
-      record.error,
-      call.options.codec,
-      bindingFor(call, record),
-    );
-    return ` (${failure.message})`;
+    const message = unknownFailureMessage(record.error, call.options.codec, bindingFor(call, record));
+    return message === undefined ? "" : ` (${message})`;
   } catch {
     // A note only: a record this worker cannot open still fails closed as unknown.
     return "";
@@ -428,8 +428,9 @@ function failureNote<A, R>(call: Call<A, R>, record: IdempotencyRecord): string 
 
 function replayCompleted<A, R>(call: Call<A, R>, record: IdempotencyRecord): Envelope<Awaited<R>> {
   emit(call, "replay", record.attempts);
+  const binding = bindingFor(call, record);
+  const { problem, resolution } = decodeCompletedNote(record.error, call.options.codec, binding);
   if (record.result === null) {
-    const problem = decodeResultProblem(record.error, call.options.codec, bindingFor(call, record));
     if (problem?.code === ErrorCode.resultTooLarge) {
       throw new ResultTooLargeError(problem.sizeBytes, problem.maxBytes, record);
     }
@@ -437,13 +438,14 @@ function replayCompleted<A, R>(call: Call<A, R>, record: IdempotencyRecord): Env
       throw new ResultUnserializableError(record, problem.reason);
     }
   }
-  return envelope(
+  const replayed = envelope(
     call,
-    decodeResult(record.result, call.options.codec, bindingFor(call, record)) as Awaited<R>,
+    decodeResult(record.result, call.options.codec, binding) as Awaited<R>,
     true,
     record.createdAt,
     record.expiresAt,
   );
+  return resolution === undefined ? replayed : { ...replayed, resolved_by_operator: resolution };
 }
 
 function ignore(): void {}

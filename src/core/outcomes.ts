@@ -81,6 +81,8 @@ export class ReplayedFailureError extends Error {
    * `maxResultBytes`, or the store's limit) or had no JSON form. Undefined when nothing was dropped.
    */
   readonly data_not_kept: ResultProblem | undefined;
+  /** Present when an operator recorded this failure by hand: who, when, and on what evidence. */
+  readonly resolved_by_operator?: OperatorResolution;
 
   constructor(failure: StoredFailure, calledAt: string, key: string) {
     super(failure.message);
@@ -90,7 +92,41 @@ export class ReplayedFailureError extends Error {
     this.data_not_kept = failure.dataNotKept;
     this.original_called_at = calledAt;
     this.idempotency_key = key;
+    if (failure.resolution !== undefined) this.resolved_by_operator = failure.resolution;
   }
+}
+
+/**
+ * An operator's resolution of a record whose outcome was unknown, as a replay reports it
+ * (`resolved_by_operator`): the outcome came from a person, not from the tool's own run.
+ */
+export interface OperatorResolution {
+  /** Who resolved it: the name the operator gave, or their OS user. */
+  readonly by: string;
+  /** When (ISO-8601). */
+  readonly at: string;
+  /** What the operator relied on ("the provider's log shows message 0d3f… sent at 10:02"). */
+  readonly evidence: string;
+}
+
+/**
+ * The sentence that says a replayed outcome came from a person who checked, not from the tool's own run
+ * ("" when it came from the run).
+ */
+export function operatorNote(resolution: OperatorResolution | undefined): string {
+  if (resolution === undefined) return "";
+  return (
+    `Its outcome was not reported by the tool itself: ${JSON.stringify(resolution.by)} recorded it by hand at ` +
+    `${resolution.at}, on this evidence: ${JSON.stringify(resolution.evidence)}. `
+  );
+}
+
+/** The resolution a stored note carries, when it is one: three strings, nothing else is trusted. */
+export function operatorResolutionOf(value: unknown): OperatorResolution | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const { by, at, evidence } = value as Record<string, unknown>;
+  if (typeof by !== "string" || typeof at !== "string" || typeof evidence !== "string") return undefined;
+  return { by, at, evidence };
 }
 
 /** A failure as a store keeps it. */
@@ -101,6 +137,8 @@ export interface StoredFailure {
   readonly data?: unknown;
   /** Why the declared data was not stored with the failure (too large, or no JSON form). */
   readonly dataNotKept?: ResultProblem;
+  /** Set when an operator recorded the failure by hand. */
+  readonly resolution?: OperatorResolution;
 }
 
 /**

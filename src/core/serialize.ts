@@ -10,7 +10,7 @@
 import { Buffer } from "node:buffer";
 import type { Call } from "./call.js";
 import { ErrorCode } from "./errors.js";
-import { messageOf, type StoredFailure } from "./outcomes.js";
+import { messageOf, type OperatorResolution, operatorResolutionOf, type StoredFailure } from "./outcomes.js";
 import {
   open,
   type RecordBinding,
@@ -159,9 +159,60 @@ export function decodeResultProblem(
   codec?: ResultCodec,
   record?: RecordBinding,
 ): ResultProblem | undefined {
-  if (error === null) return undefined;
-  const parsed = safeParse(open(error, codec?.encryption, "result-problem", record));
-  return isResultProblem(parsed) ? parsed : undefined;
+  return decodeCompletedNote(error, codec, record).problem;
+}
+
+/**
+ * What a completed record's note says: why its result was not kept, and whether an operator recorded the
+ * outcome by hand. With encryption the note must open for this record (or be plaintext under
+ * `acceptPlaintext`), else `ResultUndecryptableError`.
+ */
+export function decodeCompletedNote(
+  error: string | null,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): CompletedNote {
+  if (error === null) return {};
+  const parsed = safeParse(open(error, codec?.encryption, "result-problem", record)) as
+    | (Partial<ResultProblem> & { resolution?: unknown })
+    | undefined;
+  if (parsed === undefined) return {};
+  const { resolution: stated, ...rest } = parsed;
+  const resolution = operatorResolutionOf(stated);
+  const kept = rest.code === ErrorCode.resultTooLarge || rest.code === ErrorCode.resultUnserializable;
+  return { ...(kept ? { problem: rest as ResultProblem } : {}), ...(resolution ? { resolution } : {}) };
+}
+
+/** What the note of a completed record holds. */
+export interface CompletedNote {
+  readonly problem?: ResultProblem;
+  readonly resolution?: OperatorResolution;
+}
+
+/** The note a completed record keeps, as stored: sealed with encryption, so it cannot be forged at rest. */
+export function encodeCompletedNote(
+  note: CompletedNote,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string {
+  const text = JSON.stringify({
+    ...note.problem,
+    ...(note.resolution ? { resolution: note.resolution } : {}),
+  });
+  return codec?.encryption ? seal(text, codec.encryption, "result-problem", record) : text;
+}
+
+/**
+ * A failure's JSON as stored for a record of this `status`: sealed with encryption. For failures built
+ * outside a call (an operator's resolution), whose JSON the caller composes.
+ */
+export function sealFailureText(
+  status: FailureStatus,
+  text: string,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string {
+  return codec?.encryption ? seal(text, codec.encryption, `failure:${status}`, record) : text;
 }
 
 function isResultProblem(value: unknown): value is ResultProblem {
@@ -261,6 +312,67 @@ function shortened(failure: FailureJson, storedOf: (failure: FailureJson) => str
   return best;
 }
 
+/** What an unknown record keeps for the person who resolves it, beside its failure (`review`). */
+export interface ReviewNote {
+  /** The verify hook's last answer. */
+  readonly verify?: { readonly status: string; readonly reason?: string; readonly at: string };
+  /** A preview of the call's arguments (`reviewPreview`): JSON text, redacted, perhaps cut short. */
+  readonly arguments?: string;
+}
+
+/**
+ * An unknown record's stored failure with `note` added under `review` (sealed again with encryption).
+ * A failure that cannot be opened or is not a JSON object is kept as it was, without the note: nothing a
+ * record kept is ever lost for a note.
+ */
+export function withReviewNote(
+  error: string | null,
+  note: ReviewNote,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string | null {
+  let failure: Record<string, unknown>;
+  try {
+    const text = error === null ? null : open(error, codec?.encryption, "failure:unknown", record);
+    // A record that kept no failure gets the note alone: no message is made up for it.
+    const parsed: unknown = text === null ? {} : JSON.parse(text);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return error;
+    failure = parsed as Record<string, unknown>;
+  } catch {
+    return error;
+  }
+  const review = typeof failure.review === "object" && failure.review !== null ? failure.review : {};
+  return sealFailureText(
+    "unknown",
+    JSON.stringify({ ...failure, review: { ...review, ...note } }),
+    codec,
+    record,
+  );
+}
+
+/** The longest argument preview kept, in characters. */
+export const maxPreviewLength = 1000;
+
+/**
+ * The arguments as a review preview: their JSON with the `redact` paths applied, cut to
+ * {@link maxPreviewLength} characters ("…" marks the cut); undefined when they have no JSON form.
+ */
+export function argumentPreview(args: unknown, codec?: ResultCodec): string | undefined {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(args, (_key, value: unknown) =>
+      typeof value === "bigint" ? value.toString() : value,
+    );
+    if (text !== undefined && codec !== undefined && codec.redact.length > 0) {
+      text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
+    }
+  } catch {
+    return undefined;
+  }
+  if (text === undefined) return undefined;
+  return text.length > maxPreviewLength ? `${text.slice(0, maxPreviewLength - 1)}…` : text;
+}
+
 /**
  * The failure a record of this `status` keeps. A sealed failure that does not open for this record and
  * status, or (with encryption) one that is not sealed or missing, throws `ResultUndecryptableError`.
@@ -286,13 +398,31 @@ export function decodeFailure(
       throw new ResultUndecryptableError("malformed", undefined);
     }
   }
+  const resolution = operatorResolutionOf(parsed?.resolution);
   return {
     name: typeof parsed?.name === "string" ? parsed.name : "Error",
     message: typeof parsed?.message === "string" ? parsed.message : "the tool failed",
     ...(parsed?.code !== undefined ? { code: parsed.code } : {}),
     ...(parsed?.data !== undefined ? { data: parsed.data } : {}),
     ...(isResultProblem(parsed?.dataNotKept) ? { dataNotKept: parsed.dataNotKept } : {}),
+    ...(resolution !== undefined ? { resolution } : {}),
   };
+}
+
+/**
+ * The message an unknown record's failure states, or undefined when it states none (a note alone, or
+ * nothing). Throws like {@link decodeFailure} when a sealed failure does not open for this record.
+ */
+export function unknownFailureMessage(
+  text: string | null,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string | undefined {
+  if (text === null) return undefined;
+  const parsed = safeParse(open(text, codec?.encryption, "failure:unknown", record)) as
+    | { message?: unknown }
+    | undefined;
+  return typeof parsed?.message === "string" ? parsed.message : undefined;
 }
 
 function safeParse(text: string): unknown {

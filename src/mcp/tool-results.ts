@@ -9,7 +9,13 @@ import {
 } from "../core/errors.js";
 import type { Envelope } from "../core/idempotent.js";
 import type { Effect } from "../core/options.js";
-import { DefinitiveFailure, NotExecuted, ReplayedFailureError } from "../core/outcomes.js";
+import {
+  DefinitiveFailure,
+  NotExecuted,
+  type OperatorResolution,
+  operatorNote,
+  ReplayedFailureError,
+} from "../core/outcomes.js";
 import type { RecentSimilarCall } from "../core/similar.js";
 import { aboutDuration, iso } from "../core/time.js";
 import type { ToolResult } from "./mcp-types.js";
@@ -34,6 +40,8 @@ export interface IdempotencyInfo {
    * `withoutKey` option): a repeat is then an identical call within the window, not a retry of one key.
    */
   readonly key_source?: "arguments";
+  /** On a replay of an outcome an operator recorded by hand: who, when, and on what evidence. */
+  readonly resolved_by_operator?: OperatorResolution;
 }
 
 /** What an error result carries in `_meta`, for clients that branch on it rather than read the text. */
@@ -86,6 +94,9 @@ export function envelopeResult(envelope: Envelope<ToolResult>, keySource?: "argu
     expires_at: envelope.expires_at,
     ...(similar === undefined ? {} : { recent_similar_call: { ...similar } }),
     ...(keySource === undefined ? {} : { key_source: keySource }),
+    ...(envelope.resolved_by_operator === undefined
+      ? {}
+      : { resolved_by_operator: { ...envelope.resolved_by_operator } }),
   };
   const original: ToolResult = isObject(envelope.result) ? envelope.result : { content: [] };
   const content = Array.isArray(original.content) ? [...original.content] : [];
@@ -115,7 +126,8 @@ export function replayNote(info: IdempotencyInfo): string {
   }
   return (
     `This is a replay: this action already ran at ${info.original_called_at} under idempotency_key ` +
-    `"${info.idempotency_key}" and was not repeated. The content above is the original result.`
+    `"${info.idempotency_key}" and was not repeated. The content above is the original result.` +
+    (info.resolved_by_operator === undefined ? "" : ` ${operatorNote(info.resolved_by_operator).trimEnd()}`)
   );
 }
 
@@ -228,8 +240,8 @@ function explain(error: unknown, key: string, thrown: ThrownKind | undefined, ef
       wasReplay: true,
       text:
         `This is a replay: the call with idempotency_key ${k} already failed at ${error.original_called_at}, and ` +
-        `it was not repeated. The original error: ${error.message}. Retrying with this key returns the same ` +
-        "failure; trying again is a new intent and needs a new idempotency_key.",
+        `it was not repeated. The original error: ${error.message}. ${operatorNote(error.resolved_by_operator)}` +
+        "Retrying with this key returns the same failure; trying again is a new intent and needs a new idempotency_key.",
     };
   }
   if (error instanceof IdempotencyError) {

@@ -74,6 +74,7 @@
  */
 import assert from "node:assert/strict";
 import { isIdempotencyError } from "../core/errors.js";
+import { decodeCompletedNote } from "../core/serialize.js";
 import type {
   ClaimRequest,
   IdempotencyRecord,
@@ -84,6 +85,9 @@ import type {
   SettleRequest,
   TakeoverRequest,
 } from "../core/store.js";
+import { reviewQueue } from "../review/queue.js";
+import { type ResolveOptions, resolveRecord } from "../review/resolve.js";
+import { readTrail } from "../review/trail.js";
 import type { FakeClock } from "./fake-clock.js";
 
 /** A fresh, empty store for one case, and the clock that moves it. */
@@ -133,7 +137,11 @@ export function storeConformanceCases(options: ConformanceOptions): ConformanceC
   if (!Number.isInteger(concurrency) || concurrency < 2) {
     throw new TypeError(`concurrency must be an integer of at least 2, got ${String(options.concurrency)}`);
   }
-  const cases = options.claimsMayArriveLate === true ? [...specs, ...lateClaimSpecs] : specs;
+  const cases = [
+    ...specs,
+    ...resolutionSpecs,
+    ...(options.claimsMayArriveLate === true ? lateClaimSpecs : []),
+  ];
   return cases.map(([name, body]) => ({
     name,
     run: async () => {
@@ -1346,6 +1354,204 @@ const lateClaimSpecs: readonly Spec[] = [
       assert.equal(replay.claimed, false);
       assert.deepEqual(fields(replay.record), fields(record));
       assert.deepEqual(await listIds(t, {}), [`${SCOPE}/${KEY}`]);
+    },
+  ],
+];
+
+/** The code of what `run` rejected with, or "resolved" when it did not. */
+async function refusal(run: () => Promise<unknown>): Promise<string> {
+  try {
+    await run();
+    return "resolved";
+  } catch (error) {
+    if (isIdempotencyError(error)) return error.code;
+    throw error;
+  }
+}
+
+function resolveOptions(t: Tools, overrides: Partial<ResolveOptions> = {}): ResolveOptions {
+  return {
+    store: t.store,
+    scope: SCOPE,
+    key: KEY,
+    as: "completed",
+    result: { sent: true, messageId: "m-1" },
+    evidence: "the provider's log shows m-1 delivered",
+    by: "ops@example.com",
+    clock: t.clock,
+    ...overrides,
+  } as ResolveOptions;
+}
+
+/** A record whose owner stopped: claimed, then its lease passed. */
+async function staleRecord(t: Tools, overrides: Partial<ClaimRequest> = {}): Promise<IdempotencyRecord> {
+  const claimed = await claimFree(t, overrides);
+  await t.clock.advance(LEASE_MS + 1);
+  return claimed;
+}
+
+/**
+ * Operators' resolutions (`idempotool/review`) work through the contract alone, so every store must hold
+ * them: fenced by the version the operator saw, refused on a record that needs none, one winner among
+ * operators racing, and a trail that outlives a freed key.
+ */
+const resolutionSpecs: readonly Spec[] = [
+  [
+    "a resolution as completed settles a stale record: later reads see the result and who resolved it",
+    async (t) => {
+      const stale = await staleRecord(t);
+      const queue = await reviewQueue({ store: t.store, clock: t.clock });
+      assert.deepEqual(
+        queue.items.map((item) => [item.key, item.reason]),
+        [[KEY, "lease_passed"]],
+        "the stale record is the queue's one item",
+      );
+      const entry = await resolveRecord(resolveOptions(t, { expectVersion: queue.items[0]!.version }));
+      assert.equal(entry.state, "applied");
+      const record = await current(t);
+      assert.equal(record?.status, "completed", "the record is completed");
+      assert.notEqual(record?.token, stale.token, "the resolution took the record over from its owner");
+      assert.deepEqual(JSON.parse(record?.result ?? "null"), { sent: true, messageId: "m-1" });
+      assert.equal(decodeCompletedNote(record!.error).resolution?.by, "ops@example.com");
+      assert.equal(
+        await t.store.settle(settleRequest(t, stale.token)),
+        null,
+        "the old owner can no longer settle",
+      );
+      const trail = await readTrail({ store: t.store, scope: SCOPE, key: KEY });
+      assert.deepEqual(
+        trail.map((e) => [e.as, e.by, e.state, e.before.status]),
+        [["completed", "ops@example.com", "applied", "in_progress"]],
+      );
+      assert.equal((await reviewQueue({ store: t.store, clock: t.clock })).total, 0, "the queue is empty");
+    },
+  ],
+  [
+    "a resolution as not executed frees the key, and its trail outlives the record",
+    async (t) => {
+      await claimFree(t);
+      await settled(t, "token-a", {
+        status: "unknown",
+        result: null,
+        error: '{"name":"Error","message":"timeout"}',
+      });
+      const queue = await reviewQueue({ store: t.store, clock: t.clock });
+      assert.equal(queue.items[0]?.reason, "unknown");
+      assert.equal(queue.items[0]?.failure?.message, "timeout", "the queue shows why the outcome is unknown");
+      await resolveRecord(resolveOptions(t, { as: "not_executed", expectVersion: queue.items[0]!.version }));
+      assert.equal(await current(t), undefined, "the key is free");
+      await claimFree(t, { token: "token-b" });
+      const trail = await readTrail({ store: t.store, scope: SCOPE, key: KEY });
+      assert.deepEqual(
+        trail.map((e) => [e.as, e.before.status, e.state]),
+        [["not_executed", "unknown", "applied"]],
+      );
+    },
+  ],
+  [
+    "a resolution is refused when the record changed since the operator saw it, and nothing changes",
+    async (t) => {
+      await staleRecord(t);
+      const seen = (await reviewQueue({ store: t.store, clock: t.clock })).items[0]!.version;
+      // The owner was only slow: it renews, then settles.
+      assert.equal(await t.store.renew(renewRequest(t, "token-a")), true);
+      assert.equal(
+        await refusal(() => resolveRecord(resolveOptions(t, { expectVersion: seen }))),
+        "record_changed",
+      );
+      await settled(t, "token-a", { result: '{"sent":"by the owner"}' });
+      assert.equal(
+        await refusal(() => resolveRecord(resolveOptions(t, { expectVersion: seen }))),
+        "record_changed",
+      );
+      assert.equal((await current(t))?.result, '{"sent":"by the owner"}', "the owner's result stands");
+      assert.deepEqual(await readTrail({ store: t.store, scope: SCOPE, key: KEY }), [], "no trail entry");
+      assert.equal(
+        await refusal(() => resolveRecord(resolveOptions(t, { key: "never-claimed" }))),
+        "record_changed",
+        "a key with no record",
+      );
+    },
+  ],
+  [
+    "a record with a live lease or a recorded outcome is not an operator's to resolve",
+    async (t) => {
+      await claimFree(t);
+      assert.equal(
+        await refusal(() => resolveRecord(resolveOptions(t))),
+        "record_not_resolvable",
+        "live lease",
+      );
+      await settled(t, "token-a", {
+        status: "failed",
+        result: null,
+        error: '{"name":"Error","message":"no"}',
+      });
+      assert.equal(
+        await refusal(() => resolveRecord(resolveOptions(t, { as: "not_executed" }))),
+        "record_not_resolvable",
+        "failed",
+      );
+      assert.equal((await current(t))?.status, "failed", "the failure stands");
+    },
+  ],
+  [
+    "operators racing to resolve one record: exactly one resolution applies",
+    async (t) => {
+      await staleRecord(t);
+      const seen = (await reviewQueue({ store: t.store, clock: t.clock })).items[0]!.version;
+      const racers = Array.from({ length: Math.min(t.concurrency, 10) }, (_, i) =>
+        refusal(() =>
+          resolveRecord(
+            resolveOptions(t, {
+              expectVersion: seen,
+              by: `operator-${i}`,
+              ...(i % 2 === 0 ? { as: "not_executed" } : { result: { messageId: `m-${i}` } }),
+            }),
+          ),
+        ),
+      );
+      const outcomes = await Promise.all(racers);
+      assert.equal(
+        outcomes.filter((o) => o === "resolved").length,
+        1,
+        `one winner, got ${outcomes.join(", ")}`,
+      );
+      assert.ok(
+        outcomes.every((o) => o === "resolved" || o === "record_changed"),
+        outcomes.join(", "),
+      );
+      const trail = await readTrail({ store: t.store, scope: SCOPE, key: KEY });
+      assert.equal(trail.filter((e) => e.state === "applied").length, 1, "one applied entry in the trail");
+    },
+  ],
+  [
+    "the queue lists stale and unknown records oldest first, and neither live leases, settled records nor the trail",
+    async (t) => {
+      await claimFree(t, { key: "oldest" });
+      await t.clock.advance(1_000);
+      await claimFree(t, { key: "unknown", token: "token-u" });
+      await settled(t, "token-u", { key: "unknown", status: "unknown", result: null, error: null });
+      await claimFree(t, { key: "done", token: "token-d" });
+      await settled(t, "token-d", { key: "done" });
+      await t.clock.advance(LEASE_MS);
+      await claimFree(t, { key: "stale", token: "token-s" });
+      await claimFree(t, { key: "other-tool", token: "token-o", tool: "charge_card", scope: OTHER_SCOPE });
+      await t.clock.advance(LEASE_MS);
+      await resolveRecord(resolveOptions(t, { scope: OTHER_SCOPE, key: "other-tool", as: "not_executed" }));
+      await claimFree(t, { key: "live", token: "token-l" });
+      const queue = await reviewQueue({ store: t.store, clock: t.clock });
+      assert.deepEqual(
+        queue.items.map((item) => item.key),
+        ["oldest", "unknown", "stale"],
+        "oldest first; the live lease, the settled record, the freed key and the trail are not listed",
+      );
+      assert.deepEqual(queue.byTool, { [TOOL]: 3 });
+      const filtered = await reviewQueue({ store: t.store, clock: t.clock, keyPrefix: "un", olderThanMs: 1 });
+      assert.deepEqual(
+        filtered.items.map((item) => item.key),
+        ["unknown"],
+      );
     },
   ],
 ];

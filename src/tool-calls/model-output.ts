@@ -5,6 +5,7 @@
 
 import type { Envelope } from "../core/idempotent.js";
 import { invalidOption } from "../core/option-checks.js";
+import { type OperatorResolution, operatorNote } from "../core/outcomes.js";
 import type { RecentSimilarCall } from "../core/similar.js";
 
 export type { RecentSimilarCall };
@@ -27,6 +28,8 @@ export interface ReplayMarker {
   /** A sentence for the model, present on a replay or when a similar call was made recently. */
   readonly note?: string;
   readonly recent_similar_call?: RecentSimilarCall;
+  /** On a replay of an outcome an operator recorded by hand: who, when, and on what evidence. */
+  readonly resolved_by_operator?: OperatorResolution;
 }
 
 /** What the model reads in `"envelope"` mode: the core envelope, plus a note when there is something to say. */
@@ -63,7 +66,9 @@ export function noteFor(envelope: Envelope<unknown>, tool: string): string | und
   if (envelope.was_replay) {
     return (
       `${tool} already ran for this same request at ${envelope.original_called_at}; it did not run again, ` +
-      "and this is its original result. Do not call it again for this request."
+      "and this is its original result. " +
+      operatorNote(envelope.resolved_by_operator) +
+      "Do not call it again for this request."
     );
   }
   const similar = envelope.recent_similar_call;
@@ -80,11 +85,13 @@ export function noteFor(envelope: Envelope<unknown>, tool: string): string | und
 export function replayMarkerOf(envelope: Envelope<unknown>, tool: string): ReplayMarker {
   const note = noteFor(envelope, tool);
   const similar = envelope.recent_similar_call;
+  const resolution = envelope.resolved_by_operator;
   return {
     was_replay: envelope.was_replay,
     original_called_at: envelope.original_called_at,
     ...(note === undefined ? {} : { note }),
     ...(similar === undefined ? {} : { recent_similar_call: similar }),
+    ...(resolution === undefined ? {} : { resolved_by_operator: resolution }),
   };
 }
 

@@ -1,0 +1,281 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { isIdempotencyError } from "../core/errors.js";
+import { idempotent } from "../core/idempotent.js";
+import { memoryStore } from "../core/memory-store.js";
+import { ReplayedFailureError } from "../core/outcomes.js";
+import type { IdempotencyStore } from "../core/store.js";
+import { envelopeResult } from "../mcp/tool-results.js";
+import { fakeClock } from "../testing/fake-clock.js";
+import { modelOutputOf } from "../tool-calls/model-output.js";
+import { type ResolveOptions, readTrail, resolveRecord, reviewQueue, type TrailEntry } from "./index.js";
+
+/** An irreversible tool whose first call throws after its effect may have happened: its outcome is unknown. */
+function flakyMailer(
+  store: IdempotencyStore,
+  options: { encryption?: { keys: Record<string, Uint8Array>; current: string } } = {},
+) {
+  let runs = 0;
+  const clock = fakeClock();
+  const tool = idempotent(
+    async (args: { to: string }) => {
+      runs++;
+      if (runs === 1) throw new Error("socket hang up");
+      return { sent: args.to };
+    },
+    { name: "send_email", store, effect: "irreversible", clock, ...options },
+  );
+  return { tool, clock, store, runs: () => runs };
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return "none";
+  } catch (error) {
+    return isIdempotencyError(error) ? error.code : String(error);
+  }
+}
+
+function resolution(
+  mailer: { store: IdempotencyStore; clock: ResolveOptions["clock"] },
+  overrides: Partial<ResolveOptions>,
+): ResolveOptions {
+  return {
+    store: mailer.store,
+    clock: mailer.clock,
+    scope: "default",
+    key: "k1",
+    as: "completed",
+    result: { sent: "ada@example.com", messageId: "m-81" },
+    evidence: "provider log: m-81 delivered",
+    by: "ops",
+    ...overrides,
+  } as ResolveOptions;
+}
+
+describe("an operator's resolution, as the tool's next caller sees it", () => {
+  it("a repeat replays a result an operator recorded, and says who resolved it", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    expect(await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }))).toBe("outcome_unknown");
+    expect(await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }))).toBe("outcome_unknown");
+    const [item] = (await reviewQueue({ store })).items;
+    expect(item?.failure?.message).toBe("socket hang up");
+    await resolveRecord(resolution(mailer, { expectVersion: item!.version }));
+    const replay = await mailer.tool({ to: "ada@example.com" }, { key: "k1" });
+    expect(replay.was_replay).toBe(true);
+    expect(replay.result).toEqual({ sent: "ada@example.com", messageId: "m-81" });
+    expect(replay.resolved_by_operator).toEqual({
+      by: "ops",
+      at: new Date(mailer.clock.now()).toISOString(),
+      evidence: "provider log: m-81 delivered",
+    });
+    expect(mailer.runs()).toBe(1);
+  });
+
+  it("a repeat runs the tool once after an operator found it never ran", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    await resolveRecord(resolution(mailer, { as: "not_executed" }));
+    const run = await mailer.tool({ to: "ada@example.com" }, { key: "k1" });
+    expect([run.was_replay, run.resolved_by_operator, mailer.runs()]).toEqual([false, undefined, 2]);
+  });
+
+  it("a repeat gets back a failure an operator recorded, marked as theirs", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    await resolveRecord(
+      resolution(mailer, { as: "failed", error: { message: "mailbox does not exist", code: "bounced" } }),
+    );
+    const error = await mailer.tool({ to: "ada@example.com" }, { key: "k1" }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ReplayedFailureError);
+    expect((error as ReplayedFailureError).code).toBe("bounced");
+    expect((error as ReplayedFailureError).resolved_by_operator?.by).toBe("ops");
+    expect(mailer.runs()).toBe(1);
+  });
+
+  it("with encryption, the resolution is sealed for its record and replays; without the keys it is refused", async () => {
+    const store = memoryStore();
+    const encryption = { keys: { k1: randomBytes(32) }, current: "k1" };
+    const mailer = flakyMailer(store, { encryption });
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    expect(await codeOf(resolveRecord(resolution(mailer, {})))).toBe("invalid_options");
+    const queue = await reviewQueue({ store });
+    expect([queue.items[0]?.sealed, queue.items[0]?.failure]).toEqual([true, undefined]);
+    const opened = await reviewQueue({ store, tools: { send_email: { encryption } } });
+    expect(opened.items[0]?.failure?.message).toBe("socket hang up");
+    await resolveRecord(resolution(mailer, { tool: { encryption } }));
+    const stored = await store.get({ scope: "default", key: "k1" }, mailer.clock.now());
+    expect(stored?.result?.startsWith("idempotool:")).toBe(true);
+    const replay = await mailer.tool({ to: "ada@example.com" }, { key: "k1" });
+    expect([replay.result, replay.resolved_by_operator?.by]).toEqual([
+      { sent: "ada@example.com", messageId: "m-81" },
+      "ops",
+    ]);
+  });
+
+  it("bad input is refused before anything is written", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    const before = await store.list({});
+    for (const bad of [
+      { evidence: "  " },
+      { by: "" },
+      { as: "sent" },
+      { as: "failed", error: "" },
+      { result: 10n },
+      { tool: { maxResultBytes: 4 } },
+    ] as Partial<ResolveOptions>[]) {
+      const code = await codeOf(resolveRecord(resolution(mailer, bad)));
+      expect(
+        ["invalid_arguments", "invalid_options"],
+        JSON.stringify(bad, (_, v) => String(v)),
+      ).toContain(code);
+    }
+    const { result: _, ...noResult } = resolution(mailer, {});
+    expect(await codeOf(resolveRecord(noResult as ResolveOptions))).toBe("invalid_arguments");
+    expect(await store.list({})).toEqual(before);
+  });
+
+  it("tells its listener what it resolved; a listener that throws changes nothing", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    const heard: TrailEntry[] = [];
+    const entry = await resolveRecord(
+      resolution(mailer, {
+        via: "cli",
+        onResolution: (e) => {
+          heard.push(e);
+          throw new Error("listener broke");
+        },
+      }),
+    );
+    expect(heard).toEqual([entry]);
+    expect(await readTrail({ store, scope: "default", key: "k1" })).toEqual([entry]);
+    expect(entry).toMatchObject({
+      via: "cli",
+      tool: "send_email",
+      before: { status: "unknown", attempts: 1 },
+    });
+  });
+
+  it("a store failure after the intent leaves the entry as interrupted, and the record untouched", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    const failing: IdempotencyStore = {
+      ...store,
+      claim: (request) => store.claim(request),
+      settle: (request) => store.settle(request),
+      get: (id, now) => store.get(id, now),
+      list: (query) => store.list(query),
+      release: (request) => store.release(request),
+      renew: (request) => store.renew(request),
+      delete: (id) => store.delete(id),
+      purge: (request) => store.purge(request),
+      takeover: () => Promise.reject(new Error("connection reset")),
+    };
+    expect(await codeOf(resolveRecord(resolution({ ...mailer, store: failing }, {})))).toBe(
+      "store_unavailable",
+    );
+    const trail = await readTrail({ store, scope: "default", key: "k1" });
+    expect(trail.map((e) => e.state)).toEqual(["interrupted"]);
+    expect((await store.get({ scope: "default", key: "k1" }, mailer.clock.now()))?.status).toBe("unknown");
+  });
+});
+
+describe("what a model reads of a resolved replay", () => {
+  it("the note says a person recorded the outcome, in every output mode and over MCP", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    await resolveRecord(resolution(mailer, {}));
+    const replay = await mailer.tool({ to: "ada@example.com" }, { key: "k1" });
+    const envelopeOut = modelOutputOf(replay, "envelope", "send_email");
+    expect(envelopeOut.note).toContain('"ops" recorded it by hand');
+    expect(envelopeOut.note).toContain("provider log: m-81 delivered");
+    const merged = modelOutputOf(replay, "merge", "send_email");
+    expect(merged.resolved_by_operator).toEqual(replay.resolved_by_operator);
+    const mcp = envelopeResult({ ...replay, result: { content: [{ type: "text", text: "sent m-81" }] } });
+    const text = (mcp.content ?? []).map((c) => ("text" in c ? c.text : "")).join("\n");
+    expect(text).toContain('"ops" recorded it by hand');
+    expect(
+      (mcp._meta as Record<string, { resolved_by_operator?: unknown }>)["idempotool/envelope"]
+        ?.resolved_by_operator,
+    ).toEqual(replay.resolved_by_operator);
+  });
+
+  it("a replay the tool itself recorded says nothing of an operator", async () => {
+    const store = memoryStore();
+    const tool = idempotent(async () => ({ ok: true }), { name: "noop", store });
+    await tool({}, { key: "k" });
+    const replay = await tool({}, { key: "k" });
+    expect(replay.resolved_by_operator).toBeUndefined();
+    expect(modelOutputOf(replay, "envelope", "noop").note).not.toContain("by hand");
+  });
+});
+
+describe("what the queue shows of a call whose outcome is unknown", () => {
+  const charge = { amount: 1200, card: { number: "4242424242424242", holder: "Ada" } };
+
+  function charger(store: IdempotencyStore, options: Record<string, unknown> = {}) {
+    return idempotent(
+      async (_args: typeof charge | { note: string }) => {
+        throw new Error("gateway timeout");
+      },
+      { name: "charge_card", store, effect: "irreversible", ...options },
+    );
+  }
+
+  it("a preview of the arguments, redacted, only when the tool keeps one", async () => {
+    const store = memoryStore();
+    await codeOf(charger(store, { reviewPreview: true, redact: ["card.number"] })(charge, { key: "kept" }));
+    await codeOf(charger(store)(charge, { key: "not-kept" }));
+    const items = Object.fromEntries((await reviewQueue({ store })).items.map((item) => [item.key, item]));
+    expect(JSON.parse(items.kept?.preview ?? "null")).toEqual({
+      amount: 1200,
+      card: { number: "[redacted]", holder: "Ada" },
+    });
+    expect(items["not-kept"]?.preview).toBeUndefined();
+    expect(items.kept?.failure?.message).toBe("gateway timeout");
+  });
+
+  it("a long preview is cut at 1,000 characters, and a sealed one opens only with the tool's keys", async () => {
+    const store = memoryStore();
+    const encryption = { keys: { k1: randomBytes(32) }, current: "k1" };
+    await codeOf(
+      charger(store, { reviewPreview: true, encryption })({ note: "x".repeat(5000) }, { key: "long" }),
+    );
+    expect((await reviewQueue({ store })).items[0]).toMatchObject({ sealed: true });
+    expect((await reviewQueue({ store })).items[0]?.preview).toBeUndefined();
+    const [item] = (await reviewQueue({ store, tools: { charge_card: { encryption } } })).items;
+    expect(item?.preview).toHaveLength(1000);
+    expect(item?.preview?.endsWith("…")).toBe(true);
+  });
+
+  it("the verify hook's answer when a repeat asked it, and the first attempt's failure with it", async () => {
+    const store = memoryStore();
+    await codeOf(charger(store, { reviewPreview: true })(charge, { key: "k" }));
+    const clock = fakeClock(Date.now() + 120_000);
+    const verify = () => ({ status: "unknown" as const, reason: "the gateway has no record yet" });
+    const repeat = charger(store, { reviewPreview: true, verify, clock });
+    expect(await codeOf(repeat(charge, { key: "k" }))).toBe("outcome_unknown");
+    const [item] = (await reviewQueue({ store, clock })).items;
+    expect(item?.verify).toEqual({
+      status: "unknown",
+      reason: "the gateway has no record yet",
+      at: new Date(clock.now()).toISOString(),
+    });
+    expect(item?.failure?.message).toBe("gateway timeout");
+    expect(JSON.parse(item?.preview ?? "null")).toMatchObject({ amount: 1200 });
+  });
+
+  it("refuses a reviewPreview that is not true or false", () => {
+    expect(() => charger(memoryStore(), { reviewPreview: "yes" })).toThrow(/reviewPreview/);
+  });
+});
