@@ -118,6 +118,8 @@ export async function apply(
     codec?.encryption === undefined
       ? undefined
       : { scope: taken.scope, key: taken.key, tool: taken.tool, fingerprint: taken.fingerprint };
+  const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
+  const storeMax = o.store.maxStoredResultBytes;
   // The record keeps the hook's answer, so the review queue can show what was asked and when.
   const backToUnknown = (why?: string) =>
     settle(RecordStatus.unknown, null, withVerifyNote(taken, answer, why, o.clock.now(), codec, binding));
@@ -125,8 +127,7 @@ export async function apply(
     const outcome = answer.ok ? answer.outcome : undefined;
     switch (outcome?.status) {
       case "completed": {
-        const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
-        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, o.store.maxStoredResultBytes);
+        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, storeMax);
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
@@ -138,7 +139,7 @@ export async function apply(
         await settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, codec, binding),
+          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, maxBytes, codec, binding, storeMax),
         );
         return {};
       case "not_executed":
@@ -165,7 +166,7 @@ export async function apply(
         await settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, failure, data, codec, binding),
+          encodeFailure(RecordStatus.failed, failure, data, maxBytes, codec, binding, storeMax),
         );
         return {};
       }
