@@ -260,7 +260,15 @@ function withPreview<A, R>(
   const full = preview === undefined ? note : { ...note, arguments: preview };
   return full.verify === undefined && full.arguments === undefined
     ? error
-    : withReviewNote(error, full, call.options.codec, binding);
+    : withReviewNote(error, full, call.options.codec, binding, storedLimit(call));
+}
+
+/** The most a stored result or failure may take: the tool's limit, or the store's where lower. */
+function storedLimit<A, R>(call: Call<A, R>): number {
+  return Math.min(
+    call.options.maxResultBytes,
+    call.options.store.maxStoredResultBytes ?? Number.POSITIVE_INFINITY,
+  );
 }
 
 type After = Facts<"settled">["after"];

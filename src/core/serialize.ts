@@ -323,13 +323,15 @@ export interface ReviewNote {
 /**
  * An unknown record's stored failure with `note` added under `review` (sealed again with encryption).
  * A failure that cannot be opened or is not a JSON object is kept as it was, without the note: nothing a
- * record kept is ever lost for a note.
+ * record kept is ever lost for a note. Nor is a note worth a failure the store cannot keep: over
+ * `maxBytes` (as stored), the arguments' preview is left out, then the whole note.
  */
 export function withReviewNote(
   error: string | null,
   note: ReviewNote,
   codec?: ResultCodec,
   record?: RecordBinding,
+  maxBytes = Number.POSITIVE_INFINITY,
 ): string | null {
   let failure: Record<string, unknown>;
   try {
@@ -342,12 +344,19 @@ export function withReviewNote(
     return error;
   }
   const review = typeof failure.review === "object" && failure.review !== null ? failure.review : {};
-  return sealFailureText(
-    "unknown",
-    JSON.stringify({ ...failure, review: { ...review, ...note } }),
-    codec,
-    record,
-  );
+  const stored = (added: ReviewNote) =>
+    sealFailureText(
+      "unknown",
+      JSON.stringify({ ...failure, review: { ...review, ...added } }),
+      codec,
+      record,
+    );
+  const fits = (text: string) => Buffer.byteLength(text, "utf8") <= maxBytes;
+  const whole = stored(note);
+  if (fits(whole)) return whole;
+  const { arguments: _, ...short } = note;
+  const shorter = stored(short);
+  return fits(shorter) ? shorter : error;
 }
 
 /** The longest argument preview kept, in characters. */

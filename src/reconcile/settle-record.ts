@@ -122,7 +122,11 @@ export async function apply(
   const storeMax = o.store.maxStoredResultBytes;
   // The record keeps the hook's answer, so the review queue can show what was asked and when.
   const backToUnknown = (why?: string) =>
-    settle(RecordStatus.unknown, null, withVerifyNote(taken, answer, why, o.clock.now(), codec, binding));
+    settle(
+      RecordStatus.unknown,
+      null,
+      withVerifyNote(taken, answer, why, o.clock.now(), codec, binding, o.store.maxStoredResultBytes),
+    );
   try {
     const outcome = answer.ok ? answer.outcome : undefined;
     switch (outcome?.status) {
@@ -187,6 +191,7 @@ function withVerifyNote(
   now: number,
   codec: ResultCodec | undefined,
   binding: RecordBinding | undefined,
+  storeMaxBytes: number | undefined,
 ): string | null {
   const status = answer.ok ? String((answer.outcome as { status?: unknown } | undefined)?.status) : "error";
   const stated = answer.ok
@@ -194,7 +199,7 @@ function withVerifyNote(
     : message(answer.error);
   const reason = why ?? (typeof stated === "string" ? stated : undefined);
   const verify = { status, at: iso(now), ...(reason !== undefined ? { reason } : {}) };
-  return withReviewNote(taken.error, { verify }, codec, binding);
+  return withReviewNote(taken.error, { verify }, codec, binding, storeMaxBytes);
 }
 
 function message(error: unknown): string {

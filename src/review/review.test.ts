@@ -275,6 +275,19 @@ describe("what the queue shows of a call whose outcome is unknown", () => {
     expect(JSON.parse(item?.preview ?? "null")).toMatchObject({ amount: 1200 });
   });
 
+  it("leaves the preview out rather than store a failure over the store's limit", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      maxStoredResultBytes: 400,
+    });
+    await codeOf(charger(store, { reviewPreview: true })({ note: "y".repeat(600) }, { key: "big" }));
+    await codeOf(charger(store, { reviewPreview: true })({ note: "small" }, { key: "small" }));
+    const items = Object.fromEntries((await reviewQueue({ store })).items.map((item) => [item.key, item]));
+    expect(items.big?.preview).toBeUndefined();
+    expect(items.big?.failure?.message).toBe("gateway timeout");
+    expect(items.small?.preview).toBe('{"note":"small"}');
+  });
+
   it("refuses a reviewPreview that is not true or false", () => {
     expect(() => charger(memoryStore(), { reviewPreview: "yes" })).toThrow(/reviewPreview/);
   });
