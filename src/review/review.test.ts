@@ -288,6 +288,26 @@ describe("what the queue shows of a call whose outcome is unknown", () => {
     expect(items.small?.preview).toBe('{"note":"small"}');
   });
 
+  it("a verify hook that threw, as an error with its message; one that answered oddly, without a reason", async () => {
+    const store = memoryStore();
+    await codeOf(charger(store)(charge, { key: "threw" }));
+    await codeOf(charger(store)(charge, { key: "odd" }));
+    const clock = fakeClock(Date.now() + 120_000);
+    const throwing = () => {
+      throw new Error("gateway unreachable");
+    };
+    await codeOf(charger(store, { verify: throwing, clock })(charge, { key: "threw" }));
+    const odd = () => ({ status: "maybe" }) as unknown as { status: "unknown" };
+    await codeOf(charger(store, { verify: odd, clock })(charge, { key: "odd" }));
+    const items = Object.fromEntries(
+      (await reviewQueue({ store, clock })).items.map((item) => [item.key, item]),
+    );
+    const at = new Date(clock.now()).toISOString();
+    expect(items.threw?.verify).toEqual({ status: "error", reason: "gateway unreachable", at });
+    expect(items.odd?.verify).toEqual({ status: "maybe", at });
+    expect(items.threw?.preview).toBeUndefined();
+  });
+
   it("refuses a reviewPreview that is not true or false", () => {
     expect(() => charger(memoryStore(), { reviewPreview: "yes" })).toThrow(/reviewPreview/);
   });
