@@ -236,8 +236,9 @@ export async function verifyEarlierAttempt<A, R>(
           : verifyError !== undefined
             ? messageOf(verifyError)
             : undefined;
+      const answer = outcome?.status;
       const verified = {
-        status: verifyError !== undefined ? "error" : String(outcome?.status),
+        status: verifyError !== undefined ? "error" : typeof answer === "string" ? answer : "unrecognised",
         at: iso(call.options.clock.now()),
         ...(typeof said === "string" ? { reason: said } : {}),
       };
@@ -257,10 +258,9 @@ function withPreview<A, R>(
   binding: RecordBinding | undefined,
 ): string | null {
   const preview = call.options.reviewPreview ? argumentPreview(call.args, call.options.codec) : undefined;
+  if (note.verify === undefined && preview === undefined) return error;
   const full = preview === undefined ? note : { ...note, arguments: preview };
-  return full.verify === undefined && full.arguments === undefined
-    ? error
-    : withReviewNote(error, full, call.options.codec, binding, storedLimit(call));
+  return withReviewNote(error, full, call.options.codec, binding, storedLimit(call));
 }
 
 /** The most a stored result or failure may take: the tool's limit, or the store's where lower. */

@@ -215,7 +215,7 @@ describe("what a model reads of a resolved replay", () => {
     const tool = idempotent(async () => ({ ok: true }), { name: "noop", store });
     await tool({}, { key: "k" });
     const replay = await tool({}, { key: "k" });
-    expect(replay.resolved_by_operator).toBeUndefined();
+    expect("resolved_by_operator" in replay).toBe(false);
     expect(modelOutputOf(replay, "envelope", "noop").note).not.toContain("by hand");
   });
 });
@@ -242,6 +242,9 @@ describe("what the queue shows of a call whose outcome is unknown", () => {
       card: { number: "[redacted]", holder: "Ada" },
     });
     expect(items["not-kept"]?.preview).toBeUndefined();
+    // Without a preview or a verify answer, the failure is stored as the tool threw it, with no note.
+    const plain = await store.get({ scope: "default", key: "not-kept" }, Date.now());
+    expect(JSON.parse(plain?.error ?? "null")).toStrictEqual({ name: "Error", message: "gateway timeout" });
     expect(items.kept?.failure?.message).toBe("gateway timeout");
   });
 
@@ -299,12 +302,16 @@ describe("what the queue shows of a call whose outcome is unknown", () => {
     await codeOf(charger(store, { verify: throwing, clock })(charge, { key: "threw" }));
     const odd = () => ({ status: "maybe" }) as unknown as { status: "unknown" };
     await codeOf(charger(store, { verify: odd, clock })(charge, { key: "odd" }));
+    await codeOf(charger(store)(charge, { key: "none" }));
+    const nothing = () => undefined as unknown as { status: "unknown" };
+    await codeOf(charger(store, { verify: nothing, clock })(charge, { key: "none" }));
     const items = Object.fromEntries(
       (await reviewQueue({ store, clock })).items.map((item) => [item.key, item]),
     );
     const at = new Date(clock.now()).toISOString();
-    expect(items.threw?.verify).toEqual({ status: "error", reason: "gateway unreachable", at });
-    expect(items.odd?.verify).toEqual({ status: "maybe", at });
+    expect(items.threw?.verify).toStrictEqual({ status: "error", reason: "gateway unreachable", at });
+    expect(items.odd?.verify).toStrictEqual({ status: "maybe", at });
+    expect(items.none?.verify).toStrictEqual({ status: "unrecognised", at });
     expect(items.threw?.preview).toBeUndefined();
   });
 
