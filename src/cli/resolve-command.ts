@@ -23,7 +23,7 @@ What each resolution means (read docs/review.md first):
   completed     the effect happened; every repeat replays the --result you give (for an MCP tool,
                 give it as the tool returns it: {"content":[...]})
   not-executed  the effect never happened; the key is freed and the next call runs the tool again.
-                If the evidence is wrong, the effect happens twice: it asks before it acts (--yes in scripts)
+                If the evidence is wrong, the effect happens twice: it asks first (--yes in scripts)
   failed        it failed for good; every repeat gets --error back
 The evidence is kept in plaintext in the store's trail for 366 days: never put a secret in it.
 
@@ -32,16 +32,23 @@ Examples:
       --result '{"messageId":"m-81"}' --evidence "provider log: m-81 delivered 10:02 UTC"
   $ idempotool resolve tenant-a order-42 --store postgres://agent@db/agents --as not-executed \\
       --evidence "no charge in the Stripe dashboard for this key" --expect-version 3f2a9c0d11e84b57
-  $ idempotool resolve default turn-7-alice --store sqlite://./idempotool.db --hooks ./hooks.js --verify --apply
+  $ idempotool resolve default turn-7-alice --store sqlite://./idempotool.db --hooks ./hooks.js \\
+      --verify --apply
   $ idempotool resolve --store sqlite://./idempotool.db --as not-executed --tool send_email \\
-      --scope tenant-a --older-than 2h --evidence "provider outage 09:00-11:00, nothing sent" --dry-run
+      --scope tenant-a --older-than 2h --evidence "provider outage, nothing sent" --dry-run
 
 Exit codes: 0 resolved (or nothing to do); 1 refused because the record changed or needs no
-resolution, or a verify hook could not say; 2 it could not run (bad usage, the store, no confirmation).`;
+resolution, or a verify hook could not say; 2 it could not run (bad usage, the store, no
+confirmation).`;
 
 /** Register `resolve` on its command. */
 export function resolveCommand(command: Command, context: CommandContext): void {
-  queueOptions(command, 1000)
+  queueOptions(
+    command,
+    1000,
+    "a module exporting `tools` (as for reconcile): their verify hooks and storage options (encryption)",
+    "by filter: ",
+  )
     .description("Record what a person found out about records that need one (see idempotool review)")
     .argument("[scope]", "the record's scope (with <key>; leave both out to resolve by filter)")
     .argument("[key]", "the record's idempotency key")

@@ -31,9 +31,10 @@ interface ReviewFlags extends QueueFlags {
 }
 
 const examples = `
-A record needs a person when its worker stopped without recording an outcome (in progress, its lease
-passed) or when nobody knows whether its effect happened (unknown). Callers repeating such a call get
-outcome_unknown until someone resolves it: idempotool resolve, or a verify hook (idempotool reconcile).
+A record needs a person when its worker stopped without recording an outcome (in progress,
+its lease passed) or when nobody knows whether its effect happened (unknown). Repeats of such
+a call get outcome_unknown until it is resolved: idempotool resolve, or a verify hook
+(idempotool reconcile).
 
 Examples:
   $ idempotool review --store sqlite://./idempotool.db
@@ -43,23 +44,27 @@ Examples:
 
 Exit codes: 0 nothing needs a person; 1 some record does; 2 it could not run.`;
 
-/** Add the queue's filters to a command. */
-export function queueOptions(command: Command, limit: number): Command {
+/**
+ * Add the queue's filters to a command. `words` prefixes each filter's help (`by filter: `), `hooks` is
+ * what `--hooks` does for it.
+ */
+export function queueOptions(command: Command, limit: number, hooks: string, words = ""): Command {
   return storeOptions(command)
-    .option("--tool <name>", "only this tool's records")
-    .option("--scope <scope>", "only this scope")
-    .option("--key-prefix <prefix>", "only keys starting with this")
-    .option("--older-than <age>", "only records first tried longer ago than this (10m, 2h, 3d)", duration)
-    .option("--limit <n>", "at most this many records, the oldest", positiveInteger, limit)
-    .option(
-      "--hooks <module>",
-      "a module exporting `tools` (as for reconcile): their encryption opens sealed notes",
-    );
+    .option("--tool <name>", `${words}only this tool's records`)
+    .option("--scope <scope>", `${words}only this scope`)
+    .option("--key-prefix <prefix>", `${words}only keys starting with this`)
+    .option("--older-than <age>", `${words}only records first tried longer ago (10m, 2h, 3d)`, duration)
+    .option("--limit <n>", `${words}at most this many records, the oldest`, positiveInteger, limit)
+    .option("--hooks <module>", hooks);
 }
 
 /** Register `review` on its command. */
 export function reviewCommand(command: Command, context: CommandContext): void {
-  queueOptions(command, 100)
+  queueOptions(
+    command,
+    100,
+    "a module exporting `tools` (as for reconcile): their encryption opens sealed notes",
+  )
     .description("List the records that need a person: leases passed and unknown outcomes, oldest first")
     .option("--json", "print the queue as JSON (items, total, byTool, oldestAgeMs, scanned)")
     .addHelpText("after", examples)
