@@ -31,7 +31,7 @@ const foldersLoaded: Record<string, string[]> = {
   "./otel": ["core", "otel"],
   "./ops": ["core", "ops"],
   "./audit": ["audit", "core"],
-  "./reconcile": ["core", "reconcile"],
+  "./reconcile": ["core", "reconcile", "review"],
   "./review": ["core", "review"],
   "./saga": ["core", "saga"],
   "./postgres": ["core", "postgres"],

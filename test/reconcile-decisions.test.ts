@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from "vitest";
 import { fingerprint, type IdempotencyStore, isIdempotencyError, memoryStore } from "../src/index.js";
 import { checkpoint } from "../src/ops/index.js";
 import { type ReconcileOutcome, reconcileOnce } from "../src/reconcile/index.js";
+import { readTrail, resolveRecord } from "../src/review/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
 async function stale(store: IdempotencyStore, clock: FakeClock, keys: string[]) {
@@ -128,6 +129,39 @@ describe("reconcile decisions", () => {
       },
     });
     expect(summary.released).toBe(2);
+  });
+
+  it("leaves the trail of operators' resolutions alone, an interrupted entry too", async () => {
+    const clock = fakeClock();
+    const store = memoryStore();
+    await stale(store, clock, ["k1"]);
+    // The resolver writes its intent, then loses the store: the entry stays interrupted (unknown).
+    const failing: IdempotencyStore = {
+      ...store,
+      claim: (request) => store.claim(request),
+      settle: (request) => store.settle(request),
+      get: (id, now) => store.get(id, now),
+      list: (query) => store.list(query),
+      release: (request) => store.release(request),
+      takeover: () => Promise.reject(new Error("connection reset")),
+    };
+    const resolving = resolveRecord({
+      store: failing,
+      clock,
+      scope: "default",
+      key: "k1",
+      as: "not_executed",
+      evidence: "not in the provider's log",
+      by: "ops",
+    });
+    await expect(resolving).rejects.toThrow(/connection reset|store/);
+    expect((await readTrail({ store, scope: "default", key: "k1" })).map((e) => e.state)).toEqual([
+      "interrupted",
+    ]);
+    const summary = await reconcileOnce({ store, tools: {}, clock });
+    expect(summary.decisions.map((d) => [d.scope, d.key, d.decision])).toEqual([
+      ["default", "k1", "needs_review"],
+    ]);
   });
 
   it("names the option at fault", async () => {

@@ -18,6 +18,7 @@ import {
 import { defaults } from "../core/options.js";
 import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
+import { trailScope } from "../review/trail.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
 import { apply, ask, plan } from "./settle-record.js";
@@ -93,6 +94,9 @@ export async function reconcileOnce(options: ReconcileOptions): Promise<Reconcil
         if (summary.examined >= o.limit) return summary;
         o.signal?.throwIfAborted();
         if (status === RecordStatus.inProgress && record.leaseExpiresAt > o.clock.now()) continue;
+        // The trail of operators' resolutions keeps an interrupted one as unknown, for a person to read:
+        // it is no call of any tool, and no hook could settle it.
+        if (record.scope === trailScope) continue;
         const id = `${record.scope}\u0000${record.key}`;
         if (seen.has(id)) continue;
         seen.add(id);
