@@ -1,6 +1,6 @@
 /**
  * `idempotool review` and `idempotool resolve` (and the trail in `inspect show`), in this process, on a
- * SQLite file and on the real PostgreSQL and Redis servers, named by URL as an operator would. Records are
+ * SQLite file and on the real PostgreSQL, MySQL (MariaDB here) and Redis servers, named by URL as an operator would. Records are
  * made by a real `idempotent()` tool whose first run throws (its outcome is unknown), or claimed through
  * the store with a lease that passed an hour ago; what a resolution did is checked by calling that tool
  * again.
@@ -11,12 +11,14 @@ import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { type IdempotencyStore, idempotent, isIdempotencyError, ReplayedFailureError } from "../src/index.js";
+import { mysqlStore } from "../src/mysql/index.js";
 import { postgresStore } from "../src/postgres/index.js";
 import { redisStore } from "../src/redis/index.js";
 import type { ReviewQueue } from "../src/review/index.js";
 import { readTrail } from "../src/review/index.js";
 import { sqliteStore } from "../src/sqlite/index.js";
 import { type CliResult, cli } from "./fixtures/cli-binary.js";
+import { dropMysqlTable, freshMysqlTable, mysqlUrl, testMysqlPool } from "./fixtures/mysql-helpers.js";
 import { dropTable, freshTable, pgUrl, testPool } from "./fixtures/pg-helpers.js";
 import { dropPrefix, freshPrefix, testClient } from "./fixtures/redis-helpers.js";
 // @ts-expect-error: a plain JavaScript module, as an operator writes one.
@@ -25,13 +27,17 @@ import { encryption } from "./fixtures/review-hooks.mjs";
 const DAY = 86_400_000;
 const hooks = join(import.meta.dirname, "fixtures", "review-hooks.mjs");
 const pool = testPool({ max: 4 });
+const mysql = testMysqlPool({ connectionLimit: 4 });
 const redis = testClient();
 const tables: string[] = [];
+const mysqlTables: string[] = [];
 const prefixes: string[] = [];
 
 afterAll(async () => {
   for (const table of tables) await dropTable(pool, table);
   await pool.end();
+  for (const table of mysqlTables) await dropMysqlTable(mysql, table);
+  await mysql.end();
   for (const prefix of prefixes) await dropPrefix(redis, prefix);
   redis.disconnect();
 });
@@ -60,6 +66,16 @@ const rows: { name: string; fresh(): Promise<Fresh> }[] = [
       const store = postgresStore({ client: pool, table, clock: "request" });
       await store.migrate();
       return { url: `${pgUrl}?table=${table}`, store };
+    },
+  },
+  {
+    name: "MySQL",
+    async fresh() {
+      const table = freshMysqlTable();
+      mysqlTables.push(table);
+      const store = mysqlStore({ client: mysql, table, clock: "request" });
+      await store.migrate();
+      return { url: `${mysqlUrl}?table=${table}`, store };
     },
   },
   {
