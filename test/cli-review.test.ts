@@ -433,6 +433,17 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     expect(live.stderr).toContain("record_not_resolvable");
     expect(live.stderr).toContain("live lease");
     expect(await statusOf(store, "turn-1")).toBe("in_progress");
+    // Nor does it ask to free a key it would refuse to free.
+    const asked: string[] = [];
+    const unasked = await onTerminal(
+      ["resolve", "tenant-a", "turn-1", "--store", url, "--as", "not-executed", "--evidence", "log"],
+      async (question) => {
+        asked.push(question);
+        return "yes";
+      },
+    );
+    expect([unasked.code, asked]).toEqual([1, []]);
+    expect(unasked.stderr).toContain("record_not_resolvable");
 
     const none = await resolve("nope");
     expect([none.code, none.stderr]).toEqual([1, expect.stringContaining('no live record for key "nope"')]);

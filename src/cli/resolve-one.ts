@@ -8,7 +8,14 @@ import { isIdempotencyError } from "../core/errors.js";
 import { isSealed } from "../core/result-codec.js";
 import type { IdempotencyRecord } from "../core/store.js";
 import type { ReconcileTool } from "../reconcile/index.js";
-import { type ResolveAs, type ResolveOptions, resolveRecord, type TrailEntry } from "../review/index.js";
+import {
+  needsReview,
+  type ResolveAs,
+  type ResolveOptions,
+  recordVersion,
+  resolveRecord,
+  type TrailEntry,
+} from "../review/index.js";
 import { confirm } from "./confirm.js";
 import { ExitCode, UsageError } from "./errors.js";
 import { storeCall } from "./inspect-command.js";
@@ -99,7 +106,11 @@ export async function resolveOne(
   }
   const tool = tools?.[record.tool];
   refuseSealed(record, tool, flags.hooks);
-  if (resolution.as === "not_executed") {
+  // A record the resolution would refuse (changed, settled, held by a live lease) is refused without asking.
+  const refusable =
+    !needsReview(record, Date.now()) ||
+    (flags.expectVersion !== undefined && recordVersion(record) !== flags.expectVersion);
+  if (resolution.as === "not_executed" && !refusable) {
     context.io.stderr.write(`${notExecutedWarning(record.tool, 1)}\n`);
     if (!flags.yes) {
       const question = `Free key ${printable(JSON.stringify(id.key))} of ${printable(record.tool)} in scope ${printable(JSON.stringify(id.scope))}? Type yes to confirm: `;
