@@ -683,3 +683,37 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     expect(show.stdout).toMatch(/ops {2}as completed {2}via cli {2}applied/);
   });
 });
+
+describe("idempotool review's progress", () => {
+  it("counts the records it looks at on stderr when stderr is a terminal, and says nothing there otherwise", async () => {
+    const { url, store } = await rows[0]!.fresh();
+    await mailer(store).unknown("turn-1");
+    const { runCli } = await import("../src/cli/main.js");
+    let out = "";
+    let err = "";
+    const sink = (append: (text: string) => void) =>
+      new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          append(chunk.toString());
+          done();
+        },
+      });
+    const stderr = Object.assign(
+      sink((text) => {
+        err += text;
+      }),
+      { isTTY: true },
+    );
+    const code = await runCli(["node", "idempotool", "review", "--store", url, "--json"], {
+      stdout: sink((text) => {
+        out += text;
+      }),
+      stderr,
+      stdin: new PassThrough(),
+    });
+    expect(code).toBe(1);
+    expect((JSON.parse(out) as ReviewQueue).total).toBe(1);
+    expect(err).toContain("reading the store, records looked at: 1");
+    expect((await cli(["review", "--store", url, "--json"])).stderr).toBe("");
+  });
+});

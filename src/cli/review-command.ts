@@ -95,7 +95,7 @@ export async function readQueue(
   const bar =
     err.isTTY === true
       ? new cliProgress.SingleBar(
-          { format: "reading the store: {value} records looked at", stream: err, clearOnComplete: true },
+          { format: "reading the store, records looked at: {value}", stream: err, clearOnComplete: true },
           cliProgress.Presets.shades_classic,
         )
       : undefined;
