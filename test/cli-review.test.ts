@@ -395,6 +395,25 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     expect((error as ReplayedFailureError).message).toContain("mailbox does not exist");
     expect((error as ReplayedFailureError).resolved_by_operator?.by).toBe("ops");
     expect(m.runs("turn-1")).toBe(1);
+
+    // A worker that stopped leaves no note to tell whether its tool encrypts: the command says so.
+    await stale(store, "order-42");
+    const declined = await cli([
+      "resolve",
+      "default",
+      "order-42",
+      "--store",
+      url,
+      "--as",
+      "failed",
+      "--error",
+      "card declined",
+      "--evidence",
+      "declined in the card processor's dashboard",
+    ]);
+    expect(declined.code, declined.stderr).toBe(0);
+    expect(declined.stderr).toContain("Without --hooks, the outcome is stored in plaintext");
+    expect(await statusOf(store, "order-42", "default")).toBe("failed");
   });
 
   it("refuses a record that changed since it was listed (--expect-version), or whose owner holds a live lease, and changes nothing", async () => {

@@ -13,6 +13,7 @@ import { printable, styles } from "./output.js";
 import {
   cliAs,
   notExecutedWarning,
+  plaintextNote,
   type Resolution,
   type ResolveFlags,
   refused,
@@ -55,10 +56,9 @@ export async function resolveBulk(
         `whose tools[${printable(JSON.stringify(tool))}] has the tool's encryption. Nothing was changed`,
     );
   }
-  if (resolution.as !== "not_executed" && tools?.[tool]?.encryption === undefined) {
-    stderr.write(
-      "Without --hooks, the outcome is stored in plaintext; a tool with encryption would refuse to replay it.\n",
-    );
+  const noteless = queue.items.some((item) => item.status === "in_progress");
+  if (resolution.as !== "not_executed" && noteless && tools?.[tool]?.encryption === undefined) {
+    stderr.write(`${plaintextNote}\n`);
   }
   const keys = `${n} key${n === 1 ? "" : "s"} of ${whose}`;
   const question =

@@ -77,6 +77,10 @@ export function refuseSealed(
   );
 }
 
+/** Said when an outcome may be stored for a tool whose encryption was not given. */
+export const plaintextNote =
+  "Without --hooks, the outcome is stored in plaintext; a tool with encryption would refuse to replay it.";
+
 /** What not-executed risks, said before it acts. */
 export function notExecutedWarning(tool: string, count: number): string {
   const one = count === 1;
@@ -110,6 +114,15 @@ export async function resolveOne(
   const refusable =
     !needsReview(record, Date.now()) ||
     (flags.expectVersion !== undefined && recordVersion(record) !== flags.expectVersion);
+  // A worker that stopped before writing any note leaves nothing to show whether its tool encrypts.
+  if (
+    resolution.as !== "not_executed" &&
+    !refusable &&
+    tool === undefined &&
+    record.status === "in_progress"
+  ) {
+    context.io.stderr.write(`${plaintextNote}\n`);
+  }
   if (resolution.as === "not_executed" && !refusable) {
     context.io.stderr.write(`${notExecutedWarning(record.tool, 1)}\n`);
     if (!flags.yes) {
