@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `npm run test:all` needs beyond Node and npm, made ready where this machine allows it: spin and a C
-# compiler for the protocol model, PostgreSQL on 127.0.0.1:5432, MariaDB (or MySQL) on 127.0.0.1:3306 with a
+# compiler for the protocol model, Chromium for the console's browser tests, PostgreSQL on 127.0.0.1:5432, MariaDB (or MySQL) on 127.0.0.1:3306 with a
 # database named test, and Redis on 127.0.0.1:6379. A missing tool
 # is installed from the system's packages when we are root with apt-get (set IDEMPOTOOL_NO_INSTALL=1 to
 # forbid that); a server that is installed but stopped is started. Whatever is still missing is named, one
@@ -28,6 +28,8 @@ need_command() { # need_command <command> <Debian package> <advice>
 
 need_command spin spin "install spin (Debian/Ubuntu: apt-get install spin; macOS: brew install spin)"
 command -v cc >/dev/null 2>&1 || need_command gcc gcc "install a C compiler (apt-get install gcc), which spin's checker needs"
+# The console's browser tests drive the system's Chromium (Playwright cannot fetch its own browser here).
+need_command chromium chromium "install Chromium (Debian/Ubuntu: apt-get install chromium), which the console's browser tests drive"
 
 wait_for() { for _ in $(seq 1 30); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done; return 1; }
 

@@ -83,6 +83,40 @@ function cursorIgnoresScope(): IdempotencyStore {
 }
 
 /**
+ * Settle and renew find nothing once the record's window has passed: the store forgets a record the moment
+ * it expires, as Redis did when it deleted every key at its record's expiresAt.
+ */
+function forgetsAtWindowEnd(): IdempotencyStore {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    // memoryStore's get drops an expired record as it looks it up.
+    async settle(request) {
+      await inner.get(request, request.now);
+      return inner.settle(request);
+    },
+    async renew(request) {
+      await inner.get(request, request.now);
+      return inner.renew(request);
+    },
+  };
+}
+
+/** Claim takes a record in progress or unknown for a holder even past its window, as if it were live. */
+function openRecordsBlockClaims(): IdempotencyStore {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    async claim(request) {
+      const held = await inner.get(request, Number.NEGATIVE_INFINITY);
+      if (held?.status === "in_progress" || held?.status === "unknown")
+        return { claimed: false, record: held, now: request.now };
+      return inner.claim(request);
+    },
+  };
+}
+
+/**
  * Settle refuses a result over `keepsBytes` (as a database refuses a row over its size limit), while the
  * store declares `declaresBytes` (or nothing).
  */
@@ -222,6 +256,27 @@ describe("the conformance suite catches broken stores", () => {
       ),
     );
     expect(cut).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store that forgets a record in progress or unknown when its window ends", async () => {
+    const failing = await failingCases(forgetsAtWindowEnd);
+    for (const name of [
+      "a call frozen past its window without renewing still records its outcome, and a repeat then replays it",
+      "settle and renew by the owner succeed after the window passed, while the store still holds the record",
+    ]) {
+      expect(failing).toContain(caseName(name));
+    }
+    expect(failing).not.toContain(caseName(inserts));
+  });
+
+  it("fails a store whose record in progress or unknown blocks claims past its window", async () => {
+    const failing = await failingCases(openRecordsBlockClaims);
+    expect(failing).toContain(
+      caseName(
+        "a record in progress or unknown past its window never blocks a claim, which fences its owner's late settle out",
+      ),
+    );
+    expect(failing).not.toContain(caseName(inserts));
   });
 
   it("passes the store these are broken from", async () => {

@@ -533,3 +533,34 @@ describe("transactionalOnce refuses what it cannot make atomic", () => {
     await pool.end();
   });
 });
+
+describe("transactionalOnce on PostgreSQL in a transaction that began long before", () => {
+  it("dates the call by its own statement, not by when the caller's transaction began", async () => {
+    const pool = testPool({ max: 1 });
+    const dedup = freshTable();
+    await pool.query(postgresDedupTableSql(dedup));
+    const knex = createKnex({ client: "pg", connection: pgUrl, pool: { min: 0, max: 1 } });
+    try {
+      await knex.transaction(async (trx) => {
+        // The server's clock moves on inside the transaction; now() would stay where it began.
+        await trx.raw("SELECT pg_sleep(0.2)");
+        const { rows } = await trx.raw("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms");
+        const later = Number((rows as { ms: string }[])[0]!.ms);
+        const out = await transactionalOnce(
+          trx,
+          { table: dedup, tool: "t", key: "k", args: {} },
+          async () => 1,
+        );
+        expect(Date.parse(out.original_called_at)).toBeGreaterThanOrEqual(later);
+        const window = await trx.raw(
+          `SELECT (extract(epoch from expires_at - created_at) * 1000)::bigint AS ms FROM "${dedup}"`,
+        );
+        expect(Number((window.rows as { ms: string }[])[0]!.ms)).toBe(86_400_000);
+      });
+    } finally {
+      await knex.destroy();
+      await pool.query(`DROP TABLE IF EXISTS "${dedup}"`);
+      await pool.end();
+    }
+  });
+});

@@ -36,6 +36,7 @@ async function pathWithout(without: readonly string[]): Promise<string> {
     "cc",
     "gcc",
     "spin",
+    "chromium",
   ];
   for (const command of wanted.filter((name) => !without.includes(name))) {
     const { stdout } = await run("bash", ["-c", `command -v ${command}`]);
@@ -52,7 +53,7 @@ async function provision(path: string) {
 }
 
 describe("scripts/provision.sh", () => {
-  it("passes quietly when spin, a compiler, PostgreSQL, MariaDB and Redis are there", async () => {
+  it("passes quietly when spin, a compiler, Chromium, PostgreSQL, MariaDB and Redis are there", async () => {
     expect(await provision(await pathWithout([]))).toEqual({ code: 0, stderr: "" });
   });
 

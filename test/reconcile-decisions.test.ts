@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from "vitest";
 import { fingerprint, type IdempotencyStore, isIdempotencyError, memoryStore } from "../src/index.js";
 import { checkpoint } from "../src/ops/index.js";
 import { type ReconcileOutcome, reconcileOnce } from "../src/reconcile/index.js";
-import { readTrail, resolveRecord } from "../src/review/index.js";
+import { readTrail, resolveRecord, reviewQueue } from "../src/review/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
 async function stale(store: IdempotencyStore, clock: FakeClock, keys: string[]) {
@@ -129,39 +129,6 @@ describe("reconcile decisions", () => {
       },
     });
     expect(summary.released).toBe(2);
-  });
-
-  it("leaves the trail of operators' resolutions alone, an interrupted entry too", async () => {
-    const clock = fakeClock();
-    const store = memoryStore();
-    await stale(store, clock, ["k1"]);
-    // The resolver writes its intent, then loses the store: the entry stays interrupted (unknown).
-    const failing: IdempotencyStore = {
-      ...store,
-      claim: (request) => store.claim(request),
-      settle: (request) => store.settle(request),
-      get: (id, now) => store.get(id, now),
-      list: (query) => store.list(query),
-      release: (request) => store.release(request),
-      takeover: () => Promise.reject(new Error("connection reset")),
-    };
-    const resolving = resolveRecord({
-      store: failing,
-      clock,
-      scope: "default",
-      key: "k1",
-      as: "not_executed",
-      evidence: "not in the provider's log",
-      by: "ops",
-    });
-    await expect(resolving).rejects.toThrow(/connection reset|store/);
-    expect((await readTrail({ store, scope: "default", key: "k1" })).map((e) => e.state)).toEqual([
-      "interrupted",
-    ]);
-    const summary = await reconcileOnce({ store, tools: {}, clock });
-    expect(summary.decisions.map((d) => [d.scope, d.key, d.decision])).toEqual([
-      ["default", "k1", "needs_review"],
-    ]);
   });
 
   it("names the option at fault", async () => {
@@ -309,5 +276,76 @@ describe("the reconciler's claim while a hook runs", () => {
     expect(second.examined).toBe(0);
     expect(refunds()).toBe(1);
     expect((await inner.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("failed");
+  });
+});
+
+describe("what the reconciler leaves for the review queue", () => {
+  it("keeps the hook's answer beside the record it puts back as unknown, and the earlier failure with it", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k", "thrown"]);
+    await store.settle({
+      scope: "default",
+      key: "k",
+      token: "t-k",
+      status: "unknown",
+      result: null,
+      error: JSON.stringify({ name: "Error", message: "socket hang up" }),
+      ttlMs: 86_400_000,
+      now: clock.now(),
+    });
+    await reconcileOnce({
+      store,
+      clock,
+      tools: {
+        send_email: {
+          verify: (record): ReconcileOutcome => {
+            if (record.key === "thrown") throw new Error("provider timeout");
+            return { status: "unknown", reason: "the provider keeps no log older than a day" };
+          },
+        },
+      },
+    });
+    const queue = await reviewQueue({ store, clock });
+    const byKey = Object.fromEntries(queue.items.map((item) => [item.key, item]));
+    expect(byKey.k?.failure?.message).toBe("socket hang up");
+    expect(byKey.k?.verify).toEqual({
+      status: "unknown",
+      reason: "the provider keeps no log older than a day",
+      at: new Date(clock.now()).toISOString(),
+    });
+    expect(byKey.thrown?.verify).toMatchObject({ status: "error", reason: "provider timeout" });
+    expect(byKey.thrown?.failure).toBeUndefined();
+  });
+
+  it("leaves operators' trail entries alone, even one left interrupted", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, ["k"]);
+    const failing: IdempotencyStore = { ...store, takeover: () => Promise.reject(new Error("reset")) };
+    for (const name of ["claim", "settle", "get", "list", "release", "renew", "delete", "purge"] as const) {
+      (failing as unknown as Record<string, unknown>)[name] = (
+        store[name] as (...a: unknown[]) => unknown
+      ).bind(store);
+    }
+    await expect(
+      resolveRecord({
+        store: failing,
+        scope: "default",
+        key: "k",
+        as: "not_executed",
+        evidence: "e",
+        by: "o",
+        clock,
+      }),
+    ).rejects.toMatchObject({ code: "store_unavailable" });
+    await clock.advance(120_000);
+    const verify = vi.fn((): ReconcileOutcome => ({ status: "not_executed" }));
+    const summary = await reconcileOnce({ store, clock, tools: { send_email: { verify } } });
+    expect(summary.examined).toBe(1);
+    expect(summary.decisions.map((d) => d.key)).toEqual(["k"]);
+    expect((await readTrail({ store, scope: "default", key: "k" })).map((e) => e.state)).toEqual([
+      "interrupted",
+    ]);
   });
 });

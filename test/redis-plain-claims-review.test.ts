@@ -82,12 +82,12 @@ describe("tieredStore over a redisStore with plain claims", () => {
 });
 
 describe("redisStore settle reads a stub as every other script does", () => {
-  // A stub's key life is leaseMs + ttlMs - 1: one of less than 1 ms is nothing a claim writes (SET PX
+  // A stub's key life is leaseMs + ttlMs + keptMs - 1: one of less than 1 ms is nothing a claim writes (SET PX
   // refuses it), so once such a value has no expiry it has no times to stand for: fromStub leaves it as
   // no record, and claim, get, takeover, renew and release refuse it. Settle must refuse it too, not
   // write a completed record over it.
-  it.each(["0 0", "0 1", "1 0"])(
-    "refuses a stub without expiry whose key life (lease %s) is under 1 ms",
+  it.each(["0 0 0", "0 1 0", "1 0 0", "0 0 1"])(
+    "refuses a stub without expiry whose key life (lease, ttl and kept %s) is under 1 ms",
     async (times) => {
       const prefix = await fresh();
       const store = redisStore({ client, prefix });
@@ -109,7 +109,7 @@ describe("redisStore settle reads a stub as every other script does", () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });
     const name = recordName(prefix, "tenant-a", "order-1");
-    const forged = "~ 100000000000000000000 1 1 7 10 3 - -\ntoken-asend_emailfp1";
+    const forged = "~ 100000000000000000000 1 86400000 1 7 10 3 - -\ntoken-asend_emailfp1";
     await client.set(name, forged);
     await expect(store.get({ scope: "tenant-a", key: "order-1" }, Date.now())).rejects.toThrow(
       /not an idempotool record/,

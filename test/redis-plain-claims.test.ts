@@ -10,6 +10,8 @@ import { redisTestFile } from "./fixtures/redis-test-file.js";
 
 const { client, fresh } = redisTestFile("plain");
 
+const DAY = 86_400_000;
+
 const settle = (key: string, token: string, result: string | null = `"${key}"`) => ({
   scope: "tenant-a",
   key,
@@ -30,7 +32,7 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     expect(first.claimed).toBe(true);
     expect(spy.commands).toEqual(["set"]);
     const name = recordName(prefix, "tenant-a", "order-1");
-    expect(await client.get(name)).toMatch(/^~ 60000 86400000 1 7 10 64 - -\ntoken-asend_email/);
+    expect(await client.get(name)).toMatch(/^~ 60000 86400000 86400000 1 7 10 64 - -\ntoken-asend_email/);
 
     await store.settle(settle("order-1", "token-a"));
     spy.commands.length = 0;
@@ -53,7 +55,8 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     await store.claim(claimRequest({ leaseMs: 5_000, ttlMs: 60_000 }));
     const after = await serverNow(client);
     const name = recordName(prefix, "tenant-a", "order-1");
-    expect(await client.pexpiretime(name)).toBe((await store.get(claimRequest(), 0))!.expiresAt - 1);
+    // The key outlives the record by a day, for a late settle by its owner.
+    expect(await client.pexpiretime(name)).toBe((await store.get(claimRequest(), 0))!.expiresAt - 1 + DAY);
 
     const got = (await store.get(claimRequest(), 0))!;
     expect(got.createdAt).toBeGreaterThanOrEqual(before);
@@ -122,7 +125,7 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     expect(await client.get(name)).toBe(stub);
 
     // A "~" value whose header does not parse is nobody's claim: nothing settles it, nothing is written.
-    const forged = "~ 60000 86400000 1 7 10 x - -\ntoken-asend_email";
+    const forged = "~ 60000 86400000 86400000 1 7 10 x - -\ntoken-asend_email";
     await client.set(name, forged);
     expect(await store.settle(settle("order-1", "token-a"))).toBeNull();
     expect(await client.get(name)).toBe(forged);
@@ -149,7 +152,7 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     expect(holder).toMatchObject({ claimed: false, record: { status: "in_progress", token: "token-a" } });
     expect(holder.record.createdAt).toBeGreaterThanOrEqual(before);
     expect(holder.record.leaseExpiresAt).toBe(holder.record.createdAt + 5_000);
-    expect(await client.pexpiretime(name)).toBe(holder.record.expiresAt - 1);
+    expect(await client.pexpiretime(name)).toBe(holder.record.expiresAt - 1 + DAY);
     // Its owner still settles it, and the key keeps its window.
     expect(await store.settle(settle("order-1", "token-a"))).toMatchObject({ status: "completed" });
     expect(await client.pexpiretime(name)).toBeGreaterThan(0);

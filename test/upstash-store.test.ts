@@ -12,7 +12,7 @@ import { redisStore, type UpstashRedisLike } from "../src/redis/index.js";
 import { fakeClock, storeConformanceCases } from "../src/testing/index.js";
 import { claimRequest } from "./fixtures/claim-request.js";
 import { eventually } from "./fixtures/pg-helpers.js";
-import { dropPrefix, testClient } from "./fixtures/redis-helpers.js";
+import { dropPrefix, testClient, withRedisExpiry } from "./fixtures/redis-helpers.js";
 import { redisTestFile } from "./fixtures/redis-test-file.js";
 import { upstashClient } from "./fixtures/stores.js";
 import { emailTool, rejection } from "./fixtures/tools.js";
@@ -84,6 +84,24 @@ describe("redisStore on @upstash/redis: conformance (clock: request)", () => {
   })) {
     it(c.name, c.run);
   }
+});
+
+// As in redis-store.test.ts: Redis's expiry following the fake clock, for every case but purge's counts.
+describe("redisStore on @upstash/redis: conformance (clock: request), Redis's expiry following the clock", () => {
+  const cases = storeConformanceCases({
+    name: "redis (upstash), expiring",
+    claimsMayArriveLate: true,
+    create: async () => {
+      const prefix = await fresh("conformance");
+      const client = await upstashClient(server.url, server.token);
+      return {
+        store: redisStore({ client, prefix, clock: "request" }),
+        clock: withRedisExpiry(fakeClock(Date.now() + 30 * DAY), admin, prefix),
+        cleanup: () => dropPrefix(admin, prefix),
+      };
+    },
+  }).filter((c) => !/purge/.test(c.name));
+  for (const c of cases) it(c.name, c.run);
 });
 
 describe("redisStore on @upstash/redis", () => {
@@ -225,6 +243,24 @@ describe("redisStore on @upstash/redis", () => {
     expect(await send(alice, { key: "late" })).toMatchObject({ was_replay: false });
     expect(await send(alice, { key: "late" })).toMatchObject({ was_replay: true });
     expect(sent).toEqual([alice]);
+  });
+
+  it("answers every release on a key, past 128 in a day, and a late claim of each released token stays out", async () => {
+    const { store, prefix, direct } = await upstashStore();
+    const id = { scope: "tenant-a", key: "busy" };
+    const tokens = Array.from({ length: 200 }, (_, i) => `given-up-${i}`);
+    for (const token of tokens) {
+      // A claim that landed with its reply lost, as far as the caller knows, and the release it sends next.
+      expect((await store.claim(claimRequest({ ...id, token }))).claimed).toBe(true);
+      expect(await store.release({ ...id, token }), token).toBe(true);
+    }
+    expect(await admin.zcard(`${prefix}tenant-a:busy:[released]`)).toBe(tokens.length);
+    // Then copies of those claims arrive, the oldest first among them: none lands.
+    for (const token of [tokens[0]!, tokens[1]!, tokens[127]!, tokens[128]!, tokens[199]!]) {
+      await expect(store.claim(claimRequest({ ...id, token })), token).rejects.toThrow(/released/);
+    }
+    expect(await direct.get(id, Date.now())).toBeUndefined();
+    expect((await store.claim(claimRequest({ ...id, token: "a-new-call" }))).claimed).toBe(true);
   });
 
   it("resends a request whose reply was lost, and the tool runs once", async () => {

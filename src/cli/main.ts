@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { auditCommand } from "./audit-command.js";
 import { chaosCommand } from "./chaos-command.js";
+import { consoleCommand } from "./console/console-command.js";
 import { runDemo } from "./demo.js";
 import { ExitCode, reportError } from "./errors.js";
 import { inspectCommand } from "./inspect-command.js";
@@ -99,6 +100,7 @@ export function buildProgram(context: CommandContext): Command {
 
   auditCommand(program.command("audit"), context);
   chaosCommand(program.command("chaos"), context);
+  consoleCommand(program.command("console"), context);
   inspectCommand(program.command("inspect"), context);
   proxyCommand(program.command("proxy"), context);
   purgeCommand(program.command("purge"), context);

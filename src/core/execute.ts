@@ -27,7 +27,16 @@ import {
 import { beginFlight, endFlight, type Flight } from "./in-flight.js";
 import { type Lease, startLease } from "./lease.js";
 import { DefinitiveFailure, messageOf, NotExecuted, ReplayedFailureError } from "./outcomes.js";
-import { bindingFor, decodeFailure, encodeFailure, encodeResult } from "./serialize.js";
+import type { RecordBinding } from "./result-codec.js";
+import {
+  argumentPreview,
+  bindingFor,
+  decodeFailure,
+  encodeFailure,
+  encodeResult,
+  type ReviewNote,
+  withReviewNote,
+} from "./serialize.js";
 import { findSimilar, type RecentSimilarCall, rememberSimilar } from "./similar.js";
 import { type IdempotencyRecord, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
@@ -143,7 +152,13 @@ async function afterTool<A, R>(
     case "settle_unknown": {
       const reason = `the tool threw before reporting an outcome (${messageOf(cause)}), and its ${call.options.effect} effect may have happened`;
       const codec = call.options.codec;
-      const stored = encodeFailure(RecordStatus.unknown, cause, undefined, codec, bindingFor(call, record));
+      const binding = bindingFor(call, record);
+      const stored = withPreview(
+        call,
+        encodeFailure(RecordStatus.unknown, cause, undefined, codec, binding),
+        {},
+        binding,
+      );
       return await settleUnknown(call, record, stored, reason, cause, "run");
     }
     default:
@@ -210,12 +225,38 @@ export async function verifyEarlierAttempt<A, R>(
           : verifyError !== undefined
             ? `${reason}; verify failed: ${messageOf(verifyError)}`
             : `${reason}; verify returned an unrecognised outcome`;
-      // The earlier attempt's stored error stays as it was.
-      return settleUnknown(call, taken, taken.error, why, verifyError, "verify");
+      // The earlier attempt's stored error stays as it was, with verify's answer beside it for review.
+      const said =
+        outcome?.status === "unknown"
+          ? outcome.reason
+          : verifyError !== undefined
+            ? messageOf(verifyError)
+            : undefined;
+      const verified = {
+        status: verifyError !== undefined ? "error" : String(outcome?.status),
+        at: iso(call.options.clock.now()),
+        ...(typeof said === "string" ? { reason: said } : {}),
+      };
+      const stored = withPreview(call, taken.error, { verify: verified }, bindingFor(call, taken));
+      return settleUnknown(call, taken, stored, why, verifyError, "verify");
     }
     default:
       return unreachable(action);
   }
+}
+
+/** An unknown outcome's stored failure with `note`, and the arguments' preview when the tool keeps one. */
+function withPreview<A, R>(
+  call: Call<A, R>,
+  error: string | null,
+  note: ReviewNote,
+  binding: RecordBinding | undefined,
+): string | null {
+  const preview = call.options.reviewPreview ? argumentPreview(call.args, call.options.codec) : undefined;
+  const full = preview === undefined ? note : { ...note, arguments: preview };
+  return full.verify === undefined && full.arguments === undefined
+    ? error
+    : withReviewNote(error, full, call.options.codec, binding);
 }
 
 type After = Facts<"settled">["after"];

@@ -52,7 +52,13 @@ import {
   resolveOptions,
 } from "./options.js";
 import { ReplayedFailureError } from "./outcomes.js";
-import { bindingFor, decodeCompletedNote, decodeFailure, decodeResult } from "./serialize.js";
+import {
+  bindingFor,
+  decodeCompletedNote,
+  decodeFailure,
+  decodeResult,
+  unknownFailureMessage,
+} from "./serialize.js";
 import type { RecentSimilarCall } from "./similar.js";
 import { type ClaimResult, type IdempotencyRecord, ownerToken, RecordStatus } from "./store.js";
 import { iso } from "./time.js";
@@ -411,15 +417,9 @@ function unknownReason<A, R>(call: Call<A, R>, record: IdempotencyRecord): strin
 
 /** The stored failure's message, as a note on an unknown outcome ("" when there is none or it cannot be opened). */
 function failureNote<A, R>(call: Call<A, R>, record: IdempotencyRecord): string {
-  if (record.error === null) return "";
   try {
-    const failure = decodeFailure(
-      RecordStatus.unknown,
-      record.error,
-      call.options.codec,
-      bindingFor(call, record),
-    );
-    return ` (${failure.message})`;
+    const message = unknownFailureMessage(record.error, call.options.codec, bindingFor(call, record));
+    return message === undefined ? "" : ` (${message})`;
   } catch {
     // A note only: a record this worker cannot open still fails closed as unknown.
     return "";

@@ -148,6 +148,13 @@ export interface RecordOptions<A, R> {
    */
   readonly redact?: readonly string[] | undefined;
   /**
+   * Keep a preview of the arguments with an outcome recorded as unknown, so the person who resolves it
+   * in the review queue (`idempotool review`, the console) sees what the call was for: at most 1,000
+   * characters of their JSON, with the `redact` paths applied, sealed with `encryption`. Default false:
+   * arguments are never stored, only their fingerprint.
+   */
+  readonly reviewPreview?: boolean | undefined;
+  /**
    * Encrypt stored results and failures (AES-256-GCM) with your keys, each bound to its record (scope,
    * key, tool, fingerprint) and to the status it was settled with. New records use `current`; older
    * ones are opened by the key id they carry, so keep a retired key until its records expire. A value
@@ -203,6 +210,7 @@ export interface ResolvedOptions<A, R> {
   readonly maxResultBytes: number;
   /** Redaction and encryption of stored results and failures, keyed fingerprints; undefined: all plain. */
   readonly codec: ResultCodec | undefined;
+  readonly reviewPreview: boolean;
   readonly similar: ResolvedSimilar<A> | undefined;
   readonly clock: Clock;
   readonly onEvent: ((event: IdempotencyEvent) => void) | undefined;
@@ -266,10 +274,17 @@ export function resolveOptions<A, R>(options: IdempotentOptions<A, R>): Resolved
     verify: options.verify ?? options.reconcile,
     maxResultBytes,
     codec: resolveCodec(options.redact, options.encryption, invalidOptionFor(owner), options.fingerprintKeys),
+    reviewPreview: booleanOption("reviewPreview", options.reviewPreview),
     similar: resolveSimilar(options.name, options.similar),
     clock: options.clock ?? systemClock,
     onEvent: options.onEvent,
   };
+}
+
+function booleanOption(option: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== "boolean") invalidOption(owner, option, "must be true or false");
+  return value;
 }
 
 function resolveSimilar<A>(

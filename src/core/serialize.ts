@@ -242,6 +242,67 @@ function failureJson(error: unknown, data: unknown): string {
   }
 }
 
+/** What an unknown record keeps for the person who resolves it, beside its failure (`review`). */
+export interface ReviewNote {
+  /** The verify hook's last answer. */
+  readonly verify?: { readonly status: string; readonly reason?: string; readonly at: string };
+  /** A preview of the call's arguments (`reviewPreview`): JSON text, redacted, perhaps cut short. */
+  readonly arguments?: string;
+}
+
+/**
+ * An unknown record's stored failure with `note` added under `review` (sealed again with encryption).
+ * A failure that cannot be opened or is not a JSON object is kept as it was, without the note: nothing a
+ * record kept is ever lost for a note.
+ */
+export function withReviewNote(
+  error: string | null,
+  note: ReviewNote,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string | null {
+  let failure: Record<string, unknown>;
+  try {
+    const text = error === null ? null : open(error, codec?.encryption, "failure:unknown", record);
+    // A record that kept no failure gets the note alone: no message is made up for it.
+    const parsed: unknown = text === null ? {} : JSON.parse(text);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return error;
+    failure = parsed as Record<string, unknown>;
+  } catch {
+    return error;
+  }
+  const review = typeof failure.review === "object" && failure.review !== null ? failure.review : {};
+  return sealFailureText(
+    "unknown",
+    JSON.stringify({ ...failure, review: { ...review, ...note } }),
+    codec,
+    record,
+  );
+}
+
+/** The longest argument preview kept, in characters. */
+export const maxPreviewLength = 1000;
+
+/**
+ * The arguments as a review preview: their JSON with the `redact` paths applied, cut to
+ * {@link maxPreviewLength} characters ("…" marks the cut); undefined when they have no JSON form.
+ */
+export function argumentPreview(args: unknown, codec?: ResultCodec): string | undefined {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(args, (_key, value: unknown) =>
+      typeof value === "bigint" ? value.toString() : value,
+    );
+    if (text !== undefined && codec !== undefined && codec.redact.length > 0) {
+      text = JSON.stringify(redactPaths(JSON.parse(text), codec.redact));
+    }
+  } catch {
+    return undefined;
+  }
+  if (text === undefined) return undefined;
+  return text.length > maxPreviewLength ? `${text.slice(0, maxPreviewLength - 1)}…` : text;
+}
+
 /**
  * The failure a record of this `status` keeps. A sealed failure that does not open for this record and
  * status, or (with encryption) one that is not sealed or missing, throws `ResultUndecryptableError`.
@@ -275,6 +336,22 @@ export function decodeFailure(
     ...(parsed?.data !== undefined ? { data: parsed.data } : {}),
     ...(resolution !== undefined ? { resolution } : {}),
   };
+}
+
+/**
+ * The message an unknown record's failure states, or undefined when it states none (a note alone, or
+ * nothing). Throws like {@link decodeFailure} when a sealed failure does not open for this record.
+ */
+export function unknownFailureMessage(
+  text: string | null,
+  codec?: ResultCodec,
+  record?: RecordBinding,
+): string | undefined {
+  if (text === null) return undefined;
+  const parsed = safeParse(open(text, codec?.encryption, "failure:unknown", record)) as
+    | { message?: unknown }
+    | undefined;
+  return typeof parsed?.message === "string" ? parsed.message : undefined;
 }
 
 function safeParse(text: string): unknown {

@@ -132,12 +132,17 @@ const rowColumns: Record<SqlDialect, string> = {
 
 async function claimOnPostgres(tx: TransactionStatements, o: ResolvedTransactional): Promise<Claim | "gone"> {
   const t = o.table;
-  // An expired row no longer absorbs repeats; removing it here keeps the unique key meaningful.
-  await tx.query(`DELETE FROM ${t} WHERE scope = ? AND key = ? AND expires_at <= now()`, [o.scope, o.key]);
+  // An expired row no longer absorbs repeats; removing it here keeps the unique key meaningful. Times are
+  // the statement's, not now(): that is when the caller's transaction began, which may be long before.
+  await tx.query(`DELETE FROM ${t} WHERE scope = ? AND key = ? AND expires_at <= statement_timestamp()`, [
+    o.scope,
+    o.key,
+  ]);
   const claimed = await tx
     .query(
-      `INSERT INTO ${t} (scope, key, tool, fingerprint, expires_at) ` +
-        "VALUES (?, ?, ?, ?, now() + CAST(? AS double precision) * interval '1 millisecond') " +
+      `INSERT INTO ${t} (scope, key, tool, fingerprint, created_at, expires_at) ` +
+        "VALUES (?, ?, ?, ?, statement_timestamp(), " +
+        "statement_timestamp() + CAST(? AS double precision) * interval '1 millisecond') " +
         "ON CONFLICT (scope, key) DO NOTHING RETURNING (extract(epoch from created_at) * 1000)::bigint AS createdms",
       [o.scope, o.key, o.tool, o.fingerprint, o.ttlMs],
     )

@@ -13,7 +13,7 @@ import {
 
 /**
  * The dedup table {@link postgresTransactionalOnce} uses: one row per committed (scope, key), with the
- * tool that committed it. Run it once in a migration. Times are the server's `now()`.
+ * tool that committed it. Run it once in a migration. Times are the server's, taken when each statement starts.
  *
  * @example
  * import pg from "pg";

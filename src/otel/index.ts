@@ -24,3 +24,9 @@ export {
   OtelMetric,
   otelEvents,
 } from "./otel-events.js";
+export {
+  type OtelReviewGauges,
+  type OtelReviewGaugesOptions,
+  OtelReviewMetric,
+  otelReviewGauges,
+} from "./review-gauges.js";

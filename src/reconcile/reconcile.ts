@@ -94,8 +94,7 @@ export async function reconcileOnce(options: ReconcileOptions): Promise<Reconcil
         if (summary.examined >= o.limit) return summary;
         o.signal?.throwIfAborted();
         if (status === RecordStatus.inProgress && record.leaseExpiresAt > o.clock.now()) continue;
-        // The trail of operators' resolutions keeps an interrupted one as unknown, for a person to read:
-        // it is no call of any tool, and no hook could settle it.
+        // Operators' trail entries are not calls: an interrupted one is for a person to read.
         if (record.scope === trailScope) continue;
         const id = `${record.scope}\u0000${record.key}`;
         if (seen.has(id)) continue;

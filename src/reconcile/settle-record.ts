@@ -4,9 +4,10 @@ import { settleAttempts } from "../core/call.js";
 import { undoOnce } from "../core/compensation.js";
 import type { Lease } from "../core/lease.js";
 import { defaults } from "../core/options.js";
-import type { RecordBinding } from "../core/result-codec.js";
-import { encodeFailure, encodeResult } from "../core/serialize.js";
+import type { RecordBinding, ResultCodec } from "../core/result-codec.js";
+import { encodeFailure, encodeResult, withReviewNote } from "../core/serialize.js";
 import { type IdempotencyRecord, RecordStatus, settleOwn } from "../core/store.js";
+import { iso } from "../core/time.js";
 import { Decision } from "./decision.js";
 import type { ReconcileOutcome, ReconcileTool } from "./hooks.js";
 import type { Resolved } from "./reconcile.js";
@@ -112,12 +113,14 @@ export async function apply(
     }
     throw lastError;
   };
-  const backToUnknown = () => settle(RecordStatus.unknown, null, taken.error);
   const codec = o.codecs.get(taken.tool);
   const binding: RecordBinding | undefined =
     codec?.encryption === undefined
       ? undefined
       : { scope: taken.scope, key: taken.key, tool: taken.tool, fingerprint: taken.fingerprint };
+  // The record keeps the hook's answer, so the review queue can show what was asked and when.
+  const backToUnknown = (why?: string) =>
+    settle(RecordStatus.unknown, null, withVerifyNote(taken, answer, why, o.clock.now(), codec, binding));
   try {
     const outcome = answer.ok ? answer.outcome : undefined;
     switch (outcome?.status) {
@@ -154,7 +157,7 @@ export async function apply(
           // replays what it returned instead of undoing again.
           undone = await undoOnce(undo, taken, outcome.found, reason, lease.signal);
         } catch (error) {
-          await backToUnknown();
+          await backToUnknown(`compensate failed: ${message(error)}`);
           return { decision: Decision.error, reason: `compensate failed: ${message(error)}`, error };
         }
         const failure = new CompensatedError(`compensated by the reconciler: ${reason}`);
@@ -173,6 +176,24 @@ export async function apply(
   } catch (error) {
     return { decision: Decision.error, reason: `the store refused the outcome: ${message(error)}`, error };
   }
+}
+
+/** The unknown record's failure with the hook's answer beside it (`review.verify`). */
+function withVerifyNote(
+  taken: IdempotencyRecord,
+  answer: Answer,
+  why: string | undefined,
+  now: number,
+  codec: ResultCodec | undefined,
+  binding: RecordBinding | undefined,
+): string | null {
+  const status = answer.ok ? String((answer.outcome as { status?: unknown } | undefined)?.status) : "error";
+  const stated = answer.ok
+    ? (answer.outcome as { reason?: unknown } | undefined)?.reason
+    : message(answer.error);
+  const reason = why ?? (typeof stated === "string" ? stated : undefined);
+  const verify = { status, at: iso(now), ...(reason !== undefined ? { reason } : {}) };
+  return withReviewNote(taken.error, { verify }, codec, binding);
 }
 
 function message(error: unknown): string {

@@ -1,10 +1,10 @@
 /**
  * `idempotool/redis`: an idempotency store on Redis, for a fleet of agent workers that share one dedup
- * state. It takes the ioredis `Redis` or `Cluster`, the node-redis client, or the `@upstash/redis` client
- * (over HTTPS, for Workers and edge functions) you already have, typed by the few methods it uses (all are
- * optional peer dependencies, never imported here). Every operation is one command on one key: one round
- * trip, atomic, and fine on Redis Cluster (on an Upstash client, claim, takeover and release also read the
- * key's released tokens). Leases are judged by the server's clock.
+ * state. It takes the ioredis `Redis` or `Cluster`, the node-redis client, the Valkey GLIDE client,
+ * or the `@upstash/redis` client (over HTTPS, for Workers and edge functions) you already have, typed by
+ * the few methods it uses (all are optional peer dependencies, never imported here). Every operation is one
+ * command on one key: one round trip, atomic, and fine on Redis Cluster (on an Upstash client, claim,
+ * takeover and release also read the key's released tokens). Leases are judged by the server's clock.
  *
  * @example
  * import { Redis } from "ioredis";
@@ -20,6 +20,7 @@
  *
  * @module
  */
+export type { GlideClientLike } from "./glide.js";
 export type { NodeRedisLike } from "./node-redis.js";
 export type {
   RedisClientLike,

@@ -16,21 +16,34 @@ const header =
   /^(-?\d+) (in_progress|completed|failed|unknown) (-?\d+) (-?\d+) (-?\d+) (\d+) (\d+) (\d+) (\d+) (-|\d+) (-|\d+)\n/;
 
 /**
- * What a claim made by a plain command writes (`SET key stub NX GET PX <leaseMs + ttlMs - 1>`): the
- * record it stands for without its times, which a plain command cannot read off the server's clock.
+ * How long the key of a record in progress or unknown outlives the record's window (its `expiresAt`): a
+ * day. The record counts as absent from `expiresAt` on, but its owner can still settle it, as the contract
+ * allows while the store holds it, so a call that outlived its window (a worker paused through its lease
+ * and its window) records its outcome, and a repeat replays it rather than run the tool again. Completed
+ * and failed records, which nothing settles again, go at their window's end.
+ */
+export const openRecordKeptMs = 24 * 60 * 60 * 1000;
+
+/**
+ * What a claim made by a plain command writes (`SET key stub NX GET PX <leaseMs + ttlMs + keptMs - 1>`):
+ * the record it stands for without its times, which a plain command cannot read off the server's clock.
  *
- *   ~ <leaseMs> <ttlMs> 1 <#token> <#tool> <#fingerprint> - -\n<token><tool><fingerprint>
+ *   ~ <leaseMs> <ttlMs> <keptMs> 1 <#token> <#tool> <#fingerprint> - -\n<token><tool><fingerprint>
  *
  * The key's expiry, set by the server when the claim landed, holds them instead, and the scripts read a
- * stub as the record it stands for. Nothing else starts with "~": a record starts with its expiry's digits.
+ * stub as the record it stands for: it expires `keptMs` (see {@link openRecordKeptMs}) before its key. Nothing
+ * else starts with "~": a record starts with its expiry's digits.
  */
 export function claimStub(request: ClaimRequest): string {
-  return `~ ${request.leaseMs} ${request.ttlMs}${claimTail(request)}`;
+  return `~ ${request.leaseMs} ${request.ttlMs} ${openRecordKeptMs}${claimTail(request)}`;
 }
 
-/** The key's life in ms for a stub: its expiry is the millisecond before the record's (see scripts.ts). */
+/**
+ * The key's life in ms for a stub: it expires the millisecond before its record's window ends, plus the
+ * day a record in progress is kept (see scripts.ts).
+ */
 export function claimStubLifeMs(request: ClaimRequest): number {
-  return request.leaseMs + request.ttlMs - 1;
+  return request.leaseMs + request.ttlMs + openRecordKeptMs - 1;
 }
 
 /**

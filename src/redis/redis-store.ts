@@ -17,6 +17,7 @@ import {
   type RecordId,
   RecordStatus,
 } from "../core/store.js";
+import { type GlideClientLike, glideCommands, glideRefusal, isGlide } from "./glide.js";
 import {
   isLegacyMode,
   type NodeRedisLike,
@@ -71,19 +72,21 @@ export interface RedisLike extends RedisScanner, ScriptClient {
 
 /**
  * A client {@link redisStore} takes: an ioredis `Redis` or `Cluster` (or any {@link RedisLike}), a
- * node-redis client, or an `@upstash/redis` client (Vercel KV's too).
+ * node-redis client, an `@upstash/redis` client (Vercel KV's too), or a Valkey GLIDE client.
  */
-export type RedisClientLike = RedisLike | NodeRedisLike | UpstashRedisLike;
+export type RedisClientLike = RedisLike | NodeRedisLike | UpstashRedisLike | GlideClientLike;
 
 /** Options of {@link redisStore}. */
 export interface RedisStoreOptions<C extends RedisClientLike = RedisClientLike> {
   /**
    * Your client, which stays yours: the store configures nothing on it and never closes it. An ioredis
-   * `Redis` or `Cluster`, a node-redis client (`createClient()` from `redis`, connected), or an
-   * `@upstash/redis` `Redis` (over HTTPS, for Workers and edge functions; Vercel KV's client is one). For
-   * outages to fail fast rather than queue, give ioredis `maxRetriesPerRequest: 0` (or 1), or
-   * `enableOfflineQueue: false` (then wait for its `ready` event before the first call: until then every
-   * command fails); give node-redis `disableOfflineQueue: true`.
+   * `Redis` or `Cluster`, a node-redis client (`createClient()` from `redis`, connected), an
+   * `@upstash/redis` `Redis` (over HTTPS, for Workers and edge functions; Vercel KV's client is one), or
+   * a Valkey GLIDE `GlideClient` or `GlideClusterClient`. For outages to fail fast rather than queue,
+   * give ioredis `maxRetriesPerRequest: 0` (or 1), or `enableOfflineQueue: false` (then wait for its
+   * `ready` event before the first call: until then every command fails); give node-redis
+   * `disableOfflineQueue: true`. GLIDE fails a command after its own `requestTimeout` (250 ms by
+   * default) or the store's deadline, whichever comes first.
    */
   readonly client: C;
   /** Prepended to every record's key name; it ends in `:`. Default `"idempotool:"`. */
@@ -121,9 +124,9 @@ const owner = "redisStore()";
 const scanCount = 1000;
 
 /**
- * A store on Redis for a fleet of workers sharing one dedup state, on an ioredis or a node-redis client,
- * or over HTTPS on an `@upstash/redis` client (Workers, edge functions). Every operation is one command
- * (one round trip; fine on Redis Cluster), judged by the server's clock.
+ * A store on Redis (or Valkey) for a fleet of workers sharing one dedup state, on an ioredis, node-redis
+ * or Valkey GLIDE client, or over HTTPS on an `@upstash/redis` client (Workers, edge functions). Every
+ * operation is one command (one round trip; fine on Redis Cluster), judged by the server's clock.
  * @example
  * import { Redis } from "ioredis";
  * import { idempotent } from "idempotool";
@@ -140,11 +143,12 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
   const { client, prefix, commandTimeoutMs, clock, offsetMs, offsetIsZero, remembersReleases } =
     resolveOptions(options);
   const { run, runPlain, within } = scriptRunner(client, commandTimeoutMs, pipelines(client));
-  // A claim is one plain command, SET NX GET, when a key being there means its record is live by the
-  // clock the store judges by: the server's own, with no offset (the scripts expire a key the millisecond
-  // before its record). It writes a stub that the scripts read as its record. Off for good once Redis
-  // answers that it does not know the command's form (before 7.0). Off where the store remembers
-  // released tokens: a plain command cannot read them.
+  // A claim is one plain command, SET NX GET, when a key being there means its settled record is live by
+  // the clock the store judges by: the server's own, with no offset (the scripts expire a completed or
+  // failed record's key the millisecond before its record; one in progress or unknown outlives its
+  // record, and goes to the claim script). It writes a stub that the scripts read as its record. Off for
+  // good once Redis answers that it does not know the command's form (before 7.0). Off where the store
+  // remembers released tokens: a plain command cannot read them.
   let plainClaims =
     clock === "server" && offsetIsZero && !remembersReleases && typeof client.set === "function";
 
@@ -333,7 +337,8 @@ export function redisStore<C extends RedisClientLike>(options: RedisStoreOptions
 function resolveOptions(options: RedisStoreOptions) {
   if (typeof options !== "object" || options === null) invalidOption(owner, "options", "must be an object");
   // A node-redis cluster, sentinel or v5 legacy() client would misread the store's commands: refused.
-  const refusal = nodeRedisRefusal(options.client);
+  // A GLIDE client with compression would store records its scripts cannot read: refused too.
+  const refusal = nodeRedisRefusal(options.client) ?? glideRefusal(options.client);
   if (refusal !== undefined) invalidOption(owner, "client", refusal);
   // A node-redis client in legacyMode is driven through its v4 commands; its own are callback-style.
   const nodeRedis = nodeRedisOf(options.client);
@@ -349,13 +354,15 @@ function resolveOptions(options: RedisStoreOptions) {
     ? nodeRedisCommands(nodeRedis)
     : upstash
       ? upstashCommands(options.client as UpstashRedisLike)
-      : (options.client as RedisLike);
+      : isGlide(options.client)
+        ? glideCommands(options.client)
+        : (options.client as RedisLike);
   for (const method of ["evalsha", "eval", "scan"] as const) {
     if (typeof client?.[method] !== "function") {
       invalidOption(
         owner,
         "client",
-        `must be a Redis client such as an ioredis Redis or Cluster, a node-redis client or an @upstash/redis Redis (no ${method}() method)`,
+        `must be a Redis client such as an ioredis Redis or Cluster, a node-redis client, an @upstash/redis Redis or a Valkey GLIDE client (no ${method}() method)`,
       );
     }
   }
@@ -415,7 +422,7 @@ function resolveOptions(options: RedisStoreOptions) {
 }
 
 /**
- * Whether a request's stub is well formed: whole, non-negative ms, and a key life of at least 1 ms
+ * Whether a request's stub is well formed: whole, non-negative ms, and a key life that is a safe integer
  * (anything else the script claim handles, or refuses).
  */
 function stubFits(request: ClaimRequest): boolean {
@@ -425,7 +432,7 @@ function stubFits(request: ClaimRequest): boolean {
     Number.isSafeInteger(ttlMs) &&
     leaseMs >= 0 &&
     ttlMs >= 0 &&
-    claimStubLifeMs(request) >= 1
+    Number.isSafeInteger(claimStubLifeMs(request))
   );
 }
 

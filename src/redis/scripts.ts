@@ -8,6 +8,11 @@
  * writes a stub (see `claimStub`), whose times are the key's expiry: every script that reads a record
  * reads a stub as the record it stands for.
  *
+ * Liveness is the record's own `expiresAt`, which every script judges. The key of a completed or failed
+ * record goes when its window ends; the key of one in progress or unknown a day later (`openRecordKeptMs`),
+ * so that its owner can still settle it: claim, get and takeover treat it as absent meanwhile, and a claim
+ * replaces it.
+ *
  * Every script but release, peek and delete starts with the same two arguments, the clock it judges by:
  * ARGV[1] is the caller's time in epoch ms, or "" for the server's `TIME`; ARGV[2] is an offset in ms
  * added to the server's time (0 outside tests). The rest have names: each script lists them once, with
@@ -17,7 +22,7 @@
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import type { ClaimRequest, RenewRequest, SettleRequest, TakeoverRequest } from "../core/store.js";
-import { claimTail } from "./record-value.js";
+import { claimTail, openRecordKeptMs } from "./record-value.js";
 
 export interface RedisScript {
   readonly name: string;
@@ -60,11 +65,10 @@ local layout = '^(%-?%d+) (%l[%l_]*) (%-?%d+) (%-?%d+) %-?%d+ (%d+) (%d+) (%d+) 
 
 /**
  * How long a store that remembers released tokens (KEYS[2], see `releasedName`) keeps one: a day after its
- * release, by the server's clock.
+ * release, by the server's clock. Every token released on the key within that day is kept, however many:
+ * a late claim can come from any of them (see `releaseScript`), so none is forgotten early to make room.
  */
 const releasedTokenMemoryMs = 24 * 60 * 60 * 1000;
-/** How many tokens released within a day a key's set holds at most; a release past it fails. */
-const maxReleasedTokens = 128;
 
 // A claim or takeover by a token released on the key (KEYS[2], where the store remembers them) is late:
 // its caller gave up on it and released it. It never lands, whatever the record's key holds.
@@ -78,29 +82,30 @@ end
 const maxSafe = String(Number.MAX_SAFE_INTEGER);
 
 // A stub (\`claimStub\`) read as the record it stands for, in \`v\`: the claim's times come from the key's
-// expiry, which the server set by its own clock when the claim landed (PEXPIRETIME + 1 is when the record
-// expires; ttlMs before that its lease passes; leaseMs before that it was claimed). A stub whose key lost
-// its expiry (another program's PERSIST, a copy that dropped TTLs) has lost its times: it gets a claim's
-// life again from now, as if it landed now, rather than stay no record for good (its lease restarts, so
-// nobody takes over an owner that may still run). Stubs exist only on Redis 7 and later, as PEXPIRETIME.
+// expiry, which the server set by its own clock when the claim landed (PEXPIRETIME + 1 is keptMs after
+// the record expires; ttlMs before that its lease passes; leaseMs before that it was claimed). A stub whose
+// key lost its expiry (another program's PERSIST, a copy that dropped TTLs) has lost its times: it gets a
+// claim's life again from now, as if it landed now, rather than stay no record for good (its lease
+// restarts, so nobody takes over an owner that may still run). Stubs exist only on Redis 7 and later, as
+// PEXPIRETIME.
 const fromStub = `
 if string.byte(v, 1) == 126 then
-  local stubLease, stubTtl, stubTail = string.match(v, '^~ (%d+) (%d+)()')
+  local stubLease, stubTtl, stubKept, stubTail = string.match(v, '^~ (%d+) (%d+) (%d+)()')
   -- Times no store writes (past 2^53 - 1, where Lua's numbers and %d stop being exact) are no stub's:
   -- left as they are, the value is refused, never turned into an expiry that deletes the key.
-  if stubLease and (tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe}) then stubLease = nil end
+  if stubLease and (tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe} or tonumber(stubKept) > ${maxSafe}) then stubLease = nil end
   local pe = stubLease and redis.call('PEXPIRETIME', KEYS[1]) or -1
   if pe == -1 and stubLease then
-    local life = tonumber(stubLease) + tonumber(stubTtl) - 1
+    local life = tonumber(stubLease) + tonumber(stubTtl) + tonumber(stubKept) - 1
     if life >= 1 then
       redis.call('PEXPIRE', KEYS[1], string.format('%d', life))
       pe = redis.call('PEXPIRETIME', KEYS[1])
     end
   end
   if pe >= 0 then
-    local stubLeaseEnd = pe + 1 - tonumber(stubTtl)
+    local stubLeaseEnd = pe + 1 - tonumber(stubKept) - tonumber(stubTtl)
     local claimedAt = string.format('%d', stubLeaseEnd - tonumber(stubLease))
-    v = string.format('%d', pe + 1) .. ' in_progress ' .. string.format('%d', stubLeaseEnd) .. ' ' ..
+    v = string.format('%d', pe + 1 - tonumber(stubKept)) .. ' in_progress ' .. string.format('%d', stubLeaseEnd) .. ' ' ..
       claimedAt .. ' ' .. claimedAt .. string.sub(v, stubTail)
   end
 end
@@ -135,18 +140,22 @@ end
 // remaining life has passed on the server's clock (a caller whose clock runs behind never has its
 // records vanish early). With the server clock and no offset the two are the same instant. Redis keeps
 // a key through the millisecond of its expiry and a record is live only before its expiresAt, so the
-// key's expiry is the millisecond before: on the server's clock a key that is there holds a live record,
-// and a plain command may take its presence for liveness.
+// key of a completed or failed record expires the millisecond before: on the server's clock a key that
+// is there holds a live settled record, and a plain command may take its presence for liveness. The key
+// of a record in progress or unknown stays openRecordKeptMs longer, for its owner's late settle (top).
 const write = `
 local function store(v, at)
   redis.call('SET', KEYS[1], v)
-  redis.call('PEXPIREAT', KEYS[1], ms(math.max(at, server_now + (at - now)) - 1))
+  redis.call('PEXPIREAT', KEYS[1], ms(math.max(at, server_now + (at - now)) - 1 + ${openRecordKeptMs}))
 end
 `;
 
-// The same expiry as store's, for a script that wrote KEYS[1] itself, with \`expires\` (a number) in scope.
-const expireAt = `
-redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.max(expires, server_now + (expires - now)) - 1))`;
+/**
+ * The same expiry as store's, for a script that wrote KEYS[1] itself, with `expires` (a number) in
+ * scope: `kept` is a Lua expression for how long the key outlives the record (0 once settled for good).
+ */
+const expireAt = (kept: string) => `
+redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.max(expires, server_now + (expires - now)) - 1 + ${kept}))`;
 
 /** A string's size in UTF-8 bytes, as Lua's # counts it. */
 function byteLength(text: string): number {
@@ -219,7 +228,7 @@ local expires = lease + tonumber(ttlMs)
 local at = string.format('%d', now)
 local e = string.format('%d', expires)
 redis.call('SET', KEYS[1], e .. ' in_progress ' .. string.format('%d', lease) .. ' ' .. at .. ' ' .. at .. tail)
-${expireAt}
+${expireAt(String(openRecordKeptMs))}
 return now
 `,
 );
@@ -278,18 +287,18 @@ if string.byte(v, 1) == 126 then
   -- A stub (a claim in progress) read in place, rather than made into its record and parsed again as
   -- fromStub does: only its claim time is wanted, from the key's expiry (now, if it lost it), and the
   -- record is written whole below.
-  local stubLease, stubTtl
-  stubLease, stubTtl, a, nt, ntool, nf, at = string.match(v, '^~ (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) [%d-]+ [%d-]+\\n()')
-  if not stubLease or tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe} then return false end
+  local stubLease, stubTtl, stubKept
+  stubLease, stubTtl, stubKept, a, nt, ntool, nf, at = string.match(v, '^~ (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) [%d-]+ [%d-]+\\n()')
+  if not stubLease or tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe} or tonumber(stubKept) > ${maxSafe} then return false end
   if string.sub(v, at, at + nt - 1) ~= token then return false end
   local pe = redis.call('PEXPIRETIME', KEYS[1])
   if pe < 0 then
     -- As fromStub: a key life under 1 ms is no claim's (SET PX refuses it), so no times, no record.
-    local life = tonumber(stubLease) + tonumber(stubTtl) - 1
+    local life = tonumber(stubLease) + tonumber(stubTtl) + tonumber(stubKept) - 1
     if life < 1 then return false end
     pe = server_now + life
   end
-  c = string.format('%d', pe + 1 - tonumber(stubTtl) - tonumber(stubLease))
+  c = string.format('%d', pe + 1 - tonumber(stubKept) - tonumber(stubTtl) - tonumber(stubLease))
 else
   local found, s, _
   found, s, _, c, a, nt, ntool, nf, _, _, at = string.match(v, layout)
@@ -303,7 +312,8 @@ local updated = string.format('%d', now)
 local settled = e .. ' ' .. status .. ' ' .. updated .. ' ' .. c .. ' ' .. updated .. ' ' .. a .. ' ' ..
   nt .. ' ' .. ntool .. ' ' .. nf .. ' ' .. sizes .. '\\n' .. string.sub(v, at, at + nt + ntool + nf - 1)
 redis.call('SET', KEYS[1], settled .. result .. error)
-${expireAt}
+-- An unknown outcome can still be settled by its owner: its key is kept as a claim's is.
+${expireAt(`(status == 'unknown' and ${openRecordKeptMs} or 0)`)}
 return settled
 `,
 );
@@ -329,8 +339,14 @@ return 1
 /**
  * Returns 1 when it deleted the record, else 0. Takes no clock: release judges no time. With KEYS[2], it
  * first remembers the token there for a day by the server's clock, whatever the record's key holds (a
- * claim or takeover by it that arrives later never lands), forgetting the tokens whose day has passed;
- * past maxReleasedTokens it fails, and the core releases again later.
+ * claim or takeover by it that arrives later never lands), forgetting the tokens whose day has passed.
+ *
+ * Every released token is remembered, not only those whose claim went unanswered: the client resends a
+ * request after a network error on its own, so a claim answered by a resent copy may have an earlier copy
+ * still on its way, which the store never hears of. Nor is any token forgotten before its day to bound the
+ * set: the one forgotten could be the one whose claim is late. The set holds the releases of the last day
+ * on this key, each one a call's (the core releases a token it claimed with), so it grows with the calls
+ * on the key as its records do, and a release never fails for want of room.
  */
 export const releaseScript = script<{ readonly token: string }>(
   "release",
@@ -342,9 +358,6 @@ if KEYS[2] then
   local t = redis.call('TIME')
   local released_at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ms(released_at - ${releasedTokenMemoryMs}))
-  if not redis.call('ZSCORE', KEYS[2], token) and redis.call('ZCARD', KEYS[2]) >= ${maxReleasedTokens} then
-    return redis.error_reply('ERR redisStore: ${maxReleasedTokens} claims were released on this key within a day; try the release again later.')
-  end
   redis.call('ZADD', KEYS[2], ms(released_at), token)
   redis.call('PEXPIRE', KEYS[2], ${releasedTokenMemoryMs})
 end

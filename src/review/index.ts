@@ -27,6 +27,14 @@
  */
 export type { OperatorResolution } from "../core/outcomes.js";
 export {
+  type AgeBucket,
+  ageBuckets,
+  type ResolutionDay,
+  type ReviewCounts,
+  type ReviewCountsOptions,
+  reviewCounts,
+} from "./counts.js";
+export {
   needsReview,
   type ReviewItem,
   type ReviewQueue,
@@ -36,6 +44,7 @@ export {
   type VerifyNote,
 } from "./queue.js";
 export { type ResolveOptions, type ResolveToolOptions, resolveRecord } from "./resolve.js";
+export { type RecordStory, type RecordStoryOptions, type RecordView, readRecordStory } from "./story.js";
 export {
   type RecordBefore,
   type ResolveAs,

@@ -66,6 +66,11 @@ export interface ReviewItem {
   readonly failure?: { readonly name: string; readonly message: string; readonly code?: string | number };
   /** The verify hook's last answer, when the reconciler or a call asked it and recorded it. */
   readonly verify?: VerifyNote;
+  /**
+   * What the call was for: its arguments' JSON (redacted, at most 1,000 characters), when the tool keeps
+   * one (`reviewPreview`) and the outcome was recorded as unknown by a call.
+   */
+  readonly preview?: string;
   /** True when the record's notes are sealed and this queue was not given its tool's keys. */
   readonly sealed: boolean;
 }
@@ -85,6 +90,8 @@ export interface ReviewQueue {
   readonly total: number;
   /** How many of them per tool. */
   readonly byTool: Readonly<Record<string, number>>;
+  /** The age of each tool's oldest (ms). */
+  readonly oldestAgeMsByTool: Readonly<Record<string, number>>;
   /** The age of the oldest (ms), or undefined when the queue is empty. */
   readonly oldestAgeMs: number | undefined;
   /** How many records were looked at. */
@@ -135,11 +142,17 @@ export async function reviewQueue(options: ReviewQueueOptions): Promise<ReviewQu
   }
   const records = [...found.values()].sort((a, b) => a.createdAt - b.createdAt);
   const byTool: Record<string, number> = {};
-  for (const record of records) byTool[record.tool] = (byTool[record.tool] ?? 0) + 1;
+  const oldestAgeMsByTool: Record<string, number> = {};
+  for (const record of records) {
+    byTool[record.tool] = (byTool[record.tool] ?? 0) + 1;
+    // Oldest first: a tool's first record is its oldest.
+    oldestAgeMsByTool[record.tool] ??= now - record.createdAt;
+  }
   return {
     items: records.slice(0, limit).map((record) => itemOf(record, now, codecs.get(record.tool))),
     total: records.length,
     byTool,
+    oldestAgeMsByTool,
     oldestAgeMs: records.length > 0 ? now - records[0]!.createdAt : undefined,
     scanned,
   };
@@ -188,6 +201,7 @@ export function itemOf(record: IdempotencyRecord, now: number, codec?: ResultCod
     version: recordVersion(record),
     ...(note.failure ? { failure: note.failure } : {}),
     ...(note.verify ? { verify: note.verify } : {}),
+    ...(note.preview !== undefined ? { preview: note.preview } : {}),
     sealed: note.sealed,
   };
 }
@@ -195,6 +209,7 @@ export function itemOf(record: IdempotencyRecord, now: number, codec?: ResultCod
 interface Note {
   readonly failure?: ReviewItem["failure"];
   readonly verify?: VerifyNote;
+  readonly preview?: string;
   readonly sealed: boolean;
 }
 
@@ -227,8 +242,15 @@ function readNote(record: IdempotencyRecord, codec: ResultCodec | undefined): No
             : {}),
         }
       : undefined;
-  const verify = verifyNoteOf((parsed.review as Record<string, unknown> | undefined)?.verify);
-  return { ...(failure ? { failure } : {}), ...(verify ? { verify } : {}), sealed: false };
+  const review = parsed.review as Record<string, unknown> | undefined;
+  const verify = verifyNoteOf(review?.verify);
+  const preview = typeof review?.arguments === "string" ? review.arguments : undefined;
+  return {
+    ...(failure ? { failure } : {}),
+    ...(verify ? { verify } : {}),
+    ...(preview !== undefined ? { preview } : {}),
+    sealed: false,
+  };
 }
 
 /** A verify note, when `value` is one. */

@@ -219,3 +219,63 @@ describe("what a model reads of a resolved replay", () => {
     expect(modelOutputOf(replay, "envelope", "noop").note).not.toContain("by hand");
   });
 });
+
+describe("what the queue shows of a call whose outcome is unknown", () => {
+  const charge = { amount: 1200, card: { number: "4242424242424242", holder: "Ada" } };
+
+  function charger(store: IdempotencyStore, options: Record<string, unknown> = {}) {
+    return idempotent(
+      async (_args: typeof charge | { note: string }) => {
+        throw new Error("gateway timeout");
+      },
+      { name: "charge_card", store, effect: "irreversible", ...options },
+    );
+  }
+
+  it("a preview of the arguments, redacted, only when the tool keeps one", async () => {
+    const store = memoryStore();
+    await codeOf(charger(store, { reviewPreview: true, redact: ["card.number"] })(charge, { key: "kept" }));
+    await codeOf(charger(store)(charge, { key: "not-kept" }));
+    const items = Object.fromEntries((await reviewQueue({ store })).items.map((item) => [item.key, item]));
+    expect(JSON.parse(items.kept?.preview ?? "null")).toEqual({
+      amount: 1200,
+      card: { number: "[redacted]", holder: "Ada" },
+    });
+    expect(items["not-kept"]?.preview).toBeUndefined();
+    expect(items.kept?.failure?.message).toBe("gateway timeout");
+  });
+
+  it("a long preview is cut at 1,000 characters, and a sealed one opens only with the tool's keys", async () => {
+    const store = memoryStore();
+    const encryption = { keys: { k1: randomBytes(32) }, current: "k1" };
+    await codeOf(
+      charger(store, { reviewPreview: true, encryption })({ note: "x".repeat(5000) }, { key: "long" }),
+    );
+    expect((await reviewQueue({ store })).items[0]).toMatchObject({ sealed: true });
+    expect((await reviewQueue({ store })).items[0]?.preview).toBeUndefined();
+    const [item] = (await reviewQueue({ store, tools: { charge_card: { encryption } } })).items;
+    expect(item?.preview).toHaveLength(1000);
+    expect(item?.preview?.endsWith("…")).toBe(true);
+  });
+
+  it("the verify hook's answer when a repeat asked it, and the first attempt's failure with it", async () => {
+    const store = memoryStore();
+    await codeOf(charger(store, { reviewPreview: true })(charge, { key: "k" }));
+    const clock = fakeClock(Date.now() + 120_000);
+    const verify = () => ({ status: "unknown" as const, reason: "the gateway has no record yet" });
+    const repeat = charger(store, { reviewPreview: true, verify, clock });
+    expect(await codeOf(repeat(charge, { key: "k" }))).toBe("outcome_unknown");
+    const [item] = (await reviewQueue({ store, clock })).items;
+    expect(item?.verify).toEqual({
+      status: "unknown",
+      reason: "the gateway has no record yet",
+      at: new Date(clock.now()).toISOString(),
+    });
+    expect(item?.failure?.message).toBe("gateway timeout");
+    expect(JSON.parse(item?.preview ?? "null")).toMatchObject({ amount: 1200 });
+  });
+
+  it("refuses a reviewPreview that is not true or false", () => {
+    expect(() => charger(memoryStore(), { reviewPreview: "yes" })).toThrow(/reviewPreview/);
+  });
+});

@@ -19,8 +19,10 @@
  *   (why the previous attempt ended) are kept. Completed and failed records are never taken over.
  * - **settle** applies only while the record carries the token and is `in_progress` or `unknown` — even
  *   after the lease passed, as long as nobody took over, and even after the window passed, as long as the
- *   store still holds the record (nobody claimed the key since). It sets status, result and error,
+ *   store still holds the record (nobody claimed the key since, no purge ran): a call paused through its
+ *   whole window records its outcome, and a repeat replays it. It sets status, result and error,
  *   `updatedAt = now`, `leaseExpiresAt = now`, `expiresAt = now + ttlMs`. Completed and failed are final.
+ *   A record past its window still counts as absent: a claim replaces it and fences the late settle out.
  * - **renew** applies only to an `in_progress` record carrying the token (past the window too, like settle):
  *   `leaseExpiresAt = now + leaseMs`, `expiresAt = max(expiresAt, leaseExpiresAt + ttlMs)`, `updatedAt = now`.
  *   So a record never expires earlier than `ttlMs` after its last sign of life, and an outcome nobody knows
@@ -809,6 +811,73 @@ const specs: readonly Spec[] = [
       assert.equal(await t.store.settle(settleRequest(t, "token-a")), null);
       assert.equal(await t.store.renew(renewRequest(t, "token-a")), false);
       assert.deepEqual(fields(await current(t)), fields(fresh));
+    },
+  ],
+  [
+    "a call frozen past its window without renewing still records its outcome, and a repeat then replays it",
+    async (t) => {
+      // A worker paused (a long GC, SIGSTOP) through its lease and its whole window: no renewal, no settle,
+      // nobody claiming the key meanwhile. A store that purges keeps the record until a purge runs.
+      const window = { leaseMs: 1_000, ttlMs: 1_000 };
+      await claimFree(t, window);
+      await claimFree(t, { ...window, key: "unknown" });
+      await settled(t, "token-a", {
+        ...window,
+        key: "unknown",
+        status: "unknown",
+        result: null,
+        error: "timeout",
+      });
+      await t.clock.advance(3_600_000);
+      const late = await t.store.settle(settleRequest(t, "token-a"));
+      assert.ok(late, "the effect happened and nobody claimed the key since: the late settle must land");
+      assert.equal(late.status, "completed");
+      assert.equal(late.expiresAt, t.clock.now() + TTL_MS);
+      const repeat = await t.store.claim(claimRequest(t, { token: "token-b" }));
+      assert.equal(
+        repeat.claimed,
+        false,
+        "a repeat after the late settle replays it: the tool must not run again",
+      );
+      assert.deepEqual(fields(repeat.record), fields(late));
+      const resolved = await t.store.settle(settleRequest(t, "token-a", { key: "unknown" }));
+      assert.equal(
+        resolved?.status,
+        "completed",
+        "an unknown outcome past its window is still its owner's to settle",
+      );
+    },
+  ],
+  [
+    "a record in progress or unknown past its window never blocks a claim, which fences its owner's late settle out",
+    async (t) => {
+      const window = { leaseMs: 1_000, ttlMs: 1_000 };
+      const keys = ["in-progress", "unknown", "in-progress-read", "unknown-read"];
+      for (const key of keys) {
+        await claimFree(t, { ...window, key });
+        if (key.startsWith("unknown")) {
+          await settled(t, "token-a", { ...window, key, status: "unknown", result: null, error: "timeout" });
+        }
+      }
+      await t.clock.advance(3_600_000);
+      for (const key of ["in-progress-read", "unknown-read"]) {
+        assert.equal(await current(t, SCOPE, key), undefined, `${key}: a record past its window is absent`);
+      }
+      for (const key of ["in-progress", "unknown"]) {
+        const fresh = await claimFree(t, { key, token: "token-b" });
+        assert.equal(await t.store.settle(settleRequest(t, "token-a", { key })), null, `${key}: fenced out`);
+        assert.equal(await t.store.renew(renewRequest(t, "token-a", { key })), false, `${key}: fenced out`);
+        assert.equal(
+          await t.store.release({ scope: SCOPE, key, token: "token-a" }),
+          false,
+          `${key}: fenced out`,
+        );
+        assert.deepEqual(
+          fields(await current(t, SCOPE, key)),
+          fields(fresh),
+          `${key}: the new claim's record`,
+        );
+      }
     },
   ],
   [
