@@ -90,7 +90,7 @@ const rows: { name: string; fresh(): Promise<Fresh> }[] = [
 ];
 
 /** send_email (or another name) whose first run of each key throws after the effect may have happened. */
-function mailer(store: IdempotencyStore, name = "send_email", extra: { encryption?: unknown } = {}) {
+function mailer(store: IdempotencyStore, name = "send_email", extra: Record<string, unknown> = {}) {
   const runs = new Map<string, number>();
   const tool = idempotent(
     async (args: { to: string }, ctx) => {
@@ -700,6 +700,16 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     const show = await cli(["inspect", "show", "tenant-a", "turn-1", "--store", url]);
     expect(show.stdout).toMatch(/resolved by\s+sealed/);
     expect(show.stdout).toMatch(/ops {2}as completed {2}via cli {2}applied/);
+  });
+});
+
+describe("idempotool review's details", () => {
+  it("shows the start of the arguments a tool keeps for review (reviewPreview), and all of them in --json", async () => {
+    const { url, store } = await rows[0]!.fresh();
+    await mailer(store, "send_email", { reviewPreview: true }).unknown("turn-1");
+    const { stdout } = await cli(["review", "--store", url]);
+    expect(stdout).toContain('    arguments: {"to":"ada@example.com"}\n');
+    expect((await queueOf(url)).items[0]?.preview).toBe('{"to":"ada@example.com"}');
   });
 });
 

@@ -66,7 +66,7 @@ export function reviewCommand(command: Command, context: CommandContext): void {
     "a module exporting `tools` (as for reconcile): their encryption opens sealed notes",
   )
     .description("List the records that need a person: leases passed and unknown outcomes, oldest first")
-    .option("--json", "print the queue as JSON (items, total, byTool, oldestAgeMs, scanned)")
+    .option("--json", "print the queue as JSON (items, total, byTool, oldestAgeMs, …)")
     .addHelpText("after", examples)
     .action(async (flags: ReviewFlags) => {
       const tools = flags.hooks !== undefined ? await loadHooks(flags.hooks) : undefined;
@@ -201,6 +201,11 @@ function details(item: ReviewItem): string[] {
     lines.push(
       `why unknown: ${printable(item.failure.name)}${printable(String(code))}: ${printable(item.failure.message)}`,
     );
+  }
+  if (item.preview !== undefined) {
+    // Up to 1,000 characters of JSON: the start says what the call was for, --json has it all.
+    const chars = [...printable(item.preview)];
+    lines.push(`arguments: ${chars.length > 80 ? `${chars.slice(0, 79).join("")}…` : chars.join("")}`);
   }
   if (item.verify) {
     const reason = item.verify.reason !== undefined ? `: ${printable(item.verify.reason)}` : "";
