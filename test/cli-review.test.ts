@@ -225,6 +225,7 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     expect(rowOf("stale-1")).toBeLessThan(rowOf("turn-1"));
     expect(rowOf("turn-1")).toBeLessThan(rowOf("turn-2"));
     expect(lines[rowOf("turn-1") + 2]).toBe("    why unknown: Error: socket hang up");
+    expect(lines[rowOf("turn-1") + 1]).toMatch(/^ {4}first \S+Z, last \S+Z, version [0-9a-f]{16}$/);
     expect(table.stdout).not.toMatch(/ok-1|live-1/);
     expect(Math.max(...lines.map((line) => line.length))).toBeLessThanOrEqual(100);
 
@@ -255,6 +256,18 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     const bad = await cli(["review", "--store", url, "--older-than", "soon"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--older-than must be a duration like 90s, 10m, 2h or 7d");
+
+    // The longest names are cut in the row, which still fits 100 columns, and given in full below it.
+    const long = {
+      tool: "send_transactional_email_v2",
+      scope: "tenant-with-a-long-name-42",
+      key: "k".repeat(60),
+    };
+    await mailer(store, long.tool).unknown(long.key, long.scope);
+    const wide = await cli(["review", "--store", url, "--tool", long.tool]);
+    expect(Math.max(...wide.stdout.split("\n").map((line) => line.length))).toBeLessThanOrEqual(100);
+    expect(wide.stdout).toContain(`    tool: ${long.tool}\n    scope: ${long.scope}\n    key: ${long.key}\n`);
+    expect(wide.stdout).toMatch(/send_transactio…\s+tenant-with-a-l…\s+k{26}…\s+unknown/);
   });
 
   it("resolves as completed: the tool's next repeat replays the result, marked as an operator's, and the trail says so", async () => {

@@ -129,10 +129,10 @@ const why: Readonly<Record<ReviewItem["reason"], string>> = {
   unknown: "unknown",
 };
 
-/** Cells wider than this are cut in the table; the details line below the row gives them in full. */
-const maxCell = 28;
+/** The widest tool, scope and key cells, so a row fits 100 columns; the details line gives them in full. */
+const widest = { tool: 16, scope: 16, key: 27 } as const;
 
-function cut(text: string): string {
+function cut(text: string, maxCell: number): string {
   const chars = [...text];
   return chars.length > maxCell ? `${chars.slice(0, maxCell - 1).join("")}…` : text;
 }
@@ -161,7 +161,7 @@ export function queueLines(queue: ReviewQueue, s: Styles): string[] {
   lines.push(
     shown < queue.total
       ? `Showing the oldest ${shown} of ${queue.total}; raise --limit for more (${looked(queue)}).`
-      : `All ${queue.total} shown (${looked(queue)}).`,
+      : `${queue.total === 1 ? "It is" : `All ${queue.total} are`} shown (${looked(queue)}).`,
   );
   lines.push(
     "To resolve one: idempotool resolve <scope> <key> --as … --evidence … (idempotool resolve --help)",
@@ -173,9 +173,9 @@ export function queueLines(queue: ReviewQueue, s: Styles): string[] {
 export function queueTable(queue: ReviewQueue, s: Styles): string[] {
   const rows = queue.items.map((item) => [
     shortDuration(item.ageMs),
-    cut(printable(item.tool)),
-    cut(printable(item.scope)),
-    cut(printable(item.key)),
+    cut(printable(item.tool), widest.tool),
+    cut(printable(item.scope), widest.scope),
+    cut(printable(item.key), widest.key),
     item.reason === "unknown" ? s.yellow(why[item.reason]) : why[item.reason],
     String(item.attempts),
     item.leaseHolder,
@@ -191,8 +191,11 @@ export function queueTable(queue: ReviewQueue, s: Styles): string[] {
 
 function details(item: ReviewItem): string[] {
   const lines: string[] = [];
-  const full = [item.tool, item.scope, item.key].some((text) => [...printable(text)].length > maxCell);
-  if (full) lines.push(`${printable(item.tool)} / ${printable(item.scope)} / ${printable(item.key)}`);
+  // Each name cut in the row, in full on a line of its own (to copy into idempotool resolve).
+  for (const name of ["tool", "scope", "key"] as const) {
+    const text = printable(item[name]);
+    if ([...text].length > widest[name]) lines.push(`${name}: ${text}`);
+  }
   lines.push(
     `first ${seconds(item.firstAttemptAt)}, last ${seconds(item.lastAttemptAt)}, version ${item.version}`,
   );
