@@ -9,6 +9,8 @@ export default defineConfig({
   test: {
     include: [
       "src/core/**/*.test.ts",
+      // What an operator's resolution and the review queue read back through the core.
+      "src/review/**/*.test.ts",
       "test/state-machine.property.test.ts",
       "test/lost-replies.test.ts",
       "test/option-limits.test.ts",

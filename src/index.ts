@@ -63,6 +63,7 @@ export {
   type StoredFailure,
 } from "./core/outcomes.js";
 export type { EncryptionOptions } from "./core/result-codec.js";
+export type { ResultProblem } from "./core/serialize.js";
 export type { RecentSimilarCall } from "./core/similar.js";
 export {
   type ClaimRequest,

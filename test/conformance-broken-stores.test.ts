@@ -117,17 +117,22 @@ function openRecordsBlockClaims(): IdempotencyStore {
 }
 
 /**
- * Settle refuses a result over `keepsBytes` (as a database refuses a row over its size limit), while the
- * store declares `declaresBytes` (or nothing).
+ * Settle refuses a result (or, with `field`, a failure's text) over `keepsBytes` (as a database refuses a
+ * row over its size limit), while the store declares `declaresBytes` (or nothing).
  */
-function keepsLessThanItDeclares(keepsBytes: number, declaresBytes?: number): () => IdempotencyStore {
+function keepsLessThanItDeclares(
+  keepsBytes: number,
+  declaresBytes?: number,
+  field: "result" | "error" = "result",
+): () => IdempotencyStore {
   return () => {
     const inner = memoryStore();
     return {
       ...inner,
       ...(declaresBytes === undefined ? {} : { maxStoredResultBytes: declaresBytes }),
       async settle(request) {
-        if (request.result !== null && Buffer.byteLength(request.result, "utf8") > keepsBytes) {
+        const text = request[field];
+        if (text !== null && Buffer.byteLength(text, "utf8") > keepsBytes) {
           throw new Error("row too large");
         }
         return inner.settle(request);
@@ -239,6 +244,17 @@ describe("the conformance suite catches broken stores", () => {
     }
     // Declaring what it keeps is enough.
     expect(await failingCases(keepsLessThanItDeclares(64 * 1024, 64 * 1024))).not.toContain(largest);
+  });
+
+  it("fails a store that keeps a smaller failure than the result it declares", async () => {
+    const largest = (what: string) =>
+      caseName(
+        `keeps a ${what} as large as it declares (maxStoredResultBytes, else 1 MiB sealed) byte-exact, beside the longest names`,
+      );
+    const failing = await failingCases(keepsLessThanItDeclares(64 * 1024, 64 * 1024 + 1, "error"));
+    expect(failing).toContain(largest("failure"));
+    expect(failing).not.toContain(largest("result"));
+    expect(failing).not.toContain(caseName(inserts));
   });
 
   it("fails a store that folds case or normalisation, or cuts a key at a NUL", async () => {

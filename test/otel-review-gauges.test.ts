@@ -8,10 +8,21 @@ import {
   InMemoryMetricExporter,
   MeterProvider,
   PeriodicExportingMetricReader,
+  type SumMetricData,
 } from "@opentelemetry/sdk-metrics";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { describe, expect, it, vi } from "vitest";
 import { type IdempotencyStore, memoryStore } from "../src/index.js";
-import { OtelReviewMetric, otelReviewGauges } from "../src/otel/index.js";
+import {
+  OtelReviewMetric,
+  otelResolutionMetric,
+  otelResolutions,
+  otelReviewGauges,
+} from "../src/otel/index.js";
 import { resolveRecord } from "../src/review/index.js";
 import { type FakeClock, fakeClock } from "../src/testing/index.js";
 
@@ -36,7 +47,7 @@ function meter() {
     exporter.reset();
     await reader.forceFlush();
     const all = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
-    const gauge = all.find((m) => m.descriptor.name === name) as GaugeMetricData | undefined;
+    const gauge = all.find((m) => m.descriptor.name === name) as GaugeMetricData | SumMetricData | undefined;
     return Object.fromEntries(
       (gauge?.dataPoints ?? []).map((p) => [String(p.attributes["idempotool.tool"]), p.value]),
     );
@@ -129,5 +140,39 @@ describe("otelReviewGauges", () => {
   it("refuses a store that is not one, and an interval under a second", () => {
     expect(() => otelReviewGauges({ store: {} as IdempotencyStore })).toThrow(/store/);
     expect(() => otelReviewGauges({ store: memoryStore(), intervalMs: 10 })).toThrow(/intervalMs/);
+  });
+});
+
+describe("otelResolutions", () => {
+  it("makes a span and counts each resolution, without who resolved it or the evidence", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await stale(store, clock, "send_email", "k");
+    await clock.advance(5_000);
+    const spans = new InMemorySpanExporter();
+    const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+    const { meter: m, read } = meter();
+    const entry = await resolveRecord({
+      store,
+      scope: "default",
+      key: "k",
+      as: "not_executed",
+      evidence: "no message in the provider's log",
+      by: "ada@example.com",
+      clock,
+      via: "cli",
+      onResolution: otelResolutions({ tracer: tracerProvider.getTracer("idempotool"), meter: m }),
+    });
+    const [span] = spans.getFinishedSpans();
+    expect(span?.name).toBe("idempotool.resolve");
+    expect(span?.attributes).toMatchObject({
+      "idempotool.tool": "send_email",
+      "idempotool.resolved_as": "not_executed",
+      "idempotool.via": "cli",
+      "idempotool.trail_entry": entry.id,
+      "idempotool.previous_status": "in_progress",
+    });
+    expect(JSON.stringify(span?.attributes)).not.toMatch(/ada@example|provider's log/);
+    expect(await read(otelResolutionMetric)).toEqual({ send_email: 1 });
   });
 });

@@ -269,7 +269,7 @@ describe("encryption means integrity: any changed character of a sealed value is
       const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptPlaintext }, invalid);
       const result = encodeResult({ id: "ch_1", cents: 100 }, 1024, codec, record);
       if (!result.ok || result.text === null) throw new Error("not kept");
-      const failure = encodeFailure("failed", new Error("declined"), { last4: "4242" }, codec, record);
+      const failure = encodeFailure("failed", new Error("declined"), { last4: "4242" }, 1024, codec, record);
       let checked = 0;
       for (const text of changed(result.text)) {
         expect(() => decodeResult(text, codec, record), text).toThrow(ResultUndecryptableError);

@@ -153,12 +153,16 @@ async function afterTool<A, R>(
       const reason = `the tool threw before reporting an outcome (${messageOf(cause)}), and its ${call.options.effect} effect may have happened`;
       const codec = call.options.codec;
       const binding = bindingFor(call, record);
-      const stored = withPreview(
-        call,
-        encodeFailure(RecordStatus.unknown, cause, undefined, codec, binding),
-        {},
+      const failure = encodeFailure(
+        RecordStatus.unknown,
+        cause,
+        undefined,
+        call.options.maxResultBytes,
+        codec,
         binding,
+        call.options.store.maxStoredResultBytes,
       );
+      const stored = withPreview(call, failure, {}, binding);
       return await settleUnknown(call, record, stored, reason, cause, "run");
     }
     default:
@@ -256,7 +260,15 @@ function withPreview<A, R>(
   const full = preview === undefined ? note : { ...note, arguments: preview };
   return full.verify === undefined && full.arguments === undefined
     ? error
-    : withReviewNote(error, full, call.options.codec, binding);
+    : withReviewNote(error, full, call.options.codec, binding, storedLimit(call));
+}
+
+/** The most a stored result or failure may take: the tool's limit, or the store's where lower. */
+function storedLimit<A, R>(call: Call<A, R>): number {
+  return Math.min(
+    call.options.maxResultBytes,
+    call.options.store.maxStoredResultBytes ?? Number.POSITIVE_INFINITY,
+  );
 }
 
 type After = Facts<"settled">["after"];
@@ -264,7 +276,7 @@ type After = Facts<"settled">["after"];
 /** What a call records, with what it needs to answer its caller once the settle is answered. */
 type Settling<R> =
   | { readonly status: "completed"; readonly result: R; readonly encoded: ReturnType<typeof encodeResult> }
-  | { readonly status: "failed"; readonly cause: unknown; readonly data: unknown }
+  | { readonly status: "failed"; readonly cause: unknown }
   | { readonly status: "unknown"; readonly reason: string; readonly cause: unknown };
 
 /** Record a result (this call's, or the one verify found) and hand it to the caller. */
@@ -295,14 +307,17 @@ function settleFailed<A, R>(
   data: unknown,
   after: After,
 ): Promise<never> {
-  const error = encodeFailure(RecordStatus.failed, cause, data, call.options.codec, bindingFor(call, record));
-  return settle(
-    call,
-    record,
-    { status: "failed", cause, data },
-    { result: null, error },
-    after,
-  ) as Promise<never>;
+  const { options } = call;
+  const error = encodeFailure(
+    RecordStatus.failed,
+    cause,
+    data,
+    options.maxResultBytes,
+    options.codec,
+    bindingFor(call, record),
+    options.store.maxStoredResultBytes,
+  );
+  return settle(call, record, { status: "failed", cause }, { result: null, error }, after) as Promise<never>;
 }
 
 /** Record that nobody knows the outcome, and fail closed. */
@@ -356,9 +371,14 @@ async function settle<A, R>(
       emit(call, "failed", record.attempts, cause);
       throw cause;
     case "replay_failure": {
-      const { data } = settling as Extract<Settling<Awaited<R>>, { status: "failed" }>;
       emit(call, "replay", record.attempts);
-      const failure = decodeFailure(RecordStatus.failed, encodeFailure(RecordStatus.failed, cause, data));
+      // What the record keeps (its data dropped when over the limit), as any later repeat gets it.
+      const failure = decodeFailure(
+        RecordStatus.failed,
+        stored.error,
+        call.options.codec,
+        bindingFor(call, record),
+      );
       throw new ReplayedFailureError(failure, iso(record.createdAt), call.key);
     }
     case "outcome_unknown": {

@@ -2,6 +2,7 @@
  * How a tool states the outcome of its own failure (docs/concepts.md, "Declaring outcomes"), how a
  * replayed failure looks, and whether an error proves a request never left ("When a request never left").
  */
+import type { ResultProblem } from "./serialize.js";
 
 /**
  * The message of a thrown value, as text, whatever was thrown: an Error's message, else the value as a
@@ -75,6 +76,11 @@ export class ReplayedFailureError extends Error {
   readonly code: string | number | undefined;
   /** The data given to `definitiveFailure`. */
   readonly data: unknown;
+  /**
+   * Why the failure came back without the data it was declared with: it was too large to store (over
+   * `maxResultBytes`, or the store's limit) or had no JSON form. Undefined when nothing was dropped.
+   */
+  readonly data_not_kept: ResultProblem | undefined;
   /** Present when an operator recorded this failure by hand: who, when, and on what evidence. */
   readonly resolved_by_operator?: OperatorResolution;
 
@@ -83,6 +89,7 @@ export class ReplayedFailureError extends Error {
     this.name = failure.name;
     this.code = failure.code;
     this.data = failure.data;
+    this.data_not_kept = failure.dataNotKept;
     this.original_called_at = calledAt;
     this.idempotency_key = key;
     if (failure.resolution !== undefined) this.resolved_by_operator = failure.resolution;
@@ -128,6 +135,8 @@ export interface StoredFailure {
   readonly message: string;
   readonly code?: string | number;
   readonly data?: unknown;
+  /** Why the declared data was not stored with the failure (too large, or no JSON form). */
+  readonly dataNotKept?: ResultProblem;
   /** Set when an operator recorded the failure by hand. */
   readonly resolution?: OperatorResolution;
 }

@@ -204,6 +204,7 @@ describe("serialize with a result codec", () => {
       "failed",
       new Error("card 4242 declined"),
       { last4: "4242" },
+      1024,
       codec,
       record,
     );
@@ -250,6 +251,7 @@ describe("serialize with a result codec", () => {
           "failed",
           new Error("x"),
           undefined,
+          1024,
           resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid),
           record,
         ),
@@ -274,8 +276,15 @@ describe("serialize with a result codec", () => {
 
   it("binds a failure to the status it was recorded under: an unknown outcome's error never opens as a definitive failure", () => {
     const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
-    const note = encodeFailure("unknown", new Error("timed out after the send"), undefined, codec, record);
-    const failure = encodeFailure("failed", new Error("declined"), undefined, codec, record);
+    const note = encodeFailure(
+      "unknown",
+      new Error("timed out after the send"),
+      undefined,
+      1024,
+      codec,
+      record,
+    );
+    const failure = encodeFailure("failed", new Error("declined"), undefined, 1024, codec, record);
     expect(decodeFailure("unknown", note, codec, record)).toMatchObject({
       message: "timed out after the send",
     });
@@ -374,5 +383,173 @@ describe("serialize with a result codec", () => {
       resolveCodec(undefined, { keys: { k1 }, current: "k1", acceptUnboundV1: "no" as never }, invalid),
     ).toThrow(/encryption.acceptUnboundV1/);
     expect(resolveCodec(undefined, undefined, invalid)).toBeUndefined();
+  });
+});
+
+describe("a failure over the size limit", () => {
+  const bytes = (text: string) => Buffer.byteLength(text, "utf8");
+  const declined = Object.assign(new Error("card declined"), { name: "CardError", code: "card_declined" });
+  /** Data that makes the plain stored failure exactly `size` bytes. */
+  const dataFor = (size: number) => {
+    const base = bytes(
+      JSON.stringify({ name: "CardError", message: "card declined", code: "card_declined", data: "" }),
+    );
+    return "x".repeat(size - base);
+  };
+
+  it("keeps a failure of exactly the limit with its data", () => {
+    const text = encodeFailure("failed", declined, dataFor(1000), 1000);
+    expect(bytes(text)).toBe(1000);
+    expect(decodeFailure("failed", text)).toEqual({
+      name: "CardError",
+      message: "card declined",
+      code: "card_declined",
+      data: dataFor(1000),
+    });
+  });
+
+  it("drops the data one byte over, keeping name, message and code and saying why, in the fields older readers read", () => {
+    const text = encodeFailure("failed", declined, dataFor(1001), 1000);
+    const note = { code: "result_too_large", sizeBytes: 1001, maxBytes: 1000 };
+    expect(JSON.parse(text)).toEqual({
+      name: "CardError",
+      message: "card declined",
+      code: "card_declined",
+      dataNotKept: note,
+    });
+    expect(decodeFailure("failed", text)).toEqual({
+      name: "CardError",
+      message: "card declined",
+      code: "card_declined",
+      dataNotKept: note,
+    });
+  });
+
+  it("counts bytes, not characters", () => {
+    const data = "€".repeat(400); // 400 characters, 1,200 bytes
+    const text = encodeFailure("failed", declined, data, 1000);
+    expect(decodeFailure("failed", text)).toMatchObject({ dataNotKept: { maxBytes: 1000 } });
+    expect(decodeFailure("failed", text).data).toBeUndefined();
+    expect(decodeFailure("failed", encodeFailure("failed", declined, data, 2000)).data).toBe(data);
+  });
+
+  it("bounds by the store's limit where it is lower than maxResultBytes, and by maxResultBytes where that is", () => {
+    const data = dataFor(1001);
+    for (const [maxBytes, storeMaxBytes] of [
+      [1000, 5000],
+      [5000, 1000],
+    ] as const) {
+      const failure = decodeFailure(
+        "failed",
+        encodeFailure("failed", declined, data, maxBytes, undefined, undefined, storeMaxBytes),
+      );
+      expect(failure.dataNotKept).toEqual({ code: "result_too_large", sizeBytes: 1001, maxBytes: 1000 });
+    }
+    const kept = encodeFailure("failed", declined, data, 1001, undefined, undefined, 1001);
+    expect(decodeFailure("failed", kept).data).toBe(data);
+  });
+
+  it("measures the sealed text with encryption, which is larger than the failure", () => {
+    const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
+    const text = encodeFailure("failed", declined, dataFor(900), 1000, codec, record);
+    expect(bytes(text)).toBeLessThanOrEqual(1000);
+    const failure = decodeFailure("failed", text, codec, record);
+    expect(failure).toMatchObject({ name: "CardError", message: "card declined", code: "card_declined" });
+    expect(failure.data).toBeUndefined();
+    expect(failure.dataNotKept).toMatchObject({ code: "result_too_large", maxBytes: 1000 });
+    expect(failure.dataNotKept).toHaveProperty("sizeBytes", expect.any(Number));
+    expect((failure.dataNotKept as { sizeBytes: number }).sizeBytes).toBeGreaterThan(1000);
+  });
+
+  it("cuts a message too large even without the data, with a marker, keeping name and code", () => {
+    const codec = resolveCodec(undefined, { keys: { k1 }, current: "k1" }, invalid);
+    const messages = ["m".repeat(50_000), "€".repeat(20_000), "😀".repeat(20_000), `a${"😀".repeat(20_000)}`];
+    for (const message of messages) {
+      const error = Object.assign(new Error(message), { code: 402 });
+      for (const [sealWith, binding] of [
+        [undefined, undefined],
+        [codec, record],
+      ] as const) {
+        const text = encodeFailure("failed", error, { big: message }, 4000, sealWith, binding, 5000);
+        expect(bytes(text)).toBeLessThanOrEqual(4000);
+        const failure = decodeFailure("failed", text, sealWith, binding);
+        expect(failure).toMatchObject({
+          name: "Error",
+          code: 402,
+          dataNotKept: { code: "result_too_large" },
+        });
+        const [kept, marker] = failure.message.split("…");
+        expect(marker).toBe(" [message cut short to fit the 4000-byte limit]");
+        expect(message.startsWith(kept ?? "")).toBe(true);
+        // The longest start that fits: one more character (four bytes at most, sealed a few more) would not.
+        expect(bytes(text)).toBeGreaterThan(4000 - 12);
+        if (sealWith === undefined && message.startsWith("m")) expect(bytes(text)).toBe(4000);
+        expect(kept).not.toMatch(/[\uD800-\uDBFF]$/);
+      }
+    }
+  });
+
+  it("keeps a message that fits exactly whole, and cuts one a byte longer", () => {
+    const base = bytes(JSON.stringify({ name: "Error", message: "" }));
+    const fitting = "m".repeat(1000 - base);
+    expect(
+      decodeFailure("failed", encodeFailure("failed", new Error(fitting), undefined, 1000)).message,
+    ).toBe(fitting);
+    const over = decodeFailure("failed", encodeFailure("failed", new Error(`${fitting}m`), undefined, 1000));
+    expect(over.message).toMatch(/^m+… \[message cut short/);
+  });
+
+  it("keeps what it can of a failure whose name alone is over the limit, rather than nothing", () => {
+    const error = Object.assign(new Error("declined"), { name: "N".repeat(2000) });
+    const failure = decodeFailure("failed", encodeFailure("failed", error, undefined, 1000));
+    expect(failure).toEqual({
+      name: "N".repeat(2000),
+      message: "… [message cut short to fit the 1000-byte limit]",
+    });
+  });
+
+  it("keeps a thrown value that is no Error as an Error with its text, and only a string or number code", () => {
+    expect(decodeFailure("failed", encodeFailure("failed", "plain text", undefined, 1000))).toEqual({
+      name: "Error",
+      message: "plain text",
+    });
+    expect(decodeFailure("failed", encodeFailure("failed", null, undefined, 1000))).toEqual({
+      name: "Error",
+      message: "null",
+    });
+    const odd = Object.assign(new Error("x"), { code: { nested: true } });
+    expect(decodeFailure("failed", encodeFailure("failed", odd, undefined, 1000))).toEqual({
+      name: "Error",
+      message: "x",
+    });
+    expect(decodeResultProblem(null)).toBeUndefined();
+  });
+
+  it("cuts the message of an unknown outcome too, which keeps no data", () => {
+    const text = encodeFailure("unknown", new Error("t".repeat(10_000)), undefined, 1000);
+    expect(bytes(text)).toBeLessThanOrEqual(1000);
+    const failure = decodeFailure("unknown", text);
+    expect(failure.message).toMatch(/^t+… \[message cut short to fit the 1000-byte limit\]$/);
+    expect(failure.dataNotKept).toBeUndefined();
+  });
+
+  it("notes data that has no JSON form, rather than losing the failure", () => {
+    const cyclic: { self?: unknown } = {};
+    cyclic.self = cyclic;
+    const failure = decodeFailure("failed", encodeFailure("failed", declined, cyclic, 1000));
+    expect(failure).toMatchObject({ name: "CardError", code: "card_declined" });
+    expect(failure.data).toBeUndefined();
+    expect(failure.dataNotKept).toMatchObject({ code: "result_unserializable" });
+  });
+
+  it("decodes a failure stored before the note existed, and ignores a note that is not one", () => {
+    const old = JSON.stringify({ name: "CardError", message: "card declined", code: "card_declined" });
+    expect(decodeFailure("failed", old)).toEqual({
+      name: "CardError",
+      message: "card declined",
+      code: "card_declined",
+    });
+    const odd = JSON.stringify({ name: "E", message: "m", dataNotKept: { code: "other" } });
+    expect(decodeFailure("failed", odd)).toEqual({ name: "E", message: "m" });
   });
 });

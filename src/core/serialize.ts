@@ -46,6 +46,11 @@ export type EncodedResult =
   | { readonly ok: true; readonly text: string | null }
   | { readonly ok: false; readonly error: string; readonly problem: ResultProblem };
 
+/**
+ * Why a value was not stored: over the size limit (its size and the limit, in UTF-8 bytes as stored), or
+ * with no JSON form. A completed record keeps it instead of its result; a replayed failure carries it as
+ * `data_not_kept` when its data was dropped.
+ */
 export type ResultProblem =
   | { readonly code: typeof ErrorCode.resultTooLarge; readonly sizeBytes: number; readonly maxBytes: number }
   | { readonly code: typeof ErrorCode.resultUnserializable; readonly reason: string };
@@ -210,36 +215,101 @@ export function sealFailureText(
   return codec?.encryption ? seal(text, codec.encryption, `failure:${status}`, record) : text;
 }
 
+function isResultProblem(value: unknown): value is ResultProblem {
+  const code = (value as Partial<ResultProblem> | null | undefined)?.code;
+  return code === ErrorCode.resultTooLarge || code === ErrorCode.resultUnserializable;
+}
+
 /**
  * Keep what a caller can use of an error: its name, message, code and the declared data. Never its stack.
  * `status` is the status the record is settled with; with encryption it is sealed with the failure.
+ *
+ * What is stored (sealed, with encryption) is at most `maxBytes`, or the store's `storeMaxBytes` where
+ * lower: a store refuses a larger settle (DynamoDB's item limit), and every repeat would then find the
+ * key unsettled. Over the limit, the data is dropped and a note says why (`dataNotKept`, which older
+ * readers skip); if the failure is still over, its message is cut short with a marker. Its name and
+ * code are kept whole: they are what a caller tells failures apart by.
  */
 export function encodeFailure(
   status: FailureStatus,
   error: unknown,
-  data?: unknown,
+  data: unknown,
+  maxBytes: number,
   codec?: ResultCodec,
   record?: RecordBinding,
+  storeMaxBytes?: number,
 ): string {
-  const text = failureJson(error, data);
-  return codec?.encryption ? seal(text, codec.encryption, `failure:${status}`, record) : text;
+  const limit = storeMaxBytes === undefined ? maxBytes : Math.min(maxBytes, storeMaxBytes);
+  const storedOf = (failure: FailureJson): string => {
+    const text = JSON.stringify(failure);
+    return codec?.encryption ? seal(text, codec.encryption, `failure:${status}`, record) : text;
+  };
+  const failure = failureOf(error);
+  let dataNotKept: ResultProblem | undefined;
+  if (data !== undefined) {
+    let stored: string | undefined;
+    try {
+      stored = storedOf({ ...failure, data });
+    } catch (cause) {
+      // Data that cannot be serialized is dropped rather than losing the failure itself.
+      dataNotKept = { code: ErrorCode.resultUnserializable, reason: messageOf(cause) };
+    }
+    if (stored !== undefined) {
+      const sizeBytes = Buffer.byteLength(stored);
+      if (sizeBytes <= limit) return stored;
+      dataNotKept = { code: ErrorCode.resultTooLarge, sizeBytes, maxBytes: limit };
+    }
+  }
+  return shortened({ ...failure, dataNotKept }, storedOf, limit);
 }
 
-function failureJson(error: unknown, data: unknown): string {
-  const failure: { name: string; message: string; code?: string | number; data?: unknown } =
+/** A failure as it is stored: `dataNotKept` says why a failure declared with data keeps none. */
+interface FailureJson {
+  readonly name: string;
+  readonly message: string;
+  readonly code?: string | number;
+  readonly data?: unknown;
+  readonly dataNotKept?: ResultProblem | undefined;
+}
+
+function failureOf(error: unknown): FailureJson {
+  const failure: { name: string; message: string; code?: string | number } =
     error instanceof Error
       ? { name: error.name, message: error.message }
       : { name: "Error", message: messageOf(error) };
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === "string" || typeof code === "number") failure.code = code;
-  if (data !== undefined) failure.data = data;
-  try {
-    return JSON.stringify(failure);
-  } catch {
-    // Data that cannot be serialized is dropped rather than losing the failure itself.
-    delete failure.data;
-    return JSON.stringify(failure);
+  return failure;
+}
+
+/**
+ * `failure` as stored, with its message cut to the longest start that fits `limit`, found by halving (the
+ * stored size grows with the message, sealed too). A cut inside a surrogate pair is never the longest:
+ * JSON spells a lone surrogate in six bytes, more than the whole pair's four. A failure whose name or code
+ * alone is over the limit keeps no message, and is stored over it.
+ */
+function shortened(failure: FailureJson, storedOf: (failure: FailureJson) => string, limit: number): string {
+  const whole = storedOf(failure);
+  if (Buffer.byteLength(whole) <= limit) return whole;
+  const { message } = failure;
+  const marker = `… [message cut short to fit the ${limit}-byte limit]`;
+  const cut = (keep: number): string =>
+    storedOf({ ...failure, message: `${message.slice(0, keep)}${marker}` });
+  // cut(fits) fits (but for fits = 0) and cut(tooMany) does not: every character is a byte at least.
+  let fits = 0;
+  let tooMany = Math.min(message.length, limit);
+  let best = cut(0);
+  while (tooMany - fits > 1) {
+    const keep = (fits + tooMany) >>> 1;
+    const stored = cut(keep);
+    if (Buffer.byteLength(stored) <= limit) {
+      fits = keep;
+      best = stored;
+    } else {
+      tooMany = keep;
+    }
   }
+  return best;
 }
 
 /** What an unknown record keeps for the person who resolves it, beside its failure (`review`). */
@@ -253,13 +323,15 @@ export interface ReviewNote {
 /**
  * An unknown record's stored failure with `note` added under `review` (sealed again with encryption).
  * A failure that cannot be opened or is not a JSON object is kept as it was, without the note: nothing a
- * record kept is ever lost for a note.
+ * record kept is ever lost for a note. Nor is a note worth a failure the store cannot keep: over
+ * `maxBytes` (as stored), the arguments' preview is left out, then the whole note.
  */
 export function withReviewNote(
   error: string | null,
   note: ReviewNote,
   codec?: ResultCodec,
   record?: RecordBinding,
+  maxBytes = Number.POSITIVE_INFINITY,
 ): string | null {
   let failure: Record<string, unknown>;
   try {
@@ -272,12 +344,19 @@ export function withReviewNote(
     return error;
   }
   const review = typeof failure.review === "object" && failure.review !== null ? failure.review : {};
-  return sealFailureText(
-    "unknown",
-    JSON.stringify({ ...failure, review: { ...review, ...note } }),
-    codec,
-    record,
-  );
+  const stored = (added: ReviewNote) =>
+    sealFailureText(
+      "unknown",
+      JSON.stringify({ ...failure, review: { ...review, ...added } }),
+      codec,
+      record,
+    );
+  const fits = (text: string) => Buffer.byteLength(text, "utf8") <= maxBytes;
+  const whole = stored(note);
+  if (fits(whole)) return whole;
+  const { arguments: _, ...short } = note;
+  const shorter = stored(short);
+  return fits(shorter) ? shorter : error;
 }
 
 /** The longest argument preview kept, in characters. */
@@ -334,6 +413,7 @@ export function decodeFailure(
     message: typeof parsed?.message === "string" ? parsed.message : "the tool failed",
     ...(parsed?.code !== undefined ? { code: parsed.code } : {}),
     ...(parsed?.data !== undefined ? { data: parsed.data } : {}),
+    ...(isResultProblem(parsed?.dataNotKept) ? { dataNotKept: parsed.dataNotKept } : {}),
     ...(resolution !== undefined ? { resolution } : {}),
   };
 }

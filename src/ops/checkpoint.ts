@@ -304,13 +304,29 @@ export async function checkpoint<R = unknown>(
         settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, error, data, codec, bound(record)),
+          encodeFailure(
+            RecordStatus.failed,
+            error,
+            data,
+            maxResultBytes,
+            codec,
+            bound(record),
+            store.maxStoredResultBytes,
+          ),
         ),
       unknown: (error) =>
         settle(
           RecordStatus.unknown,
           null,
-          encodeFailure(RecordStatus.unknown, error, undefined, codec, bound(record)),
+          encodeFailure(
+            RecordStatus.unknown,
+            error,
+            undefined,
+            maxResultBytes,
+            codec,
+            bound(record),
+            store.maxStoredResultBytes,
+          ),
         ),
       async release() {
         if (settled)

@@ -24,6 +24,7 @@ export {
   OtelMetric,
   otelEvents,
 } from "./otel-events.js";
+export { type OtelResolutionsOptions, otelResolutionMetric, otelResolutions } from "./otel-resolutions.js";
 export {
   type OtelReviewGauges,
   type OtelReviewGaugesOptions,

@@ -118,15 +118,20 @@ export async function apply(
     codec?.encryption === undefined
       ? undefined
       : { scope: taken.scope, key: taken.key, tool: taken.tool, fingerprint: taken.fingerprint };
+  const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
+  const storeMax = o.store.maxStoredResultBytes;
   // The record keeps the hook's answer, so the review queue can show what was asked and when.
   const backToUnknown = (why?: string) =>
-    settle(RecordStatus.unknown, null, withVerifyNote(taken, answer, why, o.clock.now(), codec, binding));
+    settle(
+      RecordStatus.unknown,
+      null,
+      withVerifyNote(taken, answer, why, o.clock.now(), codec, binding, o.store.maxStoredResultBytes),
+    );
   try {
     const outcome = answer.ok ? answer.outcome : undefined;
     switch (outcome?.status) {
       case "completed": {
-        const maxBytes = tool.maxResultBytes ?? defaults.maxResultBytes;
-        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, o.store.maxStoredResultBytes);
+        const encoded = encodeResult(outcome.result, maxBytes, codec, binding, storeMax);
         await settle(
           RecordStatus.completed,
           encoded.ok ? encoded.text : null,
@@ -138,7 +143,7 @@ export async function apply(
         await settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, codec, binding),
+          encodeFailure(RecordStatus.failed, outcome.error, outcome.data, maxBytes, codec, binding, storeMax),
         );
         return {};
       case "not_executed":
@@ -165,7 +170,7 @@ export async function apply(
         await settle(
           RecordStatus.failed,
           null,
-          encodeFailure(RecordStatus.failed, failure, data, codec, binding),
+          encodeFailure(RecordStatus.failed, failure, data, maxBytes, codec, binding, storeMax),
         );
         return {};
       }
@@ -186,6 +191,7 @@ function withVerifyNote(
   now: number,
   codec: ResultCodec | undefined,
   binding: RecordBinding | undefined,
+  storeMaxBytes: number | undefined,
 ): string | null {
   const status = answer.ok ? String((answer.outcome as { status?: unknown } | undefined)?.status) : "error";
   const stated = answer.ok
@@ -193,7 +199,7 @@ function withVerifyNote(
     : message(answer.error);
   const reason = why ?? (typeof stated === "string" ? stated : undefined);
   const verify = { status, at: iso(now), ...(reason !== undefined ? { reason } : {}) };
-  return withReviewNote(taken.error, { verify }, codec, binding);
+  return withReviewNote(taken.error, { verify }, codec, binding, storeMaxBytes);
 }
 
 function message(error: unknown): string {

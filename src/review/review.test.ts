@@ -275,6 +275,39 @@ describe("what the queue shows of a call whose outcome is unknown", () => {
     expect(JSON.parse(item?.preview ?? "null")).toMatchObject({ amount: 1200 });
   });
 
+  it("leaves the preview out rather than store a failure over the store's limit", async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      maxStoredResultBytes: 400,
+    });
+    await codeOf(charger(store, { reviewPreview: true })({ note: "y".repeat(600) }, { key: "big" }));
+    await codeOf(charger(store, { reviewPreview: true })({ note: "small" }, { key: "small" }));
+    const items = Object.fromEntries((await reviewQueue({ store })).items.map((item) => [item.key, item]));
+    expect(items.big?.preview).toBeUndefined();
+    expect(items.big?.failure?.message).toBe("gateway timeout");
+    expect(items.small?.preview).toBe('{"note":"small"}');
+  });
+
+  it("a verify hook that threw, as an error with its message; one that answered oddly, without a reason", async () => {
+    const store = memoryStore();
+    await codeOf(charger(store)(charge, { key: "threw" }));
+    await codeOf(charger(store)(charge, { key: "odd" }));
+    const clock = fakeClock(Date.now() + 120_000);
+    const throwing = () => {
+      throw new Error("gateway unreachable");
+    };
+    await codeOf(charger(store, { verify: throwing, clock })(charge, { key: "threw" }));
+    const odd = () => ({ status: "maybe" }) as unknown as { status: "unknown" };
+    await codeOf(charger(store, { verify: odd, clock })(charge, { key: "odd" }));
+    const items = Object.fromEntries(
+      (await reviewQueue({ store, clock })).items.map((item) => [item.key, item]),
+    );
+    const at = new Date(clock.now()).toISOString();
+    expect(items.threw?.verify).toEqual({ status: "error", reason: "gateway unreachable", at });
+    expect(items.odd?.verify).toEqual({ status: "maybe", at });
+    expect(items.threw?.preview).toBeUndefined();
+  });
+
   it("refuses a reviewPreview that is not true or false", () => {
     expect(() => charger(memoryStore(), { reviewPreview: "yes" })).toThrow(/reviewPreview/);
   });

@@ -31,7 +31,8 @@
  *   returns it as the holder; it never makes a second record or attempt.
  * - **release** deletes the record only while it carries the token and is `in_progress` or `unknown`.
  * - A result as large as the store declares it keeps (`maxStoredResultBytes`; without one, a result at the
- *   default `maxResultBytes` of 1 MiB, sealed) is kept byte-exact, beside the longest scope, key and tool.
+ *   default `maxResultBytes` of 1 MiB, sealed) is kept byte-exact, beside the longest scope, key and tool;
+ *   so is a failed record's error text of that size.
  * - With `claimsMayArriveLate`, a claim whose token was released on the key never lands afterwards,
  *   whatever the key held when the release came, nor after the record was purged or deleted; other tokens
  *   still claim the key, and releases by many tokens at once each get their answer.
@@ -385,6 +386,47 @@ function sampleLargeString(): string {
   return JSON.stringify({ body: parts.join("") });
 }
 
+/**
+ * A settled record keeps a text as large as the store declares (a result when completed, a failure's text
+ * when failed), beside the longest names: the core keeps both within `maxStoredResultBytes`.
+ */
+async function keepsAsLargeAsDeclared(t: Tools, status: "completed" | "failed"): Promise<void> {
+  const declared = t.store.maxStoredResultBytes;
+  if (declared !== undefined) {
+    assert.ok(
+      Number.isSafeInteger(declared) && declared > 0,
+      `maxStoredResultBytes must be a whole number of bytes, got ${String(declared)}`,
+    );
+  }
+  const bytes = declared ?? undeclaredStoredResultBytes;
+  const large = jsonOfBytes(bytes);
+  assert.equal(new TextEncoder().encode(large).length, bytes);
+  // The longest scope and key a call accepts (255 characters) and tool name (200), in three-byte characters.
+  const id = { scope: "€".repeat(255), key: "€".repeat(255) };
+  const tool = "€".repeat(200);
+  // The longest fingerprint the core writes: keyed, under a 64-character key id, with its key check value.
+  const fingerprint = `hmac-sha256:${"k".repeat(64)}:0123456789abcdef:${"f".repeat(64)}`;
+  // A tool that did not run released the key once before: a store may keep something of that.
+  await claimFree(t, { ...id, tool, fingerprint, token: "token-released" });
+  assert.equal(await t.store.release({ ...id, token: "token-released" }), true);
+  await claimFree(t, { ...id, tool, fingerprint });
+  const text = status === "completed" ? { result: large } : { result: null, error: large };
+  const record = await settled(t, "token-a", { ...id, status, ...text });
+  const replay = await t.store.claim(claimRequest(t, { ...id, tool, token: "token-b" }));
+  assert.equal(replay.claimed, false);
+  for (const [what, got] of [
+    ["settle", record],
+    ["get", await current(t, id.scope, id.key)],
+    ["a claim's holder", replay.record],
+  ] as const) {
+    assert.equal(got?.status, status, `status from ${what}`);
+    assert.equal(got?.tool, tool, `tool from ${what}`);
+    assert.equal(got?.fingerprint, fingerprint, `fingerprint from ${what}`);
+    const kept = status === "completed" ? got?.result : got?.error;
+    assertSameString(kept ?? null, large, `${status} text of ${bytes} bytes from ${what}`);
+  }
+}
+
 const specs: readonly Spec[] = [
   [
     "claim inserts an in_progress record carrying the request, its lease and its expiry",
@@ -697,40 +739,11 @@ const specs: readonly Spec[] = [
   ],
   [
     "keeps a result as large as it declares (maxStoredResultBytes, else 1 MiB sealed) byte-exact, beside the longest names",
-    async (t) => {
-      const declared = t.store.maxStoredResultBytes;
-      if (declared !== undefined) {
-        assert.ok(
-          Number.isSafeInteger(declared) && declared > 0,
-          `maxStoredResultBytes must be a whole number of bytes, got ${String(declared)}`,
-        );
-      }
-      const bytes = declared ?? undeclaredStoredResultBytes;
-      const result = jsonOfBytes(bytes);
-      assert.equal(new TextEncoder().encode(result).length, bytes);
-      // The longest scope and key a call accepts (255 characters) and tool name (200), in three-byte characters.
-      const id = { scope: "€".repeat(255), key: "€".repeat(255) };
-      const tool = "€".repeat(200);
-      // The longest fingerprint the core writes: keyed, under a 64-character key id, with its key check value.
-      const fingerprint = `hmac-sha256:${"k".repeat(64)}:0123456789abcdef:${"f".repeat(64)}`;
-      // A tool that did not run released the key once before: a store may keep something of that.
-      await claimFree(t, { ...id, tool, fingerprint, token: "token-released" });
-      assert.equal(await t.store.release({ ...id, token: "token-released" }), true);
-      await claimFree(t, { ...id, tool, fingerprint });
-      const record = await settled(t, "token-a", { ...id, result });
-      const replay = await t.store.claim(claimRequest(t, { ...id, tool, token: "token-b" }));
-      assert.equal(replay.claimed, false);
-      for (const [what, got] of [
-        ["settle", record],
-        ["get", await current(t, id.scope, id.key)],
-        ["a claim's holder", replay.record],
-      ] as const) {
-        assert.equal(got?.status, "completed", `status from ${what}`);
-        assert.equal(got?.tool, tool, `tool from ${what}`);
-        assert.equal(got?.fingerprint, fingerprint, `fingerprint from ${what}`);
-        assertSameString(got?.result ?? null, result, `result of ${bytes} bytes from ${what}`);
-      }
-    },
+    (t) => keepsAsLargeAsDeclared(t, "completed"),
+  ],
+  [
+    "keeps a failure as large as it declares (maxStoredResultBytes, else 1 MiB sealed) byte-exact, beside the longest names",
+    (t) => keepsAsLargeAsDeclared(t, "failed"),
   ],
   [
     "a settled record absorbs repeats until ttlMs after it was settled",
