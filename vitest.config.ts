@@ -19,6 +19,7 @@ export const needsServerOrProcess = [
   "test/cli-proxy-server-stores.test.ts",
   "test/cli-proxy.test.ts",
   "test/cli-read-only.test.ts",
+  "test/cli-review.test.ts",
   "test/cli-secrets.test.ts",
   "test/cli-server-stores.test.ts",
   "test/cloudflare-example.test.ts",

@@ -132,6 +132,36 @@ describe("idempotool reconcile, spawned", () => {
   });
 });
 
+describe("idempotool review and resolve, spawned", () => {
+  it("exits 1 while records need a person, and refuses to free a key with no terminal to confirm on", async () => {
+    const { url } = await seededSqlite();
+    const review = await idempotool(["review", "--store", url, "--json"]);
+    expect(review.code, review.stderr).toBe(1);
+    expect((JSON.parse(review.stdout) as { items: { key: string }[] }).items.map((item) => item.key)).toEqual(
+      ["turn-4-stale", "turn-3-carol"],
+    );
+    const args = [
+      "resolve",
+      "default",
+      "turn-3-carol",
+      "--store",
+      url,
+      "--as",
+      "not-executed",
+      "--evidence",
+      "not sent",
+    ];
+    const refused = await idempotool(args);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("standard input is not a terminal: nothing was changed");
+    const freed = await idempotool([...args, "--yes", "--by", "ops"]);
+    expect(freed.code, freed.stderr).toBe(0);
+    expect(freed.stdout).toContain("Resolved default/turn-3-carol (send_email) as not-executed");
+    const after = await idempotool(["review", "--store", url, "--json"]);
+    expect((JSON.parse(after.stdout) as { total: number }).total).toBe(1);
+  });
+});
+
 describe("a package a command needs and cannot find", () => {
   let dir: string;
   let hook: string;

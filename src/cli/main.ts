@@ -20,6 +20,8 @@ import { proxyCommand } from "./proxy-command.js";
 import { purgeCommand } from "./purge-command.js";
 import { reconcileCommand } from "./reconcile-command.js";
 import { scrub, secretsIn } from "./redact.js";
+import { resolveCommand } from "./resolve-command.js";
+import { reviewCommand } from "./review-command.js";
 
 /** Where a command writes, and what it reads as standard input. Tests pass their own. */
 export interface CliIo {
@@ -103,6 +105,8 @@ export function buildProgram(context: CommandContext): Command {
   proxyCommand(program.command("proxy"), context);
   purgeCommand(program.command("purge"), context);
   reconcileCommand(program.command("reconcile"), context);
+  resolveCommand(program.command("resolve"), context);
+  reviewCommand(program.command("review"), context);
   for (const command of commandTree(program)) {
     command.configureOutput({ outputError: (text, write) => write(usageLine(text, commandPath(command))) });
   }

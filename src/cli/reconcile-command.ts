@@ -188,8 +188,12 @@ async function registerTypeScript(): Promise<boolean> {
   return true;
 }
 
-/** Import the hooks module and check its `tools`. A saga counts as its `reconciler`. */
-async function loadHooks(spec: string): Promise<Record<string, ReconcileTool>> {
+/**
+ * Import the hooks module and check its `tools`. A saga counts as its `reconciler`. Each entry may carry
+ * the tool's storage options (`ttlMs`, `maxResultBytes`, `redact`, `encryption`) too: `review` and
+ * `resolve` read them to open sealed notes and to store a resolution as the tool stores its outcomes.
+ */
+export async function loadHooks(spec: string): Promise<Record<string, ReconcileTool>> {
   const path = isAbsolute(spec) ? spec : resolve(process.cwd(), spec);
   if (!existsSync(path)) throw new UsageError(`there is no hooks module at ${path}`);
   if (/\.(ts|mts|cts)$/.test(path) && !(await registerTypeScript())) {
