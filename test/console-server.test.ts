@@ -262,3 +262,46 @@ describe("the console's server", () => {
     expect(JSON.stringify(failed)).not.toContain("s3cret-pw");
   });
 });
+
+describe("the console with the tools' storage options", () => {
+  it("opens a sealed note and seals its resolution, tells onResolution, and without the keys refuses", async () => {
+    const { randomBytes } = await import("node:crypto");
+    const encryption = { keys: { k1: randomBytes(32) }, current: "k1" };
+    const store = memoryStore();
+    const tool = idempotent(
+      async (_args: { to: string }) => {
+        throw new Error("socket hang up");
+      },
+      { name: "send_email", store, effect: "irreversible", encryption },
+    );
+    await tool({ to: "ada@example.com" }, { key: "welcome-ada" }).catch(() => undefined);
+    const heard: string[] = [];
+    const plain = await startConsoleServer({ store, storeLabel: "memory" });
+    const keyed = await startConsoleServer({
+      store,
+      storeLabel: "memory",
+      tools: { send_email: { encryption } },
+      onResolution: (entry) => heard.push(entry.via),
+    });
+    servers.push(plain, keyed);
+    const [item] = (await reviewQueue({ store, tools: { send_email: { encryption } } })).items;
+    expect(item?.failure?.message).toBe("socket hang up");
+    const post = async (server: ConsoleServer) =>
+      answer(
+        await fetch(`${server.origin}/api/resolve`, {
+          method: "POST",
+          headers: {
+            origin: server.origin,
+            "content-type": "application/json",
+            cookie: await session(server),
+          },
+          body: resolveBody(item!.version),
+        }),
+      );
+    expect(await post(plain)).toMatchObject({ status: 500, code: "invalid_options" });
+    expect((await post(keyed)).status).toBe(200);
+    expect(heard).toEqual(["console"]);
+    const replay = await tool({ to: "ada@example.com" }, { key: "welcome-ada" });
+    expect(replay.resolved_by_operator?.evidence).toBeTruthy();
+  });
+});

@@ -4,12 +4,14 @@
  * (`--yes` skips it), then resolves each with the version it was listed at, so a record that changed
  * meanwhile is skipped and reported, never overwritten.
  */
+
 import type { ReconcileTool } from "../reconcile/index.js";
 import { resolveRecord } from "../review/index.js";
 import { confirm } from "./confirm.js";
 import { ExitCode, UsageError } from "./errors.js";
 import type { CommandContext } from "./main.js";
 import { printable, styles } from "./output.js";
+import { resolutionTelemetry } from "./resolution-telemetry.js";
 import {
   cliAs,
   notExecutedWarning,
@@ -72,6 +74,7 @@ export async function resolveBulk(
     throw new UsageError(`not confirmed (the answer must be ${n}): nothing was changed`);
   }
   const counts = { resolved: 0, changed: 0, failed: 0 };
+  const onResolution = await resolutionTelemetry();
   for (const item of queue.items) {
     const where = `${printable(item.scope)}/${printable(item.key)}`;
     try {
@@ -87,6 +90,7 @@ export async function resolveBulk(
         ...(resolution.as === "completed" ? { result: resolution.result } : {}),
         ...(resolution.error !== undefined ? { error: resolution.error } : {}),
         ...(tools?.[item.tool] !== undefined ? { tool: tools[item.tool] } : {}),
+        onResolution,
       });
       counts.resolved++;
       stdout.write(`${s.green("resolved")}  ${where}\n`);

@@ -4,6 +4,7 @@
  * is freed, and the line that says what was done. A refusal because the record is not as it was seen
  * (`record_changed`, `record_not_resolvable`) is exit 1, with what to do.
  */
+
 import { isIdempotencyError } from "../core/errors.js";
 import { isSealed } from "../core/result-codec.js";
 import type { IdempotencyRecord } from "../core/store.js";
@@ -22,6 +23,7 @@ import { storeCall } from "./inspect-command.js";
 import type { CommandContext } from "./main.js";
 import { printable, styles } from "./output.js";
 import { redactUrl } from "./redact.js";
+import { resolutionTelemetry } from "./resolution-telemetry.js";
 import type { QueueFlags } from "./review-command.js";
 import type { OpenedStore } from "./store-url.js";
 
@@ -164,6 +166,7 @@ export async function applyOne(
     ...(r.error !== undefined ? { error: r.error } : {}),
     ...(r.expectVersion !== undefined ? { expectVersion: r.expectVersion } : {}),
     ...(r.tool !== undefined ? { tool: r.tool } : {}),
+    onResolution: await resolutionTelemetry(),
   };
   let entry: TrailEntry;
   try {

@@ -8,12 +8,15 @@ import { type Command, InvalidArgumentError } from "commander";
 import { UsageError } from "../errors.js";
 import { flaggedStoreUrl, openFlaggedStore, type StoreFlags, storeOptions } from "../inspect-command.js";
 import type { CommandContext } from "../main.js";
+import { loadHooks } from "../reconcile-command.js";
 import { redactUrl } from "../redact.js";
+import { resolutionTelemetry } from "../resolution-telemetry.js";
 import { type ConsoleServer, loopbackHosts, startConsoleServer } from "./console-server.js";
 
 interface ConsoleFlags extends StoreFlags {
   readonly host: string;
   readonly port?: number;
+  readonly hooks?: string;
 }
 
 const examples = `
@@ -40,6 +43,10 @@ export function consoleCommand(command: Command, context: CommandContext): void 
       "127.0.0.1",
     )
     .option("--port <port>", "the port (default: a free one)", port)
+    .option(
+      "--hooks <module>",
+      "the tools' storage options (`encryption` …), as for reconcile: sealed notes open, resolutions are sealed",
+    )
     .addHelpText("after", examples)
     .action(async (flags: ConsoleFlags) => {
       if (!(loopbackHosts as readonly string[]).includes(flags.host)) {
@@ -48,6 +55,8 @@ export function consoleCommand(command: Command, context: CommandContext): void 
             "the console resolves records, and answers only this machine",
         );
       }
+      const tools = flags.hooks !== undefined ? await loadHooks(flags.hooks) : undefined;
+      const onResolution = await resolutionTelemetry();
       const url = flaggedStoreUrl(flags);
       const store = await openFlaggedStore(url);
       let server: ConsoleServer;
@@ -58,6 +67,8 @@ export function consoleCommand(command: Command, context: CommandContext): void 
           host: flags.host,
           port: flags.port ?? 0,
           secrets: context.secrets,
+          ...(tools !== undefined ? { tools } : {}),
+          onResolution,
         });
       } catch (error) {
         await store.close().catch(() => undefined);

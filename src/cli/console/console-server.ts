@@ -20,6 +20,7 @@ import {
   resolveRecord,
   reviewCounts,
   reviewQueue,
+  type TrailEntry,
 } from "../../review/index.js";
 import { scrub } from "../redact.js";
 import { consoleAssets } from "./console-page.js";
@@ -42,6 +43,8 @@ export interface ConsoleServerOptions {
   readonly clock?: Clock | undefined;
   /** The most a request body may hold; default 1 MiB. */
   readonly maxBodyBytes?: number | undefined;
+  /** Told of every resolution applied (the OpenTelemetry hook, `otelResolutions()`). */
+  readonly onResolution?: ((entry: TrailEntry) => void) | undefined;
 }
 
 export interface ConsoleServer {
@@ -236,6 +239,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
           expectVersion: str("expectVersion"),
           ...(tool ? { tool } : {}),
           via: "console",
+          onResolution: options.onResolution,
         });
         const trail = await readTrail({ store, scope, key });
         sendJson(response, 200, { entry, trail });
