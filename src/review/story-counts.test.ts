@@ -38,6 +38,20 @@ async function abandonedClaim(store: IdempotencyStore, key: string, now: number)
 }
 
 describe("readRecordStory", () => {
+  it("shows the arguments' preview of a tool that keeps one", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const tool = idempotent(
+      async (_args: { to: string }) => {
+        throw new Error("socket hang up");
+      },
+      { name: "send_email", store, effect: "irreversible", clock, reviewPreview: true },
+    );
+    await tool({ to: "ada@example.com" }, { key: "k" }).catch(() => undefined);
+    const story = await readRecordStory({ store, scope: "default", key: "k", clock });
+    expect(story.record?.preview).toBe('{"to":"ada@example.com"}');
+  });
+
   it("tells an unknown record's fields, why it is unknown and its version, with an empty trail", async () => {
     const store = memoryStore();
     const { tool, clock } = flakyMailer(store);

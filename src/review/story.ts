@@ -55,6 +55,8 @@ export interface RecordView {
   readonly failure?: ReviewItem["failure"];
   /** The verify hook's last answer, when one was recorded. */
   readonly verify?: ReviewItem["verify"];
+  /** What the call was for, when its tool keeps a preview of the arguments (`reviewPreview`). */
+  readonly preview?: ReviewItem["preview"];
   /** Who recorded this outcome by hand, when a person did (the `resolved_by_operator` repeats report). */
   readonly resolvedByOperator?: OperatorResolution;
   /** True when the record's notes are sealed and the story was not given its tool's keys. */
@@ -126,6 +128,7 @@ function viewOf(record: IdempotencyRecord, now: number, codec: ResultCodec | und
       ...(needsReview(record, now) ? { reason: item.reason } : {}),
       ...(item.failure ? { failure: item.failure } : {}),
       ...(item.verify ? { verify: item.verify } : {}),
+      ...(item.preview !== undefined ? { preview: item.preview } : {}),
       sealed: item.sealed,
     };
   }

@@ -256,6 +256,7 @@ function renderRecord(scope, key, story, changedMessage) {
         record.verify.status + (record.verify.reason ? ": " + record.verify.reason : "") + " (" + when(record.verify.at) + ")",
       );
     }
+    if (record.preview !== undefined) field(list, "Arguments", h("code", { text: record.preview }));
     field(list, "Sealed", record.sealed ? "yes: its notes are encrypted and this console was not given the keys" : "no");
     field(list, "Version", h("code", { text: record.version }));
     parts.push(list);
