@@ -506,6 +506,28 @@ describe.each(rows)("idempotool review and resolve on $name", (row) => {
     expect([noEvidence.code, noEvidence.stderr]).toEqual([2, expect.stringContaining("--evidence")]);
   });
 
+  it("frees a record whose lease only just passed only with --worker-gone: its worker may still be running", async () => {
+    const { url, store } = await row.fresh();
+    await store.claim({
+      scope: "default",
+      key: "fresh",
+      tool: "charge_card",
+      fingerprint: "f".repeat(64),
+      token: "token-fresh-0000",
+      leaseMs: 1_000,
+      ttlMs: DAY,
+      now: Date.now() - 2_000,
+    });
+    const args = ["resolve", "default", "fresh", "--store", url, "--as", "not-executed"];
+    const early = await cli([...args, "--evidence", "no charge in the gateway", "--yes"]);
+    expect(early.code).toBe(1);
+    expect(early.stderr).toContain("may still be running");
+    expect((await store.get({ scope: "default", key: "fresh" }, Date.now()))?.status).toBe("in_progress");
+    const gone = await cli([...args, "--evidence", "its pod was deleted", "--yes", "--worker-gone"]);
+    expect(gone.code).toBe(0);
+    expect(await store.get({ scope: "default", key: "fresh" }, Date.now())).toBeUndefined();
+  });
+
   it("--verify shows the hook's answer and changes nothing; --apply resolves as it answered, via verify", async () => {
     const { url, store } = await row.fresh();
     const m = mailer(store);

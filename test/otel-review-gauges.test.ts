@@ -79,6 +79,7 @@ describe("otelReviewGauges", () => {
           evidence: "none sent",
           by: "o",
           clock,
+          minStaleMs: 0,
         });
       }
       await gauges.refresh();
@@ -160,6 +161,7 @@ describe("otelResolutions", () => {
       evidence: "no message in the provider's log",
       by: "ada@example.com",
       clock,
+      minStaleMs: 0,
       via: "cli",
       onResolution: otelResolutions({ tracer: tracerProvider.getTracer("idempotool"), meter: m }),
     });

@@ -337,6 +337,7 @@ describe("what the reconciler leaves for the review queue", () => {
         evidence: "e",
         by: "o",
         clock,
+        minStaleMs: 0,
       }),
     ).rejects.toMatchObject({ code: "store_unavailable" });
     await clock.advance(120_000);

@@ -90,6 +90,7 @@ export async function resolveBulk(
         ...(resolution.as === "completed" ? { result: resolution.result } : {}),
         ...(resolution.error !== undefined ? { error: resolution.error } : {}),
         ...(tools?.[item.tool] !== undefined ? { tool: tools[item.tool] } : {}),
+        ...(flags.workerGone ? { minStaleMs: 0 } : {}),
         onResolution,
       });
       counts.resolved++;

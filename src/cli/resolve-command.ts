@@ -68,6 +68,10 @@ export function resolveCommand(command: Command, context: CommandContext): void 
     .option("--apply", "with --verify: resolve the record as the hook answered")
     .option("--dry-run", "by filter: list what would be resolved, and change nothing")
     .option("--yes", "do not ask for confirmation (for scripts)")
+    .option(
+      "--worker-gone",
+      "you know the worker that held a passed lease is gone: free or fail its record without the 10-minute wait",
+    )
     .addHelpText("after", examples)
     .action(async (scope: string | undefined, key: string | undefined, flags: ResolveFlags) => {
       const io = context.io;

@@ -42,6 +42,7 @@ export interface ResolveFlags extends Omit<QueueFlags, "limit"> {
   readonly apply?: boolean;
   readonly yes?: boolean;
   readonly dryRun?: boolean;
+  readonly workerGone?: boolean;
 }
 
 /** What the checked flags say to do, with everything parsed before the store is opened. */
@@ -138,7 +139,8 @@ export async function resolveOne(
     ...resolution,
     via: "cli",
     tool,
-    expectVersion: flags.expectVersion,
+    // What was confirmed is the record as read: one that changed while the operator answered is refused.
+    expectVersion: flags.expectVersion ?? recordVersion(record),
   });
 }
 
@@ -166,6 +168,7 @@ export async function applyOne(
     ...(r.error !== undefined ? { error: r.error } : {}),
     ...(r.expectVersion !== undefined ? { expectVersion: r.expectVersion } : {}),
     ...(r.tool !== undefined ? { tool: r.tool } : {}),
+    ...(flags.workerGone ? { minStaleMs: 0 } : {}),
     onResolution: await resolutionTelemetry(),
   };
   let entry: TrailEntry;

@@ -115,10 +115,8 @@ export interface OperatorResolution {
  */
 export function operatorNote(resolution: OperatorResolution | undefined): string {
   if (resolution === undefined) return "";
-  return (
-    `Its outcome was not reported by the tool itself: ${JSON.stringify(resolution.by)} recorded it by hand at ` +
-    `${resolution.at}, on this evidence: ${JSON.stringify(resolution.evidence)}. `
-  );
+  // Who and the evidence stay in the envelope's field: they are written for auditors, not for a model.
+  return `Its outcome was not reported by the tool itself: an operator recorded it by hand at ${resolution.at}. `;
 }
 
 /** The resolution a stored note carries, when it is one: three strings, nothing else is trusted. */

@@ -18,7 +18,7 @@ import {
 import { defaults } from "../core/options.js";
 import { type ResultCodec, resolveCodec } from "../core/result-codec.js";
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
-import { trailScope } from "../review/trail.js";
+import { isTrailRecord } from "../review/trail.js";
 import { count, Decision, emptySummary, type ReconcileDecision, type ReconcileSummary } from "./decision.js";
 import type { ReconcileTool } from "./hooks.js";
 import { apply, ask, plan } from "./settle-record.js";
@@ -95,7 +95,7 @@ export async function reconcileOnce(options: ReconcileOptions): Promise<Reconcil
         o.signal?.throwIfAborted();
         if (status === RecordStatus.inProgress && record.leaseExpiresAt > o.clock.now()) continue;
         // Operators' trail entries are not calls: an interrupted one is for a person to read.
-        if (record.scope === trailScope) continue;
+        if (isTrailRecord(record)) continue;
         const id = `${record.scope}\u0000${record.key}`;
         if (seen.has(id)) continue;
         seen.add(id);

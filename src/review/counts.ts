@@ -9,7 +9,7 @@ import { IdempotencyError, StoreUnavailableError } from "../core/errors.js";
 import { invalidOption } from "../core/option-checks.js";
 import type { IdempotencyStore } from "../core/store.js";
 import { needsReview } from "./queue.js";
-import { type ResolveAs, trailEntryOf, trailScope } from "./trail.js";
+import { isTrailRecord, type ResolveAs, trailEntryOf } from "./trail.js";
 
 const owner = "reviewCounts()";
 const hourMs = 60 * 60 * 1000;
@@ -95,7 +95,7 @@ export async function reviewCounts(options: ReviewCountsOptions): Promise<Review
       const id = `${record.scope.length}:${record.scope}${record.key}`;
       if (seen.has(id)) continue;
       seen.add(id);
-      if (record.scope === trailScope) {
+      if (isTrailRecord(record)) {
         const entry = trailEntryOf(record);
         if (entry === undefined) continue;
         const day = entry.at.slice(0, 10);

@@ -10,7 +10,7 @@ import { isSealed, open, type ResultCodec, resolveCodec } from "../core/result-c
 import { type IdempotencyRecord, type IdempotencyStore, RecordStatus } from "../core/store.js";
 import { iso } from "../core/time.js";
 import type { ResolveToolOptions } from "./resolve.js";
-import { recordVersion, trailScope } from "./trail.js";
+import { isTrailRecord, recordVersion } from "./trail.js";
 
 const owner = "reviewQueue()";
 
@@ -131,7 +131,7 @@ export async function reviewQueue(options: ReviewQueueOptions): Promise<ReviewQu
       cursor = page.nextCursor;
       scanned += page.records.length;
       for (const record of page.records) {
-        if (record.scope === trailScope || !needsReview(record, now)) continue;
+        if (isTrailRecord(record) || !needsReview(record, now)) continue;
         if (options.keyPrefix !== undefined && !record.key.startsWith(options.keyPrefix)) continue;
         if (now - record.createdAt < olderThanMs) continue;
         // A store's cursor (Redis SCAN) may hand a record back twice.

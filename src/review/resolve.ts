@@ -49,6 +49,8 @@ const owner = "resolveRecord()";
 /** How long the resolver holds the record between taking it over and settling it. */
 const resolverLeaseMs = 60_000;
 const maxEvidenceLength = 4000;
+/** How long a passed lease must have been passed before its record may be freed: ten default leases. */
+const defaultMinStaleMs = 10 * 60_000;
 const maxNameLength = 200;
 
 /** How the tool stores its outcomes: give what you give `idempotent()`, so the resolved record is kept alike. */
@@ -82,6 +84,12 @@ export interface ResolveOptions {
   readonly expectVersion?: string | undefined;
   /** The tool's storage options; with encryption, the resolved outcome is sealed for its record. */
   readonly tool?: ResolveToolOptions | undefined;
+  /**
+   * How long the lease of a record in progress must have been passed before it may be freed
+   * (`not_executed`) or recorded as failed: its worker may only be cut off or paused, and still make the
+   * effect. Whole ms from 0; default 10 minutes. Give 0 once you know the worker is gone.
+   */
+  readonly minStaleMs?: number | undefined;
   /** Where the resolution comes from, as the trail keeps it. Default `api`. */
   readonly via?: string | undefined;
   readonly clock?: Clock | undefined;
@@ -121,15 +129,18 @@ export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry
     throw new RecordChangedError(scope, key, `it is ${describe(record)} now`);
   }
   refuseSettled(record, now);
+  refuseRecentlyStale(o, record, now);
   const binding: RecordBinding = { scope, key, tool: record.tool, fingerprint: record.fingerprint };
-  if (
-    o.codec?.encryption === undefined &&
-    [record.error, record.result].some((text) => text !== null && isSealed(text))
-  ) {
+  // Sealed notes, or a fingerprint keyed as encryption keys it by default, say the tool encrypts.
+  const encrypts =
+    [record.error, record.result].some((text) => text !== null && isSealed(text)) ||
+    record.fingerprint.startsWith("hmac-sha256:");
+  if (o.codec?.encryption === undefined && encrypts && o.as !== "not_executed") {
     invalidOption(
       owner,
       "tool.encryption",
-      "must be given: this record's notes are sealed, and a resolution stored in plaintext would be refused by the tool",
+      "must be given: this record's tool encrypts (its notes are sealed or its fingerprint is keyed), and a " +
+        "resolution stored in plaintext would be refused by the tool",
     );
   }
   // Everything that could refuse the outcome is checked before anything is written.
@@ -190,8 +201,9 @@ export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry
   return entry;
 }
 
-type Checked = Omit<ResolveOptions, "clock" | "via" | "tool"> & {
+type Checked = Omit<ResolveOptions, "clock" | "via" | "tool" | "minStaleMs"> & {
   readonly clock: Clock;
+  readonly minStaleMs: number;
   readonly via: string;
   readonly codec: ReturnType<typeof resolveCodec>;
   readonly ttlMs: number | undefined;
@@ -227,11 +239,22 @@ function checked(options: ResolveOptions): Checked {
       `${owner}: as "failed" needs the error repeats get back: a message, or { message, code?, data? }`,
     );
   }
+  if (options.scope === trailScope) {
+    throw new IdempotencyError(
+      ErrorCode.invalidArguments,
+      `${owner}: the scope ${trailScope} holds the trail of resolutions, which are not resolved`,
+    );
+  }
   const tool = options.tool;
   const ttlMs = durationOption(owner, "tool.ttlMs", tool?.ttlMs, undefined, { max: maxTtlMs });
+  const minStaleMs = durationOption(owner, "minStaleMs", options.minStaleMs, defaultMinStaleMs, {
+    min: 0,
+    max: maxTtlMs,
+  });
   return {
     ...options,
     clock: options.clock ?? systemClock,
+    minStaleMs,
     via: options.via ?? "api",
     codec: resolveCodec(tool?.redact, tool?.encryption, invalidOptionFor(owner, "tool.")),
     ttlMs,
@@ -259,6 +282,26 @@ function messageOfFailure(error: ResolveOptions["error"]): string | undefined {
     return error.message;
   }
   return undefined;
+}
+
+/**
+ * A passed lease says its worker stopped renewing, not that it stopped: one cut off from the store or
+ * paused may still be about to make the effect. Until the lease has been passed for `minStaleMs`, a
+ * record in progress may be resolved as completed (the effect is there to see), but not freed (the worker
+ * could make the effect after the next call made it again) nor recorded as failed.
+ */
+function refuseRecentlyStale(o: Checked, record: IdempotencyRecord, now: number): void {
+  if (record.status !== RecordStatus.inProgress || o.as === "completed") return;
+  const safeAt = record.leaseExpiresAt + o.minStaleMs;
+  if (now < safeAt) {
+    throw new RecordNotResolvableError(
+      record.scope,
+      record.key,
+      `its worker stopped renewing its lease at ${iso(record.leaseExpiresAt)}, but may still be running (cut off ` +
+        `from the store, or paused) and make the effect; it can be ${o.as === "failed" ? "recorded as failed" : "freed"} ` +
+        `from ${iso(safeAt)}, or sooner once you know the worker is gone (minStaleMs)`,
+    );
+  }
 }
 
 /** Settled records and live leases are not an operator's to resolve. */
@@ -339,11 +382,10 @@ async function act(
     try {
       if (outcome.status === "released") {
         if (await o.store.release({ scope, key, token })) return;
-        // Refused: an earlier try of ours may have applied with its reply lost. Either way an absent
-        // record is what was asked for; one under another token moved on.
+        // Refused: an earlier try of ours applied with its reply lost (this resolver held the record, so
+        // nobody else could release it): gone, or claimed by a new call since. Still ours: try again.
         const current = await o.store.get({ scope, key }, o.clock.now());
-        if (current === undefined) return;
-        if (current.token !== token) break;
+        if (current === undefined || current.token !== token) return;
         continue;
       }
       const settled = await settleOwn(o.store, { scope, key, token, ttlMs, now: o.clock.now(), ...outcome });

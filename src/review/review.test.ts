@@ -141,6 +141,53 @@ describe("an operator's resolution, as the tool's next caller sees it", () => {
     expect(await store.list({})).toEqual(before);
   });
 
+  it("frees or fails a record in progress only once its lease has been passed for minStaleMs", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    const claim = { scope: "default", key: "k1", tool: "send_email", fingerprint: "f", leaseMs: 1_000 };
+    await store.claim({ ...claim, token: "t1", ttlMs: 86_400_000, now: clock.now() });
+    await clock.advance(61_000);
+    const mailer = { store, clock };
+    // Its worker may only be cut off or paused: freeing the key now could let it make the effect twice.
+    expect(await codeOf(resolveRecord(resolution(mailer, { as: "not_executed" })))).toBe(
+      "record_not_resolvable",
+    );
+    expect(await codeOf(resolveRecord(resolution(mailer, { as: "failed", error: "no" })))).toBe(
+      "record_not_resolvable",
+    );
+    expect(await codeOf(resolveRecord(resolution(mailer, { as: "not_executed", minStaleMs: 0 })))).toBe(
+      "none",
+    );
+    await store.claim({ ...claim, token: "t2", ttlMs: 86_400_000, now: clock.now() });
+    await clock.advance(1_001 + 10 * 60_000);
+    expect(await codeOf(resolveRecord(resolution(mailer, { as: "not_executed" })))).toBe("none");
+    await store.claim({ ...claim, token: "t3", ttlMs: 86_400_000, now: clock.now() });
+    await clock.advance(1_001);
+    // The effect is there to see: recording it as completed needs no wait.
+    expect(await codeOf(resolveRecord(resolution(mailer, {})))).toBe("none");
+  });
+
+  it("refuses a plaintext outcome for a tool whose fingerprint is keyed, and the trail's own scope", async () => {
+    const store = memoryStore();
+    const clock = fakeClock();
+    await store.claim({
+      scope: "default",
+      key: "k1",
+      tool: "send_email",
+      fingerprint: `hmac-sha256:k1:abcd:${"0".repeat(64)}`,
+      token: "t1",
+      leaseMs: 1_000,
+      ttlMs: 86_400_000,
+      now: clock.now(),
+    });
+    await clock.advance(2_000);
+    const mailer = { store, clock };
+    expect(await codeOf(resolveRecord(resolution(mailer, {})))).toBe("invalid_options");
+    expect(await codeOf(resolveRecord(resolution(mailer, { scope: "idempotool:trail" })))).toBe(
+      "invalid_arguments",
+    );
+  });
+
   it("tells its listener what it resolved; a listener that throws changes nothing", async () => {
     const store = memoryStore();
     const mailer = flakyMailer(store);
@@ -197,13 +244,14 @@ describe("what a model reads of a resolved replay", () => {
     await resolveRecord(resolution(mailer, {}));
     const replay = await mailer.tool({ to: "ada@example.com" }, { key: "k1" });
     const envelopeOut = modelOutputOf(replay, "envelope", "send_email");
-    expect(envelopeOut.note).toContain('"ops" recorded it by hand');
-    expect(envelopeOut.note).toContain("provider log: m-81 delivered");
+    expect(envelopeOut.note).toContain("an operator recorded it by hand at");
+    // Who and the evidence are in the field, not in the sentence the model reads.
+    expect(envelopeOut.note).not.toMatch(/ops|provider log/);
     const merged = modelOutputOf(replay, "merge", "send_email");
     expect(merged.resolved_by_operator).toEqual(replay.resolved_by_operator);
     const mcp = envelopeResult({ ...replay, result: { content: [{ type: "text", text: "sent m-81" }] } });
     const text = (mcp.content ?? []).map((c) => ("text" in c ? c.text : "")).join("\n");
-    expect(text).toContain('"ops" recorded it by hand');
+    expect(text).toContain("an operator recorded it by hand");
     expect(
       (mcp._meta as Record<string, { resolved_by_operator?: unknown }>)["idempotool/envelope"]
         ?.resolved_by_operator,

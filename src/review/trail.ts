@@ -92,6 +92,13 @@ export function trailEntryOf(record: IdempotencyRecord): TrailEntry | undefined 
 
 type EntryBody = Omit<TrailEntry, "id" | "state">;
 
+const resolvedAs = new Set<string>(["completed", "failed", "not_executed"]);
+
+/** A record of the trail itself, not a call's: its scope and its tool are the trail's. */
+export function isTrailRecord(record: IdempotencyRecord): boolean {
+  return record.scope === trailScope && record.tool === trailTool;
+}
+
 function isEntryBody(value: unknown): value is EntryBody {
   if (typeof value !== "object" || value === null) return false;
   const entry = value as Record<string, unknown>;

@@ -1448,6 +1448,8 @@ function resolveOptions(t: Tools, overrides: Partial<ResolveOptions> = {}): Reso
     evidence: "the provider's log shows m-1 delivered",
     by: "ops@example.com",
     clock: t.clock,
+    // How long a passed lease must age before a record is freed is the resolver's rule, not the store's.
+    minStaleMs: 0,
     ...overrides,
   } as ResolveOptions;
 }

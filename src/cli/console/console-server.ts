@@ -223,7 +223,8 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
         const str = (name: string) => (typeof body[name] === "string" ? (body[name] as string) : "");
         const scope = str("scope");
         const key = str("key");
-        const current = await readRecordStory({ ...common, scope, key }).catch(() => undefined);
+        // Read first, and fail if it fails: without the record's tool, its encryption would be left out.
+        const current = await readRecordStory({ ...common, scope, key });
         const tool = current?.record ? options.tools?.[current.record.tool] : undefined;
         const entry = await resolveRecord({
           store,
