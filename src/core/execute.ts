@@ -240,7 +240,8 @@ export async function verifyEarlierAttempt<A, R>(
       const verified = {
         status: verifyError !== undefined ? "error" : typeof answer === "string" ? answer : "unrecognised",
         at: iso(call.options.clock.now()),
-        ...(typeof said === "string" ? { reason: said } : {}),
+        // Stored as JSON, where an undefined reason is no reason.
+        reason: said,
       };
       const stored = withPreview(call, taken.error, { verify: verified }, bindingFor(call, taken));
       return settleUnknown(call, taken, stored, why, verifyError, "verify");
@@ -259,8 +260,13 @@ function withPreview<A, R>(
 ): string | null {
   const preview = call.options.reviewPreview ? argumentPreview(call.args, call.options.codec) : undefined;
   if (note.verify === undefined && preview === undefined) return error;
-  const full = preview === undefined ? note : { ...note, arguments: preview };
-  return withReviewNote(error, full, call.options.codec, binding, storedLimit(call));
+  return withReviewNote(
+    error,
+    { ...note, arguments: preview },
+    call.options.codec,
+    binding,
+    storedLimit(call),
+  );
 }
 
 /** The most a stored result or failure may take: the tool's limit, or the store's where lower. */

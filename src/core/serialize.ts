@@ -314,10 +314,10 @@ function shortened(failure: FailureJson, storedOf: (failure: FailureJson) => str
 
 /** What an unknown record keeps for the person who resolves it, beside its failure (`review`). */
 export interface ReviewNote {
-  /** The verify hook's last answer. */
-  readonly verify?: { readonly status: string; readonly reason?: string; readonly at: string };
+  /** The verify hook's last answer (stored as JSON: an undefined reason is left out). */
+  readonly verify?: { readonly status: string; readonly reason?: string | undefined; readonly at: string };
   /** A preview of the call's arguments (`reviewPreview`): JSON text, redacted, perhaps cut short. */
-  readonly arguments?: string;
+  readonly arguments?: string | undefined;
 }
 
 /**
