@@ -1,14 +1,15 @@
 /**
  * The fleet row on its own: 4 OS processes × 32 in flight on Redis and PostgreSQL, idempotool beside
- * @node-idempotency (Redis) and the floor. `npm run bench -- --fleet` adds it to the main run.
+ * @node-idempotency (Redis) and the floor. `npm run bench -- --fleet` adds it to the main run. Redis runs
+ * twice: on ioredis, and on node-redis 4.7.1 (`node-redis`), the client @node-idempotency's adapter opens.
  *
  *   node --import tsx bench/fleet.ts [--lib dist] [--processes 4] [--in-flight 32] [--warmup 1000] [--duration 2000] [--reps 3]
- *                                    [--store redis,postgres] [--workload first,contended]
+ *                                    [--store redis,node-redis,postgres] [--workload first,contended]
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { fleetTable, runFleet } from "./lib/fleet.js";
+import { type FleetBackend, fleetTable, runFleet } from "./lib/fleet.js";
 import { loadLibrary } from "./lib/library.js";
 import { toolArgs } from "./lib/subject.js";
 
@@ -22,7 +23,7 @@ const { values } = parseArgs({
     warmup: { type: "string", default: "1000" },
     duration: { type: "string", default: "2000" },
     reps: { type: "string", default: "3" },
-    store: { type: "string", default: "redis,postgres" },
+    store: { type: "string", default: "redis,node-redis,postgres" },
     workload: { type: "string", default: "first,contended" },
   },
 });
@@ -39,7 +40,9 @@ const options = {
   fingerprint: lib.core.fingerprint(toolArgs),
   redisUrl: process.env.IDEMPOTOOL_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
   pgUrl: process.env.IDEMPOTOOL_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
-  backends: values.store.split(",") as ("redis" | "postgres")[],
+  backends: values.store
+    .split(",")
+    .map((name): FleetBackend => (name === "node-redis" ? "redis (node-redis 4)" : (name as FleetBackend))),
   workloads: values.workload.split(",") as ("first" | "contended")[],
   note: (text: string) => process.stderr.write(`${text}\n`),
 };

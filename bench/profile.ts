@@ -5,7 +5,7 @@
  * (the V8 profiler is started and stopped around them, so module loading stays out).
  *
  *   node --import tsx bench/profile.ts [--seconds 3] [--lib dist] [--interval-us 50]
- *     [--store memory|redis|postgres|node:sqlite|better-sqlite3] [--redis redis://127.0.0.1:6379]
+ *     [--store memory|redis|node-redis|postgres|node:sqlite|better-sqlite3] [--redis redis://127.0.0.1:6379]
  *     [--postgres postgres://postgres@127.0.0.1:5432/test] [--floor] [--in-flight 1]
  *
  * --in-flight N keeps N calls running at once (a fresh key each on first calls; one key on replays).
@@ -25,6 +25,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
+import { createClient } from "redis4";
 import type { IdempotencyStore } from "../src/index.js";
 import { SqliteDriver } from "./lib/backends/backend.js";
 import { connectPool, dropClaimFunctionsSql, postgresFloor } from "./lib/backends/postgres.js";
@@ -52,7 +53,9 @@ const { values } = parseArgs({
 
 process.setSourceMapsEnabled(false);
 const lib = await loadLibrary(path.resolve(root, values.lib));
-const onRedis = values.store === "redis";
+// node-redis: the Redis store on a node-redis 4 client (the version @node-idempotency's adapter uses).
+const onNodeRedis = values.store === "node-redis";
+const onRedis = values.store === "redis" || onNodeRedis;
 const onPostgres = values.store === "postgres";
 const sqliteDriver = [SqliteDriver.node, SqliteDriver.betterSqlite3].find(
   (driver) => driver === values.store,
@@ -67,6 +70,8 @@ if (!Number.isInteger(inFlight) || inFlight < 1 || inFlight > 1000) {
   throw new Error(`--in-flight: a whole number from 1 to 1000, got "${values["in-flight"]}"`);
 }
 const redis = onRedis ? new Redis(values.redis, { maxRetriesPerRequest: 1 }) : undefined;
+const nodeRedis = onNodeRedis ? createClient({ url: values.redis }) : undefined;
+await nodeRedis?.connect();
 const pool = onPostgres ? connectPool(values.postgres) : undefined;
 const pgTables: string[] = [];
 const redisPrefix = `idempotool-profile:${process.pid}:`;
@@ -115,8 +120,10 @@ async function caller(workload: "first" | "replay"): Promise<() => Promise<unkno
   }
   const tool = countedTool();
   let store: IdempotencyStore;
-  if (redis) store = lib.redis!.redisStore({ client: redis, prefix: `${redisPrefix}${workload}:` });
-  else if (pool) {
+  if (redis) {
+    const client = nodeRedis ?? redis;
+    store = lib.redis!.redisStore({ client, prefix: `${redisPrefix}${workload}:` });
+  } else if (pool) {
     const table = `profile_${process.pid}_${workload}`;
     pgTables.push(table);
     const postgres = lib.postgres!.postgresStore({ client: pool, table });
@@ -161,6 +168,7 @@ if (redis) {
     if (names.length > 0) await redis.unlink(...names);
   } while (cursor !== "0");
   redis.disconnect();
+  await nodeRedis?.quit();
 }
 if (pool) {
   for (const table of pgTables) await pool.query(`DROP TABLE IF EXISTS ${table}`);

@@ -6,16 +6,20 @@
  * `redis-server --port 6391`): the server's CPU counts everybody's commands.
  *
  *   node --import tsx bench/redis-cost.ts [--redis redis://127.0.0.1:6391] [--lib dist] [--compare DIR]
- *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3] [--node-redis]
+ *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3] [--node-redis 4,6]
  *
- * Subjects: idempotool (--lib), candidate (--compare), idempotool on a node-redis client (--node-redis),
- * the floor (SET NX PX + SET XX PX; GET), and @node-idempotency's Redis adapter. Prints Markdown, the median of --reps runs per cell.
+ * Subjects: idempotool (--lib) on ioredis, candidate (--compare), each again on node-redis clients of the
+ * majors --node-redis names (default 4: 4.7.1, the version @node-idempotency's adapter opens; 6: the `redis`
+ * devDependency; "" for none), the floor (SET NX PX + SET XX PX; GET) on ioredis, and @node-idempotency's
+ * Redis adapter. Prints Markdown, the median of --reps runs per cell.
  */
+import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
+import { createClient as createClient4 } from "redis4";
 import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./lib/anchors.js";
 import { idempotoolSubject } from "./lib/backends/memory.js";
 import { redisFloor } from "./lib/backends/redis.js";
@@ -33,7 +37,7 @@ const { values } = parseArgs({
     calls: { type: "string", default: "20000" },
     reps: { type: "string", default: "3" },
     subjects: { type: "string" },
-    "node-redis": { type: "boolean", default: false },
+    "node-redis": { type: "string", default: "4" },
   },
 });
 const calls = Number(values.calls);
@@ -55,15 +59,36 @@ if (candidate) {
   const store = candidate.redis!.redisStore({ client: redis, prefix: `${prefix}c:` });
   subjects.push(idempotoolSubject(candidate, () => store, "candidate", false, SubjectName.candidate));
 }
-// idempotool again on a node-redis client (createClient() from `redis`), which @node-idempotency uses too.
-const nodeRedis = values["node-redis"] ? createClient({ url: values.redis }) : undefined;
-if (nodeRedis) {
-  await nodeRedis.connect();
-  const store = lib.redis!.redisStore({ client: nodeRedis, prefix: `${prefix}n:` });
+// idempotool again on node-redis clients (createClient()): version 4 is the one @node-idempotency's adapter uses.
+const nodeRedisClients: { quit(): Promise<unknown> }[] = [];
+for (const major of values["node-redis"].split(",").filter(Boolean)) {
+  const client =
+    major === "4"
+      ? createClient4({ url: values.redis })
+      : major === "6"
+        ? createClient({ url: values.redis })
+        : undefined;
+  if (!client) throw new Error(`--node-redis: 4 or 6, got ${major}`);
+  await client.connect();
+  nodeRedisClients.push(client);
+  const store = lib.redis!.redisStore({ client, prefix: `${prefix}n${major}:` });
   subjects.push({
-    ...idempotoolSubject(lib, () => store, "redisStore({ client: node-redis })"),
-    name: "idempotool (node-redis)" as SubjectName,
+    ...idempotoolSubject(lib, () => store, `redisStore({ client: node-redis ${major} })`),
+    name: `idempotool (node-redis ${major})` as SubjectName,
   });
+  if (candidate) {
+    const other = candidate.redis!.redisStore({ client, prefix: `${prefix}c${major}:` });
+    subjects.push({
+      ...idempotoolSubject(
+        candidate,
+        () => other,
+        `candidate on node-redis ${major}`,
+        false,
+        SubjectName.candidate,
+      ),
+      name: `candidate (node-redis ${major})` as SubjectName,
+    });
+  }
 }
 subjects.push(redisFloor(redis, `${prefix}f:`, fingerprint));
 subjects.push(nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, prefix: `${prefix}n` }));
@@ -106,9 +131,13 @@ async function drive(subject: Subject, workload: string, concurrency: number, co
   return refused;
 }
 
+const versionOf = (name: string) =>
+  (createRequire(import.meta.url)(`${name}/package.json`) as { version: string }).version;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 process.stdout.write(
-  `Cost per call on Redis (${calls} calls per rep, median of ${reps}; node ${process.version})\n\n` +
+  `Cost per call on Redis (${calls} calls per rep, median of ${reps}; node ${process.version}; ` +
+    `node-redis 4 is ${versionOf("redis4")} (@node-idempotency's adapter: ${versionOf("@node-idempotency/storage-adapter-redis/node_modules/redis")}), ` +
+    `node-redis 6 is ${versionOf("redis")}, ioredis ${versionOf("ioredis")})\n\n` +
     "| workload | in flight | subject | client CPU µs | server CPU µs | commands | calls/s | refused |\n" +
     "|---|---:|---|---:|---:|---:|---:|---:|\n",
 );
@@ -159,5 +188,5 @@ do {
   if (names.length > 0) await redis.unlink(...names);
 } while (cursor !== "0");
 await nodeIdempotency.close();
-await nodeRedis?.quit();
+for (const client of nodeRedisClients) await client.quit();
 redis.disconnect();

@@ -104,7 +104,7 @@ async function main(): Promise<number> {
   for (const [store, backends] of [
     ["postgres", ["postgres"]],
     ["mysql", ["mysql"]],
-    ["redis", ["redis", "tiered-redis"]],
+    ["redis", ["redis", "redis (node-redis 4)", "tiered-redis"]],
     ["dynamodb", ["dynamodb (dynalite)"]],
   ] as const) {
     const reason = lib.missing[store];
@@ -133,7 +133,7 @@ async function main(): Promise<number> {
           sqliteBackends(lib, driver, file, fingerprint, candidate),
         );
       }
-      await attempt(["redis", "tiered-redis"], () =>
+      await attempt(["redis", "redis (node-redis 4)", "tiered-redis"], () =>
         redisBackends(
           lib,
           {
@@ -203,7 +203,7 @@ async function main(): Promise<number> {
       fingerprint,
       redisUrl: options.redisUrl,
       pgUrl: options.pgUrl,
-      backends: ["redis", "postgres"],
+      backends: ["redis", "redis (node-redis 4)", "postgres"],
       workloads: ["first", "contended"],
       note: (text) => p.note(text),
     });

@@ -10,14 +10,15 @@ import { Redis } from "ioredis";
 import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./anchors.js";
 import { idempotoolSubject } from "./backends/memory.js";
 import { connectPool, postgresFloor } from "./backends/postgres.js";
-import { redisFloor } from "./backends/redis.js";
+import { connectNodeRedis, nodeRedisFloor, redisFloor } from "./backends/redis.js";
+import type { FleetBackend } from "./fleet.js";
 import { loadLibrary } from "./library.js";
 import { Latencies } from "./measure.js";
 import { type Subject, SubjectName, toolArgs } from "./subject.js";
 
 export interface FleetTask {
   readonly lib: string;
-  readonly backend: "redis" | "postgres";
+  readonly backend: FleetBackend;
   readonly subject: SubjectName;
   readonly workload: "first" | "contended";
   readonly inFlight: number;
@@ -65,6 +66,15 @@ async function subjectFor(): Promise<Subject> {
     const ni = await nodeIdempotencyRedis(task.redisUrl);
     closers.push(() => ni.close());
     return nodeIdempotencySubject({ storage: () => ni.storage, prefix: `${task.names.prefix}ni` });
+  }
+  if (!lib.redis && task.subject === SubjectName.idempotool) throw new Error("the redis store is not built");
+  if (task.backend === "redis (node-redis 4)") {
+    const client = await connectNodeRedis(task.redisUrl);
+    closers.push(() => client.quit());
+    if (task.subject === SubjectName.floor)
+      return nodeRedisFloor(client, `${task.names.prefix}f:`, task.fingerprint);
+    const store = lib.redis!.redisStore({ client, prefix: `${task.names.prefix}i:` });
+    return idempotoolSubject(lib, () => store, "redisStore({ client: node-redis 4.7.1 })");
   }
   const redis = new Redis(task.redisUrl, { maxRetriesPerRequest: 1 });
   closers.push(() => {

@@ -1,6 +1,6 @@
 /**
  * The fleet row: the same measurement from several OS processes at once, each with its own clients, on
- * Redis and PostgreSQL: what one process alone cannot show (waiters in another process poll the store,
+ * Redis (on ioredis, and on node-redis 4.7.1 as @node-idempotency's adapter) and PostgreSQL: what one process alone cannot show (waiters in another process poll the store,
  * every process holds its own pool). Per measurement: `processes` children of bench/lib/fleet-worker.ts,
  * each with `inFlight` calls in flight, started together; first calls use keys of their own, contended calls
  * walk the same keys in every process (`callersPerKey` callers per key per process). Subjects run one after
@@ -30,13 +30,16 @@ export interface FleetOptions {
   readonly fingerprint: string;
   readonly redisUrl: string;
   readonly pgUrl: string;
-  readonly backends: readonly ("redis" | "postgres")[];
+  readonly backends: readonly FleetBackend[];
   readonly workloads: readonly ("first" | "contended")[];
   readonly note?: (text: string) => void;
 }
 
+/** The fleet's row groups: "redis" on ioredis, "redis (node-redis 4)" on node-redis 4.7.1 clients. */
+export type FleetBackend = "redis" | "redis (node-redis 4)" | "postgres";
+
 export interface FleetCell {
-  readonly backend: "redis" | "postgres";
+  readonly backend: FleetBackend;
   readonly workload: "first" | "contended";
   readonly subject: SubjectName;
   readonly opsPerSec: number[];
@@ -48,10 +51,13 @@ export interface FleetCell {
   dedupDetail?: string;
 }
 
+// @node-idempotency runs on node-redis only (its adapter opens a node-redis 4.7.1 client of its own), where
+// idempotool and the floor run on node-redis 4.7.1 clients too.
 const subjectsOf = {
-  redis: [SubjectName.idempotool, SubjectName.nodeIdempotency, SubjectName.floor],
+  redis: [SubjectName.idempotool, SubjectName.floor],
+  "redis (node-redis 4)": [SubjectName.idempotool, SubjectName.nodeIdempotency, SubjectName.floor],
   postgres: [SubjectName.idempotool, SubjectName.floor],
-} as const;
+} as const satisfies Record<FleetBackend, readonly SubjectName[]>;
 
 /** A worker process: `ready` settles once it has warmed up, `report` with what it measured. */
 function startWorker(task: FleetTask) {
@@ -101,14 +107,16 @@ const percentile = (sorted: readonly number[], p: number) =>
 export async function runFleet(o: FleetOptions): Promise<FleetCell[]> {
   const cells: FleetCell[] = [];
   const pool = o.backends.includes("postgres") ? connectPool(o.pgUrl) : undefined;
-  const redis = o.backends.includes("redis") ? new Redis(o.redisUrl) : undefined;
+  const redis = o.backends.some((b) => b !== "postgres") ? new Redis(o.redisUrl) : undefined;
   const tables: string[] = [];
   let round = 0;
   try {
     for (const backend of o.backends) {
       for (const workload of o.workloads) {
         const group = subjectsOf[backend]
-          .filter((s) => s !== SubjectName.idempotool || (backend === "redis" ? o.lib.redis : o.lib.postgres))
+          .filter(
+            (s) => s !== SubjectName.idempotool || (backend === "postgres" ? o.lib.postgres : o.lib.redis),
+          )
           .map(
             (subject): FleetCell => ({
               backend,

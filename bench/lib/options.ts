@@ -74,6 +74,7 @@ const storeAliases: Record<string, readonly BackendName[]> = {
   [SqliteDriver.betterSqlite3]: Object.values(sqliteBackendNames[SqliteDriver.betterSqlite3]),
   tiered: [...Object.values(sqliteBackendNames).map((n) => n.tiered), BackendName.tieredRedis],
   dynamodb: [BackendName.dynamodb],
+  "node-redis": [BackendName.redisNodeRedis],
 };
 
 function list<T extends string>(

@@ -69,8 +69,20 @@ export const targets: readonly Target[] = [
     concurrency: 1,
     against: [floor],
   },
+  // First calls on the same client library as @node-idempotency's adapter (node-redis 4.7.1), issue 36.
+  ...([1, 32] as const).map(
+    (c): Target => ({
+      id: `redis.first.c${c}.node-redis.vs-node-idempotency`,
+      text: `redis (node-redis 4) first c${c} ≥ 1.2× @node-idempotency`,
+      need: 1.2,
+      backend: "redis (node-redis 4)",
+      workload: Workload.first,
+      concurrency: c,
+      against: [ni],
+    }),
+  ),
   ...([1, 32] as const).flatMap((c) =>
-    [...both, Workload.contended].map(
+    [Workload.replay, Workload.contended].map(
       (w): Target => ({
         id: `redis.${w}.c${c}.vs-best-anchor`,
         text: `redis ${w} c${c} ≥ 1.2× the best anchor`,

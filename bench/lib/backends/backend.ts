@@ -15,6 +15,8 @@ export const BackendName = {
   tieredSqliteNode: "tiered-sqlite (node:sqlite)",
   tieredSqliteBetterSqlite3: "tiered-sqlite (better-sqlite3)",
   redis: "redis",
+  /** The same Redis through node-redis 4.7.1, the client (and version) @node-idempotency's adapter opens. */
+  redisNodeRedis: "redis (node-redis 4)",
   tieredRedis: "tiered-redis",
   postgres: "postgres",
   mysql: "mysql",

@@ -1,4 +1,5 @@
 import { Redis } from "ioredis";
+import { createClient } from "redis4";
 import {
   ioredisCacheClient,
   nodeIdempotencyRedis,
@@ -62,6 +63,57 @@ export function redisFloor(redis: Redis, prefix: string, fingerprint: string): S
   };
 }
 
+/** A node-redis 4 client, as `createClient()` from `redis` 4.7.1 makes it. */
+type NodeRedis4 = ReturnType<typeof createClient>;
+
+/** The floor on a node-redis 4 client: the same commands as {@link redisFloor}. */
+export function nodeRedisFloor(client: NodeRedis4, prefix: string, fingerprint: string): Subject {
+  const tool = countedTool();
+  const first = async (key: string, args: ToolArgs) => {
+    const name = prefix + key;
+    const claimed = await client.set(name, `{"status":"in_progress","fingerprint":"${fingerprint}"}`, {
+      PX: leaseMs,
+      NX: true,
+    });
+    if (claimed !== "OK") throw new AlreadyClaimed("redis", key);
+    const result = await tool.fn(args);
+    await client.set(name, JSON.stringify({ status: "completed", fingerprint, result }), {
+      PX: dayMs,
+      XX: true,
+    });
+    return result;
+  };
+  const replay = async (key: string) => {
+    const text = await client.get(prefix + key);
+    const record =
+      text === null
+        ? undefined
+        : (JSON.parse(text) as { status: string; fingerprint: string; result: unknown });
+    if (record?.status !== "completed" || record.fingerprint !== fingerprint) {
+      throw new Error(`redis floor: ${key} holds no completed record`);
+    }
+    return record.result;
+  };
+  return {
+    name: SubjectName.floor,
+    description: "node-redis 4.7.1, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
+    first,
+    replay,
+    contended: waitingFlight(first, replay),
+    validatesPayload: false,
+    runs: tool.runs,
+  };
+}
+
+/** A connected node-redis 4.7.1 client (the version @node-idempotency's adapter opens) on `url`. */
+export async function connectNodeRedis(url: string): Promise<NodeRedis4> {
+  const client = createClient({ url });
+  // Errors surface on the commands; without a listener an 'error' event would end the process.
+  client.on("error", () => {});
+  await client.connect();
+  return client;
+}
+
 export async function redisBackends(
   lib: Library,
   options: {
@@ -85,7 +137,11 @@ export async function redisBackends(
   }
   const version = /redis_version:(\S+)/.exec(await redis.info("server"))?.[1] ?? "?";
   const nodeIdempotency = await nodeIdempotencyRedis(options.url);
+  const nodeRedis = await connectNodeRedis(options.url);
   const p = options.prefix;
+  // The node-redis group: idempotool and the floor on one node-redis 4.7.1 client, beside @node-idempotency
+  // on its own client of the same version, so first calls compare on the same client library.
+  const nodeRedisSubjects: Subject[] = [];
   const subjects: Subject[] = [];
   const tieredSubjects: Subject[] = [];
   const redisLib = lib.redis;
@@ -96,6 +152,10 @@ export async function redisBackends(
       maxEntries: 10_000,
     });
     subjects.push(idempotoolSubject(lib, () => store, "redisStore({ client: ioredis })"));
+    const onNodeRedis = redisLib.redisStore({ client: nodeRedis, prefix: `${p}ni4:` });
+    nodeRedisSubjects.push(
+      idempotoolSubject(lib, () => onNodeRedis, "redisStore({ client: node-redis 4.7.1 })"),
+    );
     tieredSubjects.push(idempotoolSubject(lib, () => tiered, "tieredStore({ store: redisStore })"));
   }
   subjects.push(
@@ -111,8 +171,18 @@ export async function redisBackends(
       maxEntries: 10_000,
     });
     const from = `from ${candidate.dir}`;
+    const onNodeRedis = candidateRedis.redisStore({ client: nodeRedis, prefix: `${p}cn4:` });
     subjects.push(
       idempotoolSubject(candidate, () => store, `redisStore ${from}`, false, SubjectName.candidate),
+    );
+    nodeRedisSubjects.push(
+      idempotoolSubject(
+        candidate,
+        () => onNodeRedis,
+        `redisStore(node-redis 4.7.1) ${from}`,
+        false,
+        SubjectName.candidate,
+      ),
     );
     tieredSubjects.push(
       idempotoolSubject(
@@ -127,13 +197,26 @@ export async function redisBackends(
   tieredSubjects.push(
     powertoolsSubject({ client: () => ioredisCacheClient(redis), keyPrefix: `${p}pc`, localCache: true }),
   );
+  nodeRedisSubjects.push(
+    nodeRedisFloor(nodeRedis, `${p}f4:`, options.fingerprint),
+    nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, prefix: `${p}n4` }),
+  );
   return {
     backends: [
       {
         name: BackendName.redis,
+        family: "redis",
         description: `ioredis 6${options.autoPipelining ? " (enableAutoPipelining)" : ""} (node-idempotency: its adapter's own node-redis 4 client, which pipelines)`,
         concurrencies: defaultConcurrencies,
         subjects,
+      },
+      {
+        name: BackendName.redisNodeRedis,
+        family: "redis",
+        description:
+          "node-redis 4.7.1 (@redis/client 1.6.1) for every subject: idempotool and the floor share one client; @node-idempotency's adapter opens its own of the same version",
+        concurrencies: defaultConcurrencies,
+        subjects: nodeRedisSubjects,
       },
       {
         name: BackendName.tieredRedis,
@@ -152,6 +235,7 @@ export async function redisBackends(
         if (names.length > 0) await redis.unlink(...names);
       } while (cursor !== "0");
       await nodeIdempotency.close();
+      await nodeRedis.quit();
       redis.disconnect();
     },
   };
