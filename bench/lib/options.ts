@@ -40,7 +40,7 @@ export const usage = `Usage: npm run bench -- [options]
 
   --node N                 run on Node N (22 or 24; default 24), installed by scripts/node.sh if missing
   --quick                  smoke run: 3 short repetitions per cell (~1 min)
-  --store LIST             memory,sqlite,tiered-sqlite,redis,tiered-redis,postgres,mysql,dynamodb (default: all). sqlite and
+  --store LIST             memory,sqlite,tiered-sqlite,redis,node-redis,tiered-redis,postgres,mysql,dynamodb (default: all). sqlite and
                            tiered-sqlite run on each driver, a row group each ("sqlite (node:sqlite)",
                            "sqlite (better-sqlite3)", …); node:sqlite or better-sqlite3 picks both groups on
                            that driver; "tiered" = every tiered group
@@ -53,7 +53,7 @@ export const usage = `Usage: npm run bench -- [options]
                            npm run bench gives it); off by default, as a serving process never runs one
   --scale                  also run the scale part: 1 M records in SQLite and PostgreSQL, purge cost
   --scale-only             only the scale part
-  --fleet                  also run the fleet row: 4 processes × 32 in flight on Redis and PostgreSQL
+  --fleet                  also run the fleet row: 4 processes × 32 in flight on Redis (ioredis, node-redis) and PostgreSQL
   --scale-rows N           rows for the large store (default 1000000)
   --lib DIR                the built library to measure (default dist)
   --compare DIR            also measure the build in DIR as "candidate", interleaved with the baseline
