@@ -140,6 +140,18 @@ describe("redisStore claims with one plain command on the server's clock", () =>
     expect(await client.pexpiretime(name)).toBe(settled!.expiresAt - 1);
   });
 
+  it("refuses to settle a stub with bytes past its strings, which no claim writes and get refuses too", async () => {
+    const prefix = await fresh();
+    const store = redisStore({ client, prefix });
+    await store.claim(claimRequest());
+    const name = recordName(prefix, "tenant-a", "order-1");
+    const forged = `${await client.get(name)}{"sent":1}`;
+    await client.set(name, forged, "KEEPTTL");
+    await expect(store.get(claimRequest(), 0)).rejects.toThrow(/not an idempotool record/);
+    expect(await store.settle(settle("order-1", "token-a"))).toBeNull();
+    expect(await client.get(name)).toBe(forged);
+  });
+
   it("gives a stub whose key lost its expiry a claim's life again, rather than leave the key stuck for good", async () => {
     const prefix = await fresh();
     const store = redisStore({ client, prefix });

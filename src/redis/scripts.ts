@@ -290,6 +290,8 @@ if string.byte(v, 1) == 126 then
   local stubLease, stubTtl, stubKept
   stubLease, stubTtl, stubKept, a, nt, ntool, nf, at = string.match(v, '^~ (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) [%d-]+ [%d-]+\\n()')
   if not stubLease or tonumber(stubLease) > ${maxSafe} or tonumber(stubTtl) > ${maxSafe} or tonumber(stubKept) > ${maxSafe} then return false end
+  -- A stub holds its strings and nothing after them: a value whose sizes do not add up is no stub of ours.
+  if #v ~= at - 1 + nt + ntool + nf then return false end
   if string.sub(v, at, at + nt - 1) ~= token then return false end
   local pe = redis.call('PEXPIRETIME', KEYS[1])
   if pe < 0 then
