@@ -11,6 +11,10 @@
  * - **idempotool**: `idempotent()` on that store: the store, plus the core's own work per call;
  * - and, measured alone in a loop, **fingerprint**.
  *
+ * On PostgreSQL each row also gives the server's CPU per call: the time the pool's backends spent on a CPU
+ * (/proc/<pid>/schedstat), when the server runs on this machine; on two cores shared with the server, the
+ * server's share decides as much as the client's.
+ *
  *   node --import tsx bench/store-cost.ts [--store node:sqlite,better-sqlite3,postgres] [--workload first,replay]
  *     [--concurrency 1] [--calls 5000] [--reps 5] [--lib dist] [--pg-url postgres://postgres@127.0.0.1:5432/test]
  *
@@ -24,7 +28,7 @@ import { parseArgs } from "node:util";
 import type { IdempotencyStore } from "../src/index.js";
 import { SqliteDriver } from "./lib/backends/backend.js";
 import { idempotoolSubject } from "./lib/backends/memory.js";
-import { connectPool, dropClaimFunctionsSql, postgresFloor } from "./lib/backends/postgres.js";
+import { connectPool, dropClaimFunctionsSql, postgresFloor, serverCpuUs } from "./lib/backends/postgres.js";
 import { openDriverDatabase, removeDatabase, sqliteFloor } from "./lib/backends/sqlite.js";
 import { loadLibrary } from "./lib/library.js";
 import { median } from "./lib/measure.js";
@@ -137,8 +141,13 @@ function fingerprinted(floor: Way): Way {
 
 interface Round {
   readonly cpuUs: number;
+  /** The server's CPU per call, where `serverCpu` can read it. */
+  readonly serverUs: number | undefined;
   readonly perSecond: number;
 }
+
+/** The server's CPU time so far (µs), for a store whose server it can see; undefined otherwise. */
+let serverCpu: () => Promise<number | undefined> = async () => undefined;
 
 const run = `${process.pid}-${Date.now().toString(36)}`;
 /** The ways whose replayed keys hold a completed record already. */
@@ -154,6 +163,7 @@ async function round(way: Way, workload: string, tag: string): Promise<Round> {
     await Promise.all(Array.from({ length: concurrency }, (_, lane) => way.first(keyOf(lane, 0), toolArgs)));
   }
   const perLane = Math.ceil(calls / concurrency);
+  const serverBefore = await serverCpu();
   const cpu = process.cpuUsage();
   const start = performance.now();
   await Promise.all(
@@ -163,8 +173,11 @@ async function round(way: Way, workload: string, tag: string): Promise<Round> {
   );
   const seconds = (performance.now() - start) / 1000;
   const used = process.cpuUsage(cpu);
+  const serverAfter = await serverCpu();
   const done = perLane * concurrency;
-  return { cpuUs: (used.user + used.system) / done, perSecond: done / seconds };
+  const serverUs =
+    serverBefore === undefined || serverAfter === undefined ? undefined : (serverAfter - serverBefore) / done;
+  return { cpuUs: (used.user + used.system) / done, serverUs, perSecond: done / seconds };
 }
 
 /** The fingerprint alone, in a tight loop: CPU per call. */
@@ -192,8 +205,10 @@ async function measure(label: string, ways: readonly Way[]): Promise<void> {
     for (const way of ways) {
       const cpu = median(rounds.get(way.name)!.map((r) => r.cpuUs));
       const rate = median(rounds.get(way.name)!.map((r) => r.perSecond));
+      const server = rounds.get(way.name)!.map((r) => r.serverUs);
+      const serverText = server.every((us) => us !== undefined) ? median(server).toFixed(1) : "—";
       console.log(
-        `| ${label} | ${workload} | ${way.name} | ${Math.round(rate).toLocaleString("en-US")} | ${cpu.toFixed(1)} | ${(rate / floorRate).toFixed(2)} |`,
+        `| ${label} | ${workload} | ${way.name} | ${Math.round(rate).toLocaleString("en-US")} | ${cpu.toFixed(1)} | ${serverText} | ${(rate / floorRate).toFixed(2)} |`,
       );
     }
   }
@@ -206,14 +221,15 @@ console.log(
 console.log(
   `\nFingerprint of the bench's arguments (canonical JSON + SHA-256), alone: ${fingerprintCost().toFixed(2)} µs CPU per call`,
 );
-console.log("\n| store | workload | way | calls/s | CPU µs/call | ÷ floor (calls/s) |");
-console.log("|---|---|---|--:|--:|--:|");
+console.log("\n| store | workload | way | calls/s | CPU µs/call | server CPU µs/call | ÷ floor (calls/s) |");
+console.log("|---|---|---|--:|--:|--:|--:|");
 
 for (const name of stores) {
   if (name === "postgres") {
-    const pool = connectPool(values["pg-url"]);
     const tag = `storecost_${process.pid}`;
+    const pool = connectPool(values["pg-url"], tag);
     try {
+      serverCpu = () => serverCpuUs(pool, tag);
       const store = lib.postgres!.postgresStore({ client: pool, table: `${tag}_idem` });
       await store.migrate();
       const floor: Way = { ...(await postgresFloor(pool, `${tag}_floor`, fingerprint)), name: "floor" };
@@ -227,6 +243,7 @@ for (const name of stores) {
       await pool.query(`DROP TABLE IF EXISTS ${tag}_idem, ${tag}_floor`);
       await pool.query(dropClaimFunctionsSql([`${tag}_idem`]));
       await pool.end();
+      serverCpu = async () => undefined;
     }
     continue;
   }

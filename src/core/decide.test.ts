@@ -246,6 +246,9 @@ describe("decide()", () => {
     const situation = (outcome: string) => ({ event: "tool", outcome, effect: "irreversible" }) as Situation;
     expect(firstMatch(rows, situation("returned"))).toBe(Action.settleCompleted);
     expect(firstMatch(rows, situation("threw"))).toBe(Action.settleFailed);
+    // One value is matched whole, never as a part of a longer one.
+    expect(matches({ outcome: "declared_failed" }, { outcome: "failed" })).toBe(false);
+    expect(matches({ outcome: ["declared_failed"] }, { outcome: "failed" })).toBe(false);
     expect(() => firstMatch(rows, situation("declared_not_executed"))).toThrow(
       'decide(): no row of tool matches {"event":"tool","outcome":"declared_not_executed","effect":"irreversible"}',
     );

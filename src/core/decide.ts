@@ -360,7 +360,9 @@ export function matches(
   facts: Readonly<Record<string, string>>,
 ): boolean {
   for (const fact in when) {
-    if (![when[fact]!].flat().includes(facts[fact]!)) return false;
+    // Called for every row a call's situations pass: a list is searched in place, not copied per fact.
+    const wanted = when[fact]!;
+    if (typeof wanted === "string" ? wanted !== facts[fact] : !wanted.includes(facts[fact]!)) return false;
   }
   return true;
 }

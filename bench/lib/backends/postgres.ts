@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import pg from "pg";
 import type { Library } from "../library.js";
 import {
@@ -91,10 +92,37 @@ export async function postgresFloor(
   };
 }
 
-export function connectPool(url: string): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 10_000 });
+export function connectPool(url: string, applicationName?: string): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    connectionTimeoutMillis: 10_000,
+    ...(applicationName === undefined ? {} : { application_name: applicationName }),
+  });
   pool.on("error", () => {});
   return pool;
+}
+
+/**
+ * The server's CPU time so far (µs) in the backends serving connections named `applicationName`, read from
+ * /proc/<pid>/schedstat (nanoseconds, not the 10 ms ticks of /proc/<pid>/stat): on a server on this machine,
+ * what a call costs PostgreSQL beside what it costs the client. Undefined when the backends' /proc entries
+ * cannot be read (the server runs elsewhere, or as a user whose /proc this one cannot see).
+ */
+export async function serverCpuUs(pool: pg.Pool, applicationName: string): Promise<number | undefined> {
+  const { rows } = await pool.query({
+    text: "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+    values: [applicationName],
+  });
+  let totalNs = 0;
+  for (const { pid } of rows as { pid: number }[]) {
+    try {
+      totalNs += Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      return undefined;
+    }
+  }
+  return totalNs / 1000;
 }
 
 export async function postgresBackends(
