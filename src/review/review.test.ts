@@ -167,6 +167,49 @@ describe("an operator's resolution, as the tool's next caller sees it", () => {
     expect(await codeOf(resolveRecord(resolution(mailer, {})))).toBe("none");
   });
 
+  it("judges a lease, and how long it has been passed, by the store's clock, not the resolver's", async () => {
+    // A store on a clock of its own, as PostgreSQL's and Redis's are: every request's time is replaced by it.
+    const server = fakeClock();
+    const inner = memoryStore();
+    const at = <R extends { now: number }>(request: R): R => ({ ...request, now: server.now() });
+    const store: IdempotencyStore = {
+      ...inner,
+      claim: (request) => inner.claim(at(request)),
+      takeover: (request) => inner.takeover(at(request)),
+      settle: (request) => inner.settle(at(request)),
+      renew: (request) => inner.renew(at(request)),
+      get: (id) => inner.get(id, server.now()),
+    };
+    const claim = { scope: "default", key: "k1", tool: "send_email", fingerprint: "f", leaseMs: 1_000 };
+    const trailRecords = async () => (await inner.list({ scope: "idempotool:trail" })).records;
+    await store.claim({ ...claim, token: "t1", ttlMs: 86_400_000, now: 0 });
+    await server.advance(2_000);
+    // Half an hour ahead of the store: by its own clock the lease passed 30 minutes ago.
+    const ahead = fakeClock(server.now() + 30 * 60_000);
+    expect(await codeOf(resolveRecord(resolution({ store, clock: ahead }, { as: "not_executed" })))).toBe(
+      "record_not_resolvable",
+    );
+    expect(
+      await codeOf(resolveRecord(resolution({ store, clock: ahead }, { as: "failed", error: "no" }))),
+    ).toBe("record_not_resolvable");
+    expect((await inner.get({ scope: "default", key: "k1" }, server.now()))?.token).toBe("t1");
+    expect(await trailRecords(), "a refused resolution leaves nothing in the trail").toEqual([]);
+    // Half an hour behind: by its own clock the lease is live, but the store's says it passed.
+    const behind = fakeClock(server.now() - 30 * 60_000);
+    expect(await codeOf(resolveRecord(resolution({ store, clock: behind }, {})))).toBe("none");
+
+    await store.claim({ ...claim, key: "k3", token: "t3", ttlMs: 86_400_000, now: 0 });
+    expect(
+      await codeOf(resolveRecord(resolution({ store, clock: ahead }, { key: "k3" }))),
+      "a lease live by the store's clock",
+    ).toBe("record_not_resolvable");
+    await server.advance(1_001 + 10 * 60_000);
+    expect(
+      await codeOf(resolveRecord(resolution({ store, clock: behind }, { key: "k3", as: "not_executed" }))),
+    ).toBe("none");
+    expect(await inner.get({ scope: "default", key: "k3" }, server.now())).toBeUndefined();
+  });
+
   it("refuses a plaintext outcome for a tool whose fingerprint is keyed, and the trail's own scope", async () => {
     const store = memoryStore();
     const clock = fakeClock();
