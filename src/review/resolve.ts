@@ -121,6 +121,18 @@ export interface ResolveOptions {
  * }).catch((error) => console.error(error.message));
  */
 export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry> {
+  return resolveRecordAsked(options, undefined);
+}
+
+/**
+ * {@link resolveRecord}, calling `ask` once the resolution would go ahead (every check passed, the lease judged
+ * by the store's clock) and before anything is written; `ask` throws to stop it with nothing changed. The
+ * CLI asks its operator there, so it never asks about a resolution that would be refused.
+ */
+export async function resolveRecordAsked(
+  options: ResolveOptions,
+  ask: (() => Promise<void>) | undefined,
+): Promise<TrailEntry> {
   const o = checked(options);
   const { store, scope, key } = o;
   const now = o.clock.now();
@@ -167,19 +179,20 @@ export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry
     before,
   };
   const trail = await claimTrail(store, scope, key, at);
-  if (record.status === RecordStatus.inProgress) {
-    // The lease was written by the clock the store judges by (a database server's), which may differ from
-    // this resolver's: it judges whether the lease is live, and how long it has been passed, too.
-    try {
+  try {
+    if (record.status === RecordStatus.inProgress) {
+      // The lease was written by the clock the store judges by (a database server's), which may differ from
+      // this resolver's: it judges whether the lease is live, and how long it has been passed, too.
       const storeNow = await storeClock(store, trail);
       refuseLiveLease(record, storeNow);
       refuseRecentlyStale(o, record, storeNow);
-    } catch (error) {
-      // Readers skip a trail record in progress: freeing the claim is tidiness, and a store error doing it
-      // must not hide why the resolution was refused.
-      await store.release({ scope: trailScope, key: trail.key, token: trail.token }).catch(() => {});
-      throw error;
     }
+    await ask?.();
+  } catch (error) {
+    // Readers skip a trail record in progress: freeing the claim is tidiness, and a store error doing it
+    // must not hide why the resolution stopped.
+    await store.release({ scope: trailScope, key: trail.key, token: trail.token }).catch(() => {});
+    throw error;
   }
   await writeIntent(store, trail, entryText(body));
   const token = ownerToken();
