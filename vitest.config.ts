@@ -78,6 +78,7 @@ export const needsServerOrProcess = [
   "test/provision.test.ts",
   "test/proxy-http-guards.test.ts",
   "test/reconcile-stores.test.ts",
+  "test/review-server-clock.test.ts",
   "test/redis-claim-expiry.test.ts",
   "test/redis-cluster.test.ts",
   "test/redis-commands.test.ts",

@@ -240,12 +240,17 @@ inline decide_settled(f_status, f_after, f_answer, act) {
   fi
 }
 
-/* renewed (answer: renewed | refused | store_failed) */
-inline decide_renewed(f_answer, act) {
+/* renewed (answer: renewed | refused | store_failed; lease: live | passed) */
+inline decide_renewed(f_answer, f_lease, act) {
   if
   :: f_answer == ANSWER_REFUSED ->
      act = ACT_LOSE_LEASE /* Another owner holds the record now. */
   :: else ->
-     act = ACT_KEEP_LEASE /* Renewed, or the store did not answer (the settle's fence decides in the end). */
+     if
+     :: f_answer == ANSWER_STORE_FAILED && f_lease == LEASE_PASSED ->
+        act = ACT_LOSE_LEASE /* No renewal landed before the lease passed: another caller may take the key over now, so the tool stops. */
+     :: else ->
+        act = ACT_KEEP_LEASE /* Renewed, or the store did not answer while the lease is live: the next renewal tries again. */
+     fi
   fi
 }

@@ -277,7 +277,7 @@ inline begin_run() {
      tried = 1
   :: else /* the record moved on while this worker was paused: what it runs now concerns nobody's record */
   fi;
-  lastRenew = now; verdict = 0
+  lastRenew = now; heldAt = now; verdict = 0
 }
 
 /* The worker holds a claim of window `mine` (claimed or taken over): it may have an effect from now on. */
@@ -295,7 +295,7 @@ inline end_run() {
   :: mine == epoch -> pending--
   :: else
   fi;
-  mine = 0; lost = 0; lastRenew = 0
+  mine = 0; lost = 0; lastRenew = 0; heldAt = 0
 }
 
 inline effect() {
@@ -334,8 +334,13 @@ inline renew_lease() {
      st_renew(own, reply);
      answer = (mode == M_LOST -> ANSWER_STORE_FAILED : (reply == R_OK -> ANSWER_RENEWED : ANSWER_REFUSED))
   fi;
-  decide_renewed(answer, act);
-  printf("t%d w%d: renew (token %d) {answer:%d} -> {act:%d}\n", now, W, own, answer, act);
+  /* The worker counts its lease from the last renewal it heard land (or the claim), on its own clock. */
+  if
+  :: answer == ANSWER_RENEWED -> heldAt = now
+  :: else
+  fi;
+  decide_renewed(answer, (now >= heldAt + LEASE -> LEASE_PASSED : LEASE_LIVE), act);
+  printf("t%d w%d: renew (token %d) {answer:%d, lease:%d} -> {act:%d}\n", now, W, own, answer, (now >= heldAt + LEASE -> LEASE_PASSED : LEASE_LIVE), act);
   lost = (act == ACT_LOSE_LEASE);
   if
   :: lost -> NOT_HOLDING(own)
@@ -411,7 +416,7 @@ inline judge_takeover() {
   if
   :: act == ACT_LOOK_AGAIN -> seen = 0; seenRes = 0
   :: act == ACT_RUN -> own = TAKETOK; mine = epoch; hold(); begin_run()
-  :: act == ACT_VERIFY -> own = TAKETOK; mine = epoch; hold(); lastRenew = now
+  :: act == ACT_VERIFY -> own = TAKETOK; mine = epoch; hold(); lastRenew = now; heldAt = now
   :: else
   fi
 }
@@ -466,8 +471,9 @@ proctype Worker(byte me) {
   bit afterVerify;
   byte tries;     /* settle attempts */
   byte lastRenew;
+  byte heldAt;    /* when it last knew its lease held: its claim, or a renewal it heard land */
   byte mine;      /* the window of the claim it holds */
-  bit lost;       /* a renewal was refused: the tool's signal aborted, renewals stop */
+  bit lost;       /* a renewal was refused, or failed past the lease: the tool's signal aborted, renewals stop */
   bit outage;     /* its last settle found the store unreachable: the retry may too */
   byte f_token, f_waited, outcome;
 
@@ -717,7 +723,7 @@ done:
   atomic {
     NOT_HOLDING(own);
     act = 0; mode = 0; reply = 0; answer = 0; own = 0; seen = 0; seenRes = 0; verdict = 0;
-    st = 0; res = 0; afterVerify = 0; tries = 0; lastRenew = 0; mine = 0; lost = 0; outage = 0
+    st = 0; res = 0; afterVerify = 0; tries = 0; lastRenew = 0; heldAt = 0; mine = 0; lost = 0; outage = 0
   }
 }
 

@@ -9,14 +9,8 @@ import { isIdempotencyError } from "../core/errors.js";
 import { isSealed } from "../core/result-codec.js";
 import type { IdempotencyRecord } from "../core/store.js";
 import type { ReconcileTool } from "../reconcile/index.js";
-import {
-  needsReview,
-  type ResolveAs,
-  type ResolveOptions,
-  recordVersion,
-  resolveRecord,
-  type TrailEntry,
-} from "../review/index.js";
+import { type ResolveAs, type ResolveOptions, recordVersion, type TrailEntry } from "../review/index.js";
+import { resolveRecordAsked } from "../review/resolve.js";
 import { confirm } from "./confirm.js";
 import { ExitCode, UsageError } from "./errors.js";
 import { storeCall } from "./inspect-command.js";
@@ -113,9 +107,12 @@ export async function resolveOne(
   }
   const tool = tools?.[record.tool];
   refuseSealed(record, tool, flags.hooks);
-  // A record the resolution would refuse (changed, settled, held by a live lease) is refused without asking.
+  // A record the resolution will refuse (settled, changed) is refused without asking. Whether a lease is live,
+  // or passed long enough, is the store's clock's to say: for a record in progress the resolution asks, below,
+  // once it has judged it so.
   const refusable =
-    !needsReview(record, Date.now()) ||
+    record.status === "completed" ||
+    record.status === "failed" ||
     (flags.expectVersion !== undefined && recordVersion(record) !== flags.expectVersion);
   // A worker that stopped before writing any note leaves nothing to show whether its tool encrypts.
   if (
@@ -126,21 +123,24 @@ export async function resolveOne(
   ) {
     context.io.stderr.write(`${plaintextNote}\n`);
   }
-  if (resolution.as === "not_executed" && !refusable) {
-    context.io.stderr.write(`${notExecutedWarning(record.tool, 1)}\n`);
-    if (!flags.yes) {
-      const question = `Free key ${printable(JSON.stringify(id.key))} of ${printable(record.tool)} in scope ${printable(JSON.stringify(id.scope))}? Type yes to confirm: `;
-      if (!(await confirm(context.io, question, "yes"))) {
-        throw new UsageError("not confirmed: nothing was changed");
-      }
-    }
-  }
+  const ask =
+    resolution.as === "not_executed" && !refusable
+      ? async () => {
+          context.io.stderr.write(`${notExecutedWarning(record.tool, 1)}\n`);
+          if (flags.yes) return;
+          const question = `Free key ${printable(JSON.stringify(id.key))} of ${printable(record.tool)} in scope ${printable(JSON.stringify(id.scope))}? Type yes to confirm: `;
+          if (!(await confirm(context.io, question, "yes"))) {
+            throw new UsageError("not confirmed: nothing was changed");
+          }
+        }
+      : undefined;
   await applyOne(context, store, flags, id, {
     ...resolution,
     via: "cli",
     tool,
     // What was confirmed is the record as read: one that changed while the operator answered is refused.
     expectVersion: flags.expectVersion ?? recordVersion(record),
+    ask,
   });
 }
 
@@ -154,6 +154,8 @@ export async function applyOne(
     readonly via: string;
     readonly tool: ReconcileTool | undefined;
     readonly expectVersion: string | undefined;
+    /** Called once the resolution would go ahead, before it writes anything; it throws to stop it. */
+    readonly ask?: (() => Promise<void>) | undefined;
   },
 ): Promise<void> {
   const options: ResolveOptions = {
@@ -173,7 +175,7 @@ export async function applyOne(
   };
   let entry: TrailEntry;
   try {
-    entry = await resolveRecord(options);
+    entry = await resolveRecordAsked(options, r.ask);
   } catch (error) {
     if (refused(error)) {
       context.io.stderr.write(

@@ -57,7 +57,10 @@ export interface ToolContext {
   readonly tool: string;
   /** 1 for the first claim; higher after a takeover (pass `key` downstream so the downstream dedupes). */
   readonly attempt: number;
-  /** Aborts when the caller aborts or this worker loses its claim. */
+  /**
+   * Aborts when the caller aborts or this worker loses its claim (`LeaseLostError`): a renewal was refused, or
+   * no renewal reached the store before the lease passed, so another caller may take the key over.
+   */
   readonly signal: AbortSignal;
 }
 

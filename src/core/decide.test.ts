@@ -254,12 +254,16 @@ describe("decide()", () => {
     );
   });
 
-  it("runs a fresh claim, frees one whose reply was lost, and drops a lease only when refused", () => {
+  it("runs a fresh claim, frees one whose reply was lost, and drops a lease when refused or left to pass", () => {
     expect(decide({ event: "claimed" })).toBe(Action.run);
     expect(decide({ event: "claim_failed" })).toBe(Action.releaseUnrun);
-    expect(decide({ event: "renewed", answer: "renewed" })).toBe(Action.keepLease);
-    expect(decide({ event: "renewed", answer: "store_failed" })).toBe(Action.keepLease);
-    expect(decide({ event: "renewed", answer: "refused" })).toBe(Action.loseLease);
+    for (const lease of ["live", "passed"] as const) {
+      // A renewal that landed holds the claim, however late its answer came: nobody took it over meanwhile.
+      expect(decide({ event: "renewed", answer: "renewed", lease })).toBe(Action.keepLease);
+      expect(decide({ event: "renewed", answer: "refused", lease })).toBe(Action.loseLease);
+    }
+    expect(decide({ event: "renewed", answer: "store_failed", lease: "live" })).toBe(Action.keepLease);
+    expect(decide({ event: "renewed", answer: "store_failed", lease: "passed" })).toBe(Action.loseLease);
   });
 });
 

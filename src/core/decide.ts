@@ -51,7 +51,10 @@ export const Action = {
   leaseLost: "lease_lost",
   /** Keep the lease: renew again at the next tick. */
   keepLease: "keep_lease",
-  /** The claim is gone: abort the tool's signal (its settle will be refused). */
+  /**
+   * The claim is gone, or another caller may take it over now (the store could not be reached until the lease
+   * passed): abort the tool's signal. Its settle is fenced as any other.
+   */
   loseLease: "lose_lease",
 } as const;
 export type Action = (typeof Action)[keyof typeof Action];
@@ -118,6 +121,11 @@ export const domains = {
   /** A lease renewal was answered. */
   renewed: {
     answer: ["renewed", "refused", "store_failed"],
+    /**
+     * Is the lease still live by this worker's own monotonic clock, counted from when it sent the claim's
+     * last renewal that landed (or from when the lease began)?
+     */
+    lease: ["live", "passed"],
   },
 } as const;
 
@@ -326,9 +334,14 @@ export const table: { readonly [E in CallEvent]: readonly Row<E>[] } = {
   renewed: [
     { when: { answer: "refused" }, act: Action.loseLease, why: "Another owner holds the record now." },
     {
+      when: { answer: "store_failed", lease: "passed" },
+      act: Action.loseLease,
+      why: "No renewal landed before the lease passed: another caller may take the key over now, so the tool stops.",
+    },
+    {
       when: {},
       act: Action.keepLease,
-      why: "Renewed, or the store did not answer (the settle's fence decides in the end).",
+      why: "Renewed, or the store did not answer while the lease is live: the next renewal tries again.",
     },
   ],
 };

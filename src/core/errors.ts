@@ -310,12 +310,19 @@ export class ResultUnserializableError extends IdempotencyError {
 export class LeaseLostError extends IdempotencyError {
   override name = "LeaseLostError";
   readonly key: string;
-  constructor(key: string, options?: { cause?: unknown }) {
+  /**
+   * `unrenewed`: the store could not be reached to renew the lease until it passed, by this worker's clock,
+   * so another caller may take the key over from now on (the reason a tool's `signal` aborts with then).
+   */
+  constructor(key: string, options?: { cause?: unknown; unrenewed?: boolean }) {
     super(
       "lease_lost",
-      `The claim on key "${key}" was lost while the call ran (its lease passed and another caller took over), ` +
-        "so this call's outcome was not recorded. Check whether the effect happened.",
-      options,
+      options?.unrenewed === true
+        ? `The lease on key "${key}" passed while the store could not be reached to renew it, so another ` +
+            "caller may take the key over and run the tool: stop before making the effect if you can."
+        : `The claim on key "${key}" was lost while the call ran (its lease passed and another caller took over), ` +
+            "so this call's outcome was not recorded. Check whether the effect happened.",
+      options && "cause" in options ? { cause: options.cause } : undefined,
     );
     this.key = key;
   }

@@ -795,3 +795,41 @@ describe("a renewal in flight when the tool returns", () => {
     expect(order).toEqual(["renew sent", "renew answered", "settle sent"]);
   });
 });
+
+describe("a worker cut off from the store while its tool runs", () => {
+  it("is told to stop once its lease passed unrenewed, before a repeat could take the key over and run it", async () => {
+    const inner = memoryStore();
+    let cutOff = false;
+    const store: IdempotencyStore = {
+      ...inner,
+      renew: (request) => (cutOff ? Promise.reject(new Error("connection reset")) : inner.renew(request)),
+    };
+    const clock = fakeClock();
+    let sent = 0;
+    const tool = idempotent(
+      async (_args: Sms, context: ToolContext) => {
+        // A long job: it sends only if its signal never aborted.
+        await clock.sleep(10_000, context.signal);
+        sent++;
+        return "msg-1";
+      },
+      { name: "send_sms", store, clock, effect: "native-key", leaseMs: 3_000 },
+    );
+    const call = tool(sms, { key: "k" });
+    await clock.advance(1_000);
+    cutOff = true;
+    await clock.advance(2_999);
+    expect(await hasSettled(call)).toBe(false);
+    await clock.advance(1);
+    const error = await rejection(call);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect((error as LeaseLostError).message).toContain("could not be reached to renew it");
+    expect(sent).toBe(0);
+    // Nobody took the key over: the worker released it (native-key), and a repeat runs the tool once.
+    cutOff = false;
+    const repeat = tool(sms, { key: "k" });
+    await clock.advance(10_000);
+    expect((await repeat).was_replay).toBe(false);
+    expect(sent).toBe(1);
+  });
+});

@@ -198,6 +198,144 @@ describe("startLease on the system clock", () => {
   });
 });
 
+// A worker cut off from the store must not run on while another caller may take the key over.
+describe("startLease when the store cannot be reached", () => {
+  const reset = new Error("connection reset");
+  const options = (store: IdempotencyStore, clock: Clock) => ({ store, clock, leaseMs: 300, ttlMs: 60_000 });
+
+  /** A store whose renewals answer in turn, each after `latencyMs` on `clock`: true, false, or a throw. */
+  function answering(clock: Clock, answers: readonly (boolean | Error)[], latencyMs = 0) {
+    const sent: number[] = [];
+    const store: IdempotencyStore = {
+      ...memoryStore(),
+      renew: async () => {
+        sent.push(clock.now());
+        const answer = answers[sent.length - 1] ?? reset;
+        if (latencyMs > 0) await clock.sleep(latencyMs);
+        if (answer instanceof Error) throw answer;
+        return answer;
+      },
+    };
+    return { store, sent };
+  }
+
+  describe("on the system clock (performance.now)", () => {
+    beforeEach(() => {
+      // Date stands still: the lease must be measured on the monotonic clock, which moves.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+      vi.advanceTimersByTime(5_000);
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it("aborts the tool's signal once renewals failed until the lease passed, and renews no more", async () => {
+      const { store, sent } = answering(systemClock, []);
+      const errors: StoreUnavailableError[] = [];
+      const lease = startLease(options(store, systemClock), record, undefined, (e) => errors.push(e));
+      await vi.advanceTimersByTimeAsync(299);
+      expect(sent).toHaveLength(2);
+      expect(lease.signal.aborted).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(lease.signal.aborted).toBe(true);
+      const reason = lease.signal.reason as LeaseLostError;
+      expect(reason).toBeInstanceOf(LeaseLostError);
+      expect(reason.code).toBe("lease_lost");
+      expect(reason.message).toBe(
+        'The lease on key "k" passed while the store could not be reached to renew it, so another caller may ' +
+          "take the key over and run the tool: stop before making the effect if you can.",
+      );
+      expect(reason.cause).toBe(errors[2]);
+      expect(errors.map((e) => e.message)).toEqual([
+        ...Array(2).fill(
+          "The idempotency store failed during renew: connection reset. The lease stays as it was; the next renewal tries again.",
+        ),
+        "The idempotency store failed during renew: connection reset. No renewal reached the store before the lease " +
+          "passed: the tool's signal is aborted, as another caller may take the key over.",
+      ]);
+      expect(errors[2]?.cause).toBe(reset);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(sent).toHaveLength(3);
+      expect(vi.getTimerCount()).toBe(0);
+      await lease.stop();
+    });
+  });
+
+  describe("on an injected clock", () => {
+    it("aborts once renewals failed until the lease passed on that clock", async () => {
+      const clock = fakeClock();
+      const start = clock.now();
+      const { store, sent } = answering(clock, []);
+      const lease = startLease(options(store, clock), record, undefined, () => {});
+      await clock.advance(299);
+      expect(lease.signal.aborted).toBe(false);
+      await clock.advance(1);
+      expect(sent.map((at) => at - start)).toEqual([100, 200, 300]);
+      expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+      await clock.advance(1_000);
+      expect(sent).toHaveLength(3);
+      await lease.stop();
+    });
+
+    it("counts the lease from the sending of the last renewal that landed", async () => {
+      const clock = fakeClock();
+      const { store, sent } = answering(clock, [true, reset, reset, reset]);
+      const lease = startLease(options(store, clock), record, undefined, () => {});
+      // Renewed when sent at 100: the lease runs to 400, through the failures at 200 and 300.
+      await clock.advance(399);
+      expect(sent).toHaveLength(3);
+      expect(lease.signal.aborted).toBe(false);
+      await clock.advance(1);
+      expect(sent).toHaveLength(4);
+      expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+      await lease.stop();
+    });
+
+    it("tries again no later than the lease's end after a slow failure, and aborts then if that fails too", async () => {
+      const clock = fakeClock();
+      const start = clock.now();
+      // Each failure takes 150 ms to come back: the first, sent at 100, is known at 250.
+      const { store, sent } = answering(clock, [], 150);
+      const lease = startLease(options(store, clock), record, undefined, () => {});
+      await clock.advance(300);
+      expect(sent.map((at) => at - start)).toEqual([100, 300]);
+      expect(lease.signal.aborted).toBe(false);
+      await clock.advance(150);
+      expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+      await lease.stop();
+    });
+
+    it("keeps a lease whose renewal landed, however late its answer came, a third of the lease on", async () => {
+      const clock = fakeClock();
+      const start = clock.now();
+      // Sent at 100 and landed, answered at 450: past the lease by this clock, but nobody took it over.
+      const { store, sent } = answering(clock, [true, true], 350);
+      const lease = startLease(options(store, clock), record, undefined, () => {});
+      await clock.advance(450);
+      expect(lease.signal.aborted).toBe(false);
+      await clock.advance(100);
+      expect(sent.map((at) => at - start)).toEqual([100, 550]);
+      await clock.advance(350);
+      expect(lease.signal.aborted).toBe(false);
+      await lease.stop();
+    });
+
+    it("a refused renewal aborts with the lease lost to another owner, without a store error", async () => {
+      const clock = fakeClock();
+      const { store } = answering(clock, [false]);
+      const lease = startLease(options(store, clock), record, undefined, noStoreErrors);
+      await clock.advance(100);
+      const reason = lease.signal.reason as LeaseLostError;
+      expect(reason.message).toBe(
+        'The claim on key "k" was lost while the call ran (its lease passed and another caller took over), so ' +
+          "this call's outcome was not recorded. Check whether the effect happened.",
+      );
+      expect(reason.cause).toBeUndefined();
+      await lease.stop();
+    });
+  });
+});
+
 // A first call's lease arms its timer only if the caller has not stopped it two microtask turns in.
 describe("startLease with renewals unless stopped at once", () => {
   const options = (store: IdempotencyStore, leaseMs = 3_000) => ({

@@ -6,7 +6,10 @@ import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
 
 /** A claim held while the tool runs: renewed in the background, and lost loudly. */
 export interface Lease {
-  /** Aborts when the caller aborts or the claim is lost. */
+  /**
+   * Aborts when the caller aborts or the claim is lost: a renewal was refused, or no renewal could reach the
+   * store before the lease passed by this process's monotonic clock (another caller may take the key over).
+   */
   readonly signal: AbortSignal;
   /**
    * Stop renewing. While a renewal is in flight it returns a promise that settles once it is done, so a
@@ -35,7 +38,10 @@ interface LeaseOptions {
   readonly ttlMs: number;
 }
 
-/** Renew the claim every third of its lease until stopped. */
+/**
+ * Renew the claim every third of its lease until stopped. The lease is counted from now (just after the
+ * claim's answer), then from when each renewal that landed was sent.
+ */
 export function startLease(
   o: LeaseOptions,
   record: IdempotencyRecord,
@@ -59,7 +65,10 @@ const nothing = () => {};
  */
 let provenSetTimeout: typeof setTimeout | undefined;
 
-/** Renews every third of the lease until stopped; its signal aborts with the caller's or on a lost claim. */
+/**
+ * Renews every third of the lease until stopped; its signal aborts with the caller's, on a refused renewal, or
+ * once renewals failed until the lease passed.
+ */
 class HeldLease implements Lease {
   readonly #o: LeaseOptions;
   readonly #record: IdempotencyRecord;
@@ -72,8 +81,9 @@ class HeldLease implements Lease {
   /** The pending renewal: a timer on the system clock, a stopper of the clock's sleep on any other. */
   #timer: NodeJS.Timeout | AbortController | undefined;
   #onCallerAbort: (() => void) | undefined;
-  /** While the renewals wait to begin: when the lease began (`performance.now()`), and the timers to use. */
-  #waitingSince: number | undefined;
+  /** When the lease was last known to hold, on {@link HeldLease.#monotonicNow}: its start, or a landed renewal's sending. */
+  #heldSince: number;
+  /** While the renewals wait to begin: the timers to use. */
   #waitingSetTimeout: typeof setTimeout | undefined;
 
   constructor(
@@ -88,6 +98,7 @@ class HeldLease implements Lease {
     this.#callerSignal = callerSignal;
     this.#onStoreError = onStoreError;
     this.#everyMs = Math.max(1, Math.floor(o.leaseMs / 3));
+    this.#heldSince = this.#monotonicNow();
     if (callerSignal?.aborted) this.#aborter.abort(callerSignal.reason);
     else if (callerSignal) {
       this.#onCallerAbort = () => this.#aborter.abort(callerSignal.reason);
@@ -96,9 +107,6 @@ class HeldLease implements Lease {
     // Only on the system clock: a clock of the caller's gets its sleep at once, as it always has.
     const set = globalThis.setTimeout;
     if (renewals === "unless-stopped-at-once" && o.clock === systemClock && set === provenSetTimeout) {
-      // Monotonic: a `Date` frozen or mocked (as tests do, beside real timers) or a clock set back would hide
-      // how long the tool computed before its first await.
-      this.#waitingSince = performance.now();
       this.#waitingSetTimeout = set;
       // Queued now, before the tool runs, so the check (and every renewal) runs in the call's own async
       // context, whatever the tool enters meanwhile.
@@ -114,7 +122,9 @@ class HeldLease implements Lease {
   #begin(): void {
     if (this.#stopped) return;
     // The tool may have computed for long before its first await: the first renewal stays due from the start.
-    const elapsed = performance.now() - this.#waitingSince!;
+    // Monotonic: a `Date` frozen or mocked (as tests do, beside real timers) or a clock set back would hide
+    // how long that took.
+    const elapsed = performance.now() - this.#heldSince;
     const ms = Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed)));
     try {
       this.#schedule(ms, this.#waitingSetTimeout!);
@@ -157,26 +167,55 @@ class HeldLease implements Lease {
     lease.#renewal = lease.#renewOnce();
   }
 
+  /**
+   * Time that only moves forward, for how long the lease has gone unrenewed: `performance.now()` on the system
+   * clock (a `Date` set back would stretch the lease), the clock's own otherwise (a test's fake clock).
+   */
+  #monotonicNow(): number {
+    const clock = this.#o.clock;
+    return clock === systemClock ? performance.now() : clock.now();
+  }
+
   async #renewOnce(): Promise<void> {
     const { store, clock, leaseMs, ttlMs } = this.#o;
     const { scope, key, token } = this.#record;
+    const sentAt = this.#monotonicNow();
     let answer: "renewed" | "refused" | "store_failed";
+    let failure: unknown;
     try {
       const renewed = await store.renew({ scope, key, token, leaseMs, ttlMs, now: clock.now() });
       answer = renewed ? "renewed" : "refused";
     } catch (error) {
-      const consequence = "The lease stays as it was; the next renewal tries again.";
-      this.#onStoreError(new StoreUnavailableError("renew", { cause: error, consequence }));
+      failure = error;
       answer = "store_failed";
     }
-    const action = decide({ event: "renewed", answer });
+    if (answer === "renewed") this.#heldSince = sentAt;
+    // Counted from the sending of the last renewal that landed: the store's lease began no earlier.
+    const leftMs = this.#heldSince + leaseMs - this.#monotonicNow();
+    const lease = leftMs > 0 ? "live" : "passed";
+    let storeError: StoreUnavailableError | undefined;
+    if (answer === "store_failed") {
+      const consequence =
+        lease === "live"
+          ? "The lease stays as it was; the next renewal tries again."
+          : "No renewal reached the store before the lease passed: the tool's signal is aborted, as another caller may take the key over.";
+      storeError = new StoreUnavailableError("renew", { cause: failure, consequence });
+      this.#onStoreError(storeError);
+    }
+    const action = decide({ event: "renewed", answer, lease });
     switch (action) {
       case "lose_lease":
-        this.#aborter.abort(new LeaseLostError(key));
+        this.#aborter.abort(
+          storeError === undefined
+            ? new LeaseLostError(key)
+            : new LeaseLostError(key, { cause: storeError, unrenewed: true }),
+        );
         return;
       case "keep_lease":
-        // A store that did not answer too: the settle's fencing decides in the end whether the claim holds.
-        if (!this.#stopped) this.#schedule(this.#everyMs);
+        if (this.#stopped) return;
+        // After a failure, the next try comes no later than the lease's end (live, so still ahead), so a tool
+        // cut off from the store is told to stop once it passes. The settle's fence decides whether it held.
+        this.#schedule(answer === "store_failed" ? Math.min(this.#everyMs, leftMs) : this.#everyMs);
         return;
       default:
         unreachable(action);

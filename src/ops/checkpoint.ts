@@ -83,9 +83,10 @@ export interface Checkpoint<R = unknown> extends AsyncDisposable {
   readonly shouldRun: boolean;
   readonly key: string;
   /**
-   * Aborts with a `LeaseLostError` (`lease_lost`) when a renewal finds the claim gone: another worker took
-   * the key over, or the record was deleted. Pass it to the call so it stops early; a settle after that is
-   * refused with `lease_lost`. Never aborts on a replay, which holds no claim.
+   * Aborts with a `LeaseLostError` (`lease_lost`) when a renewal finds the claim gone (another worker took
+   * the key over, or the record was deleted), or when no renewal reached the store before the lease passed
+   * (another worker may take it over from then on). Pass it to the call so it stops early; a settle after
+   * the key was taken over is refused with `lease_lost`. Never aborts on a replay, which holds no claim.
    */
   readonly signal: AbortSignal;
   /** Record the result; repeats replay it. Throws `lease_lost` if another caller took the key over. */

@@ -12,8 +12,9 @@ export interface ReconcileContext {
   readonly scope: string;
   readonly tool: string;
   /**
-   * Aborts when the reconciler is stopped, or with a `LeaseLostError` when it loses its claim on the record
-   * (its lease is renewed while the hook runs, so only another worker taking the record makes that happen).
+   * Aborts when the reconciler is stopped, or with a `LeaseLostError` when it loses its claim on the record:
+   * its lease is renewed while the hook runs, so only another worker taking the record, or a store that no
+   * renewal could reach before the lease passed, makes that happen.
    */
   readonly signal: AbortSignal;
 }

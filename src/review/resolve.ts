@@ -25,6 +25,7 @@ import type { OperatorResolution } from "../core/outcomes.js";
 import { isSealed, type RecordBinding, resolveCodec } from "../core/result-codec.js";
 import { encodeCompletedNote, encodeResult, sealFailureText } from "../core/serialize.js";
 import {
+  type ClaimRequest,
   type IdempotencyRecord,
   type IdempotencyStore,
   ownerToken,
@@ -87,7 +88,8 @@ export interface ResolveOptions {
   /**
    * How long the lease of a record in progress must have been passed before it may be freed
    * (`not_executed`) or recorded as failed: its worker may only be cut off or paused, and still make the
-   * effect. Whole ms from 0; default 10 minutes. Give 0 once you know the worker is gone.
+   * effect. Judged by the clock the store judges leases by (a database server's), not this `clock`. Whole
+   * ms from 0; default 10 minutes. Give 0 once you know the worker is gone.
    */
   readonly minStaleMs?: number | undefined;
   /** Where the resolution comes from, as the trail keeps it. Default `api`. */
@@ -119,6 +121,18 @@ export interface ResolveOptions {
  * }).catch((error) => console.error(error.message));
  */
 export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry> {
+  return resolveRecordAsked(options, undefined);
+}
+
+/**
+ * {@link resolveRecord}, calling `ask` once the resolution would go ahead (every check passed, the lease judged
+ * by the store's clock) and before anything is written; `ask` throws to stop it with nothing changed. The
+ * CLI asks its operator there, so it never asks about a resolution that would be refused.
+ */
+export async function resolveRecordAsked(
+  options: ResolveOptions,
+  ask: (() => Promise<void>) | undefined,
+): Promise<TrailEntry> {
   const o = checked(options);
   const { store, scope, key } = o;
   const now = o.clock.now();
@@ -128,8 +142,7 @@ export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry
   if (o.expectVersion !== undefined && recordVersion(record) !== o.expectVersion) {
     throw new RecordChangedError(scope, key, `it is ${describe(record)} now`);
   }
-  refuseSettled(record, now);
-  refuseRecentlyStale(o, record, now);
+  refuseSettled(record);
   const binding: RecordBinding = { scope, key, tool: record.tool, fingerprint: record.fingerprint };
   // Sealed notes, or a fingerprint keyed as encryption keys it by default, say the tool encrypts.
   const encrypts =
@@ -165,7 +178,23 @@ export async function resolveRecord(options: ResolveOptions): Promise<TrailEntry
     via: o.via,
     before,
   };
-  const trail = await writeIntent(store, scope, key, at, entryText(body));
+  const trail = await claimTrail(store, scope, key, at);
+  try {
+    if (record.status === RecordStatus.inProgress) {
+      // The lease was written by the clock the store judges by (a database server's), which may differ from
+      // this resolver's: it judges whether the lease is live, and how long it has been passed, too.
+      const storeNow = await storeClock(store, trail);
+      refuseLiveLease(record, storeNow);
+      refuseRecentlyStale(o, record, storeNow);
+    }
+    await ask?.();
+  } catch (error) {
+    // Readers skip a trail record in progress: freeing the claim is tidiness, and a store error doing it
+    // must not hide why the resolution stopped.
+    await store.release({ scope: trailScope, key: trail.key, token: trail.token }).catch(() => {});
+    throw error;
+  }
+  await writeIntent(store, trail, entryText(body));
   const token = ownerToken();
   const ttlMs = o.ttlMs ?? Math.min(maxTtlMs, Math.max(record.expiresAt - at, defaults.ttlMs));
   // A takeover whose reply was lost may have landed: the record is then held by this resolution until its
@@ -291,7 +320,7 @@ function messageOfFailure(error: ResolveOptions["error"]): string | undefined {
  * could make the effect after the next call made it again) nor recorded as failed.
  */
 function refuseRecentlyStale(o: Checked, record: IdempotencyRecord, now: number): void {
-  if (record.status !== RecordStatus.inProgress || o.as === "completed") return;
+  if (o.as === "completed") return;
   const safeAt = record.leaseExpiresAt + o.minStaleMs;
   if (now < safeAt) {
     throw new RecordNotResolvableError(
@@ -304,16 +333,23 @@ function refuseRecentlyStale(o: Checked, record: IdempotencyRecord, now: number)
   }
 }
 
-/** Settled records and live leases are not an operator's to resolve. */
-function refuseSettled(record: IdempotencyRecord, now: number): void {
-  const { scope, key } = record;
+/** Settled records are not an operator's to resolve. */
+function refuseSettled(record: IdempotencyRecord): void {
   if (record.status === RecordStatus.completed || record.status === RecordStatus.failed) {
-    throw new RecordNotResolvableError(scope, key, `its outcome is recorded already (${record.status})`);
-  }
-  if (record.status === RecordStatus.inProgress && record.leaseExpiresAt > now) {
     throw new RecordNotResolvableError(
-      scope,
-      key,
+      record.scope,
+      record.key,
+      `its outcome is recorded already (${record.status})`,
+    );
+  }
+}
+
+/** A record in progress whose lease is live by the store's clock is its owner's, who may be running the tool. */
+function refuseLiveLease(record: IdempotencyRecord, now: number): void {
+  if (record.leaseExpiresAt > now) {
+    throw new RecordNotResolvableError(
+      record.scope,
+      record.key,
       `its owner holds a live lease until ${iso(record.leaseExpiresAt)} and may be running the tool now; ` +
         "wait for it to settle or for the lease to pass",
     );
@@ -405,39 +441,66 @@ async function act(
   throw new RecordChangedError(scope, key, "another worker took it over while it was being resolved");
 }
 
+/** A trail entry this resolution holds: the claim on its key, until it is written. */
 interface TrailHold {
   readonly key: string;
   readonly token: string;
+  readonly claim: ClaimRequest;
 }
 
-/** Write the entry as an intent (an unknown trail record) before acting. */
-async function writeIntent(
+/** Claim a new entry's key in the trail: an in-progress record, which no reader takes for an entry. */
+async function claimTrail(
   store: IdempotencyStore,
   scope: string,
   key: string,
   at: number,
-  text: string,
 ): Promise<TrailHold> {
-  const hold = { key: trailEntryKey(scope, key, at), token: ownerToken() };
-  const request = {
+  const entryKey = trailEntryKey(scope, key, at);
+  const token = ownerToken();
+  const claim: ClaimRequest = {
     scope: trailScope,
-    key: hold.key,
+    key: entryKey,
     tool: trailTool,
-    fingerprint: hold.key,
-    token: hold.token,
+    fingerprint: entryKey,
+    token,
     leaseMs: resolverLeaseMs,
     ttlMs: trailTtlMs,
     now: at,
   };
-  const claimed = await storeCall("trail claim", () => store.claim(request));
+  const claimed = await storeCall("trail claim", () => store.claim(claim));
   if (!claimed.claimed)
     throw new StoreUnavailableError("trail claim", { consequence: "Nothing was resolved." });
-  const intent = { scope: trailScope, key: hold.key, token: hold.token, ttlMs: trailTtlMs, now: at };
+  return { key: entryKey, token, claim };
+}
+
+/**
+ * The time by the clock the store judges leases by. A claim that lands may answer with the request's time
+ * (a plain Redis SET carries no clock), but one that finds a record in progress answers with the clock it
+ * judged that record's lease by: so the trail's claim, sent again, finds itself and tells.
+ */
+async function storeClock(store: IdempotencyStore, hold: TrailHold): Promise<number> {
+  const again = await storeCall("trail claim", () => store.claim(hold.claim));
+  if (again.claimed || again.record.token !== hold.token) {
+    throw new StoreUnavailableError("trail claim", {
+      consequence: "The store's clock could not be read from the trail's claim; nothing was resolved.",
+    });
+  }
+  return again.now;
+}
+
+/** Write the entry as an intent (an unknown trail record) before acting. */
+async function writeIntent(store: IdempotencyStore, hold: TrailHold, text: string): Promise<void> {
+  const intent = {
+    scope: trailScope,
+    key: hold.key,
+    token: hold.token,
+    ttlMs: trailTtlMs,
+    now: hold.claim.now,
+  };
   const written = await storeCall("trail write", () =>
     settleOwn(store, { ...intent, status: "unknown", result: null, error: text }),
   );
   if (!written) throw new StoreUnavailableError("trail write", { consequence: "Nothing was resolved." });
-  return hold;
 }
 
 async function settleTrail(

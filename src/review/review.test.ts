@@ -9,6 +9,7 @@ import { envelopeResult } from "../mcp/tool-results.js";
 import { fakeClock } from "../testing/fake-clock.js";
 import { modelOutputOf } from "../tool-calls/model-output.js";
 import { type ResolveOptions, readTrail, resolveRecord, reviewQueue, type TrailEntry } from "./index.js";
+import { resolveRecordAsked } from "./resolve.js";
 
 /** An irreversible tool whose first call throws after its effect may have happened: its outcome is unknown. */
 function flakyMailer(
@@ -52,6 +53,22 @@ function resolution(
     by: "ops",
     ...overrides,
   } as ResolveOptions;
+}
+
+/** A store on a clock of its own, as PostgreSQL's and Redis's are: every request's time is replaced by it. */
+function serverClocked() {
+  const server = fakeClock();
+  const inner = memoryStore();
+  const at = <R extends { now: number }>(request: R): R => ({ ...request, now: server.now() });
+  const store: IdempotencyStore = {
+    ...inner,
+    claim: (request) => inner.claim(at(request)),
+    takeover: (request) => inner.takeover(at(request)),
+    settle: (request) => inner.settle(at(request)),
+    renew: (request) => inner.renew(at(request)),
+    get: (id) => inner.get(id, server.now()),
+  };
+  return { server, inner, store };
 }
 
 describe("an operator's resolution, as the tool's next caller sees it", () => {
@@ -165,6 +182,67 @@ describe("an operator's resolution, as the tool's next caller sees it", () => {
     await clock.advance(1_001);
     // The effect is there to see: recording it as completed needs no wait.
     expect(await codeOf(resolveRecord(resolution(mailer, {})))).toBe("none");
+  });
+
+  it("judges a lease, and how long it has been passed, by the store's clock, not the resolver's", async () => {
+    const { server, inner, store } = serverClocked();
+    const claim = { scope: "default", key: "k1", tool: "send_email", fingerprint: "f", leaseMs: 1_000 };
+    const trailRecords = async () => (await inner.list({ scope: "idempotool:trail" })).records;
+    await store.claim({ ...claim, token: "t1", ttlMs: 86_400_000, now: 0 });
+    await server.advance(2_000);
+    // Half an hour ahead of the store: by its own clock the lease passed 30 minutes ago.
+    const ahead = fakeClock(server.now() + 30 * 60_000);
+    expect(await codeOf(resolveRecord(resolution({ store, clock: ahead }, { as: "not_executed" })))).toBe(
+      "record_not_resolvable",
+    );
+    expect(
+      await codeOf(resolveRecord(resolution({ store, clock: ahead }, { as: "failed", error: "no" }))),
+    ).toBe("record_not_resolvable");
+    expect((await inner.get({ scope: "default", key: "k1" }, server.now()))?.token).toBe("t1");
+    expect(await trailRecords(), "a refused resolution leaves nothing in the trail").toEqual([]);
+    // Half an hour behind: by its own clock the lease is live, but the store's says it passed.
+    const behind = fakeClock(server.now() - 30 * 60_000);
+    expect(await codeOf(resolveRecord(resolution({ store, clock: behind }, {})))).toBe("none");
+
+    await store.claim({ ...claim, key: "k3", token: "t3", ttlMs: 86_400_000, now: 0 });
+    expect(
+      await codeOf(resolveRecord(resolution({ store, clock: ahead }, { key: "k3" }))),
+      "a lease live by the store's clock",
+    ).toBe("record_not_resolvable");
+    await server.advance(1_001 + 10 * 60_000);
+    expect(
+      await codeOf(resolveRecord(resolution({ store, clock: behind }, { key: "k3", as: "not_executed" }))),
+    ).toBe("none");
+    expect(await inner.get({ scope: "default", key: "k3" }, server.now())).toBeUndefined();
+  });
+
+  it("asks before it acts only when the resolution would go ahead by the store's clock; a no changes nothing", async () => {
+    const { server, inner, store } = serverClocked();
+    const claim = {
+      scope: "default",
+      tool: "send_email",
+      fingerprint: "f",
+      leaseMs: 1_000,
+      ttlMs: 86_400_000,
+    };
+    await store.claim({ ...claim, key: "passed", token: "t1", now: 0 });
+    await server.advance(2_000);
+    await store.claim({ ...claim, key: "live", token: "t2", now: 0 });
+    // Half an hour behind the store: by its own clock both leases are live.
+    const mailer = { store, clock: fakeClock(server.now() - 30 * 60_000) };
+    const free = (key: string) => resolution(mailer, { key, as: "not_executed", minStaleMs: 0 });
+    const asked: string[] = [];
+    const ask = (answer: boolean, key: string) => async () => {
+      asked.push(key);
+      if (!answer) throw new Error("not confirmed");
+    };
+    expect(await codeOf(resolveRecordAsked(free("live"), ask(true, "live")))).toBe("record_not_resolvable");
+    await expect(resolveRecordAsked(free("passed"), ask(false, "passed"))).rejects.toThrow("not confirmed");
+    expect((await inner.get({ scope: "default", key: "passed" }, server.now()))?.token).toBe("t1");
+    expect((await inner.list({ scope: "idempotool:trail" })).records).toEqual([]);
+    expect(await codeOf(resolveRecordAsked(free("passed"), ask(true, "passed")))).toBe("none");
+    expect(await inner.get({ scope: "default", key: "passed" }, server.now())).toBeUndefined();
+    expect(asked).toEqual(["passed", "passed"]);
   });
 
   it("refuses a plaintext outcome for a tool whose fingerprint is keyed, and the trail's own scope", async () => {

@@ -87,6 +87,7 @@ import type {
   SettleRequest,
   TakeoverRequest,
 } from "../core/store.js";
+import { reviewCounts } from "../review/counts.js";
 import { reviewQueue } from "../review/queue.js";
 import { type ResolveOptions, resolveRecord } from "../review/resolve.js";
 import { readTrail } from "../review/trail.js";
@@ -1461,6 +1462,22 @@ async function staleRecord(t: Tools, overrides: Partial<ClaimRequest> = {}): Pro
   return claimed;
 }
 
+/** `store` with its release replaced: every other operation goes to `store` as it is. */
+function withRelease(store: IdempotencyStore, release: IdempotencyStore["release"]): IdempotencyStore {
+  return {
+    claim: (request) => store.claim(request),
+    takeover: (request) => store.takeover(request),
+    settle: (request) => store.settle(request),
+    renew: (request) => store.renew(request),
+    release,
+    get: (id, now) => store.get(id, now),
+    delete: (id) => store.delete(id),
+    list: (query) => store.list(query),
+    purge: (request) => store.purge(request),
+    ...(store.maxStoredResultBytes !== undefined ? { maxStoredResultBytes: store.maxStoredResultBytes } : {}),
+  };
+}
+
 /**
  * Operators' resolutions (`idempotool/review`) work through the contract alone, so every store must hold
  * them: fenced by the version the operator saw, refused on a record that needs none, one winner among
@@ -1623,6 +1640,62 @@ const resolutionSpecs: readonly Spec[] = [
         filtered.items.map((item) => item.key),
         ["unknown"],
       );
+    },
+  ],
+  [
+    "a record in progress is freed only once its lease has been passed for minStaleMs, and a refusal leaves no trail",
+    async (t) => {
+      await staleRecord(t);
+      const wait = { as: "not_executed", minStaleMs: 5 * 60_000 } as const;
+      assert.equal(await refusal(() => resolveRecord(resolveOptions(t, wait))), "record_not_resolvable");
+      assert.equal((await current(t))?.token, "token-a", "the record is its worker's still");
+      assert.deepEqual(
+        await listIds(t, { scope: "idempotool:trail" }),
+        [],
+        "nothing of the refused resolution is left in the trail's scope",
+      );
+      await t.clock.advance(5 * 60_000);
+      await resolveRecord(resolveOptions(t, wait));
+      assert.equal(await current(t), undefined, "the key is free");
+    },
+  ],
+  [
+    "a release applied with its reply lost, the key claimed by another caller since, counts as applied",
+    async (t) => {
+      await staleRecord(t);
+      let lost = false;
+      const store = withRelease(t.store, async (request) => {
+        const released = await t.store.release(request);
+        if (lost || request.scope !== SCOPE) return released;
+        lost = true;
+        // The key was freed, and another caller claimed it before the reply came back.
+        await claimFree(t, { token: "token-b" });
+        throw new Error("the connection closed before the reply to release");
+      });
+      const entry = await resolveRecord(resolveOptions(t, { store, as: "not_executed" }));
+      assert.ok(lost, "the release's reply was lost");
+      assert.equal(entry.state, "applied");
+      assert.equal((await current(t))?.token, "token-b", "the new caller's claim stands");
+      const trail = await readTrail({ store: t.store, scope: SCOPE, key: KEY });
+      assert.deepEqual(
+        trail.map((e) => [e.as, e.state]),
+        [["not_executed", "applied"]],
+      );
+    },
+  ],
+  [
+    "the queue and its counts take in a call's record that lives in the trail's scope under a tool of its own",
+    async (t) => {
+      await claimFree(t, { scope: "idempotool:trail", key: "user-key", token: "token-u" });
+      await t.clock.advance(LEASE_MS);
+      const queue = await reviewQueue({ store: t.store, clock: t.clock });
+      assert.deepEqual(
+        queue.items.map((item) => [item.scope, item.key, item.reason]),
+        [["idempotool:trail", "user-key", "lease_passed"]],
+      );
+      const counts = await reviewCounts({ store: t.store, clock: t.clock });
+      assert.equal(counts.stale, 1, "counted as a stale record");
+      assert.deepEqual(counts.resolutionsPerDay, [], "not read as a resolution");
     },
   ],
 ];
