@@ -79,18 +79,22 @@ const maxSkewMarginMs = 3_600_000;
  */
 const tombstoneMs = 86_400_000;
 /**
- * How many released tokens a key's item keeps at most within a day, and how long each may be: the core's
- * tokens are 32 characters. A release that would keep more fails (the core tries it again later), so the
- * item never grows past its limit.
+ * How long an owner token may be: the core's are 32 characters. The item keeps every token released on
+ * its key within the day, however many (forgetting one to make room could let its late claim land), so
+ * the set's only bound is the item's: past 400 KB DynamoDB refuses the release, which fails closed.
  */
-const maxReleasedTokens = 128;
 const maxTokenLength = 64;
+/**
+ * Room kept in the item for released tokens beside a result of maxStoredResultBytes: 256 of the core's
+ * tokens, 128 of the longest. Past it, a release still lands while the item has room.
+ */
+const releasedTokensReserveBytes = 8 * 1024;
 /**
  * The largest result an item keeps: DynamoDB's 400 KB item limit, less room for the item's other attributes
  * (the longest key and scope twice over, the tool's name, fingerprint, token, times and a failure's text,
- * and the released tokens at their most).
+ * and the released tokens' reserve).
  */
-const maxStoredResultBytes = 400 * 1024 - 24 * 1024 - maxReleasedTokens * maxTokenLength;
+const maxStoredResultBytes = 400 * 1024 - 24 * 1024 - releasedTokensReserveBytes;
 /** How many times a claim tries again when the record it was refused by is gone before it could be read. */
 const claimTries = 3;
 /** How many times a release looks again when the key's item changed under it (or kept tokens unseen). */
@@ -131,8 +135,6 @@ const releaseCondition =
 // Whether the item keeps tokens released within the last day (see record-item.ts).
 const keepingTokens = "#releasedUntil > :now";
 const notKeepingTokens = "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)";
-// Room in the set for one more token (see maxReleasedTokens), or the token already in it.
-const roomForToken = "(size(#released) < :room OR contains(#released, :token))";
 const settleCondition = "#token = :token AND (#status = :inProgress OR #status = :unknown)";
 const renewCondition = "#token = :token AND #status = :inProgress";
 const takeoverCondition =
@@ -181,7 +183,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const output = await send<{ Attributes?: Item }>(make);
       return { applied: true, item: output.Attributes };
     } catch (error) {
-      const refusal = error as { name?: unknown; Item?: Item } | null;
+      const refusal = error as { name?: unknown; message?: unknown; Item?: Item } | null;
+      if (refusal?.name === "ValidationException" && /maximum allowed size/.test(String(refusal.message)))
+        throw itemFull(error);
       if (refusal?.name !== "ConditionalCheckFailedException") throw error;
       return { applied: false, item: refusal.Item };
     }
@@ -385,13 +389,12 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Tokens released more than a day ago are dropped (the set starts afresh), so that a key released
         // often keeps only the last day's tokens; the write says which case it is in its condition.
         const keeping = releasedUntil(seen) > now;
-        if (keeping) refuseIfFull(seen, request.token);
         const own = await conditional(
           (sdk) =>
             new sdk.UpdateItemCommand({
               TableName: table,
               Key: partitionKey(request.scope, request.key),
-              ConditionExpression: `(${releaseCondition}) AND ${keeping ? `${keepingTokens} AND ${roomForToken}` : notKeepingTokens}`,
+              ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
               UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until${keeping ? " ADD #released :tokens" : ", #released = :tokens"} REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
               ExpressionAttributeNames: namesOf(
                 "pk",
@@ -412,7 +415,6 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                 ":released": s(released),
                 ":inProgress": s("in_progress"),
                 ":unknown": s("unknown"),
-                ...(keeping ? { ":room": n(maxReleasedTokens) } : {}),
               },
               ReturnValues: "ALL_OLD",
               ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -428,7 +430,6 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
           continue;
         const fresh = releasedUntil(item) <= now;
-        if (!fresh) refuseIfFull(item, request.token);
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
           (sdk) =>
@@ -438,7 +439,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               ConditionExpression: [
                 "attribute_exists(#pk)",
                 // Tokens kept past releasedUntil are dropped: the set starts afresh.
-                fresh ? notKeepingTokens : `${keepingTokens} AND ${roomForToken}`,
+                fresh ? notKeepingTokens : keepingTokens,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
               UpdateExpression: `SET #releasedUntil = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", #released = :tokens" : " ADD #released :tokens"}`,
@@ -448,7 +449,6 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                 ":until": n(until),
                 ":ttl": n(ttl),
                 ":now": n(now),
-                ...(fresh ? {} : { ":room": n(maxReleasedTokens), ":token": s(request.token) }),
               },
             }),
         );
@@ -671,14 +671,15 @@ function checkToken(token: string): void {
   }
 }
 
-/** A release that would keep more than maxReleasedTokens within the day fails, before it writes. */
-function refuseIfFull(item: Item | undefined, token: string): void {
-  const tokens = (item?.released as { SS?: unknown } | undefined)?.SS;
-  if (Array.isArray(tokens) && tokens.length >= maxReleasedTokens && !tokens.includes(token)) {
-    throw new Error(
-      `dynamoStore: ${maxReleasedTokens} claims were released on this key within a day, the most its item keeps; the release is refused, and the claim, if it landed, is judged like a crashed worker's once its lease passes.`,
-    );
-  }
+/**
+ * DynamoDB refused a write that would take the item past 400 KB: its result, and the tokens released on
+ * its key, which are all kept for their day (see docs/stores.md). Nothing was written.
+ */
+function itemFull(cause: unknown): Error {
+  return new Error(
+    "dynamoStore: the write would take the key's item past DynamoDB's 400 KB limit (its result and the tokens of the claims released on the key, each kept for a day); nothing was written. A refused release is tried again by the core, and its claim, if it landed, is judged like a crashed worker's once its lease passes.",
+    { cause },
+  );
 }
 
 function releasedBeforeArrival(): Error {
