@@ -68,7 +68,7 @@ describe("dynamoStore's released tokens", () => {
       const { table, store } = await setup();
       await prepare(store);
       const item = await rawItem(table);
-      const until = Number(item?.releasedUntil?.N);
+      const until = Number(item?.ru?.N);
       expect(item?.released?.SS).toContain("token-late");
       expect(
         Number(item?.ttl?.N) * 1000,
@@ -89,12 +89,12 @@ describe("dynamoStore's released tokens", () => {
 
     await store.claim(claimRequest());
     await store.release({ ...id, token: "token-old" });
-    // A day and more goes by (releasedUntil moved back, as if the release had come then).
+    // A day and more goes by (ru, the tokens' releasedUntil, moved back, as if the release had come then).
     await client.send(
       new UpdateItemCommand({
         TableName: table,
         Key: { pk: { S: recordIdText(id.scope, id.key) } },
-        UpdateExpression: "SET releasedUntil = :past",
+        UpdateExpression: "SET ru = :past",
         ExpressionAttributeValues: { ":past": { N: String(Date.now() - 1_000) } },
       }),
     );
