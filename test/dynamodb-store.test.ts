@@ -282,12 +282,12 @@ describe("dynamoStore round trips", () => {
       store: dynamoStore({ client: direct.wrapped, table }),
     });
     await tool({ n: 2 }, { key: "k" });
-    expect(direct.sent).toEqual(["UpdateItem", "UpdateItem"]);
+    expect(direct.sent).toEqual(["PutItem", "UpdateItem"]);
 
     direct.sent.length = 0;
     expect(await tool({ n: 2 }, { key: "k" })).toMatchObject({ result: 4, was_replay: true });
     expect(direct.sent, "dynalite sends no item with a refusal: one consistent read").toEqual([
-      "UpdateItem",
+      "PutItem",
       "GetItem",
     ]);
 
@@ -297,7 +297,7 @@ describe("dynamoStore round trips", () => {
       store: dynamoStore({ client: dynamo.wrapped, table }),
     });
     expect(await replaying({ n: 2 }, { key: "k" })).toMatchObject({ result: 4, was_replay: true });
-    expect(dynamo.sent, "the refusal carries the holder").toEqual(["UpdateItem"]);
+    expect(dynamo.sent, "the refusal carries the holder").toEqual(["PutItem"]);
   });
 
   it("renew and release are one write each", async () => {
