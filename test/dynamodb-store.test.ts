@@ -300,6 +300,32 @@ describe("dynamoStore round trips", () => {
     expect(dynamo.sent, "the refusal carries the holder").toEqual(["PutItem"]);
   });
 
+  it("claims with updates when the role may not put (0.1's grants), after one refused put", async () => {
+    const table = await db.table("trips-no-put");
+    // A role granted GetItem, UpdateItem and DeleteItem only, as 0.1's docs asked for.
+    const role: DynamoDBClientLike = {
+      send(command) {
+        if (command.constructor.name === "PutItemCommand") {
+          return Promise.reject(
+            Object.assign(new Error("not authorized to perform: dynamodb:PutItem"), {
+              name: "AccessDeniedException",
+            }),
+          );
+        }
+        return client.send(command as never);
+      },
+    };
+    const { wrapped, sent } = counted(role);
+    const tool = idempotent(async (args: { n: number }) => args.n * 2, {
+      name: "double",
+      store: dynamoStore({ client: wrapped, table }),
+    });
+    expect(await tool({ n: 2 }, { key: "a" })).toMatchObject({ result: 4, was_replay: false });
+    expect(await tool({ n: 3 }, { key: "b" })).toMatchObject({ result: 6, was_replay: false });
+    expect(await tool({ n: 3 }, { key: "b" })).toMatchObject({ result: 6, was_replay: true });
+    expect(sent.filter((name) => name === "PutItem")).toHaveLength(1);
+  });
+
   it("renew and release are one write each", async () => {
     const table = await db.table("trips-renew");
     const { wrapped, sent } = counted();

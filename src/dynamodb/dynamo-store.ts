@@ -178,6 +178,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   const keptTtl = (expiresAt: number): number =>
     ttlSeconds(Math.max(expiresAt, Date.now() + tombstoneMs), marginMs);
 
+  /** Whether DynamoDB refused this role a PutItem (see `claimOnce`). */
+  let putDenied = false;
+
   const judged = (now: number): number => {
     if (!Number.isFinite(now)) throw new TypeError(`dynamoStore: now must be epoch ms, got ${String(now)}.`);
     return now - marginMs;
@@ -281,9 +284,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const record = claimedRecord(request, request.now);
       for (let attempt = 0; attempt < claimTries; attempt++) {
         // The first try is a put, unless the key's item turns out to keep released tokens it must keep.
-        const update = await conditional((sdk) =>
-          attempt === 0 ? putClaimCommand(sdk, record, now) : claimCommand(sdk, record, now),
-        );
+        const update = await claimOnce(record, now, attempt === 0);
         if (update.applied) return { claimed: true, record, now };
         const item = update.item ?? (await read(request));
         if (releasedOn(item, request.token)) throw releasedBeforeArrival();
@@ -664,6 +665,22 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         }),
     );
     return retired.applied && readItem(retired.item).kind === "record" ? true : undefined;
+  }
+
+  /**
+   * One claim write: a put when `put` and the role may put (0.1's documented grants lacked PutItem: a
+   * refused put wrote nothing, and every claim is an update from then on), else the update.
+   */
+  async function claimOnce(record: IdempotencyRecord, now: number, put: boolean): Promise<Conditional> {
+    if (put && !putDenied) {
+      try {
+        return await conditional((sdk) => putClaimCommand(sdk, record, now));
+      } catch (error) {
+        if ((error as { name?: unknown } | null)?.name !== "AccessDeniedException") throw error;
+        putDenied = true;
+      }
+    }
+    return conditional((sdk) => claimCommand(sdk, record, now));
   }
 
   /**
