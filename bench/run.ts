@@ -116,6 +116,7 @@ async function main(): Promise<number> {
   const cells: Cell[] = [];
   const sanity: SanityResult[] = [];
   let scale: ScaleResult | undefined;
+  const notes: string[] = [];
   const settings = {
     reps: options.reps,
     durationMs: options.durationMs,
@@ -174,6 +175,10 @@ async function main(): Promise<number> {
       }
       for (const batch of batches) p.plan(plannedSteps(batch, settings));
       for (const batch of batches) cells.push(...(await runBackends(batch, settings, nextKey, p)));
+      for (const setup of setups) {
+        if (setup.notes && setup.backends.some((b) => wanted(b.name)))
+          notes.push(...(await setup.notes(nextKey)), "");
+      }
     }
   } finally {
     for (const setup of setups)
@@ -262,6 +267,7 @@ async function main(): Promise<number> {
       );
     }
   }
+  if (notes.length > 0) lines.push(...notes);
   if (scale) lines.push(scaleTable(scale), "");
   if (fleet) lines.push(fleetTable(fleet, fleetOptions), "");
   const failedSanity = sanity.filter((s) => !s.ok);
@@ -291,6 +297,7 @@ async function main(): Promise<number> {
       sanity,
       cells: cells.map((c) => ({ ...c, median: summarize(c) })),
       targets,
+      notes,
       candidate: candidate?.dir,
       candidateTargets,
       scale,

@@ -8,7 +8,7 @@ import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from "@aws-sdk
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordIdText } from "../src/core/store.js";
 import { dynamoStore } from "../src/dynamodb/index.js";
-import { claimRequest } from "./fixtures/claim-request.js";
+import { claimRequest, settleRequest } from "./fixtures/claim-request.js";
 import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
 
 let db: Dynalite;
@@ -68,7 +68,7 @@ describe("dynamoStore's released tokens", () => {
       const { table, store } = await setup();
       await prepare(store);
       const item = await rawItem(table);
-      const until = Number(item?.releasedUntil?.N);
+      const until = Number(item?.ru?.N);
       expect(item?.released?.SS).toContain("token-late");
       expect(
         Number(item?.ttl?.N) * 1000,
@@ -89,12 +89,12 @@ describe("dynamoStore's released tokens", () => {
 
     await store.claim(claimRequest());
     await store.release({ ...id, token: "token-old" });
-    // A day and more goes by (releasedUntil moved back, as if the release had come then).
+    // A day and more goes by (ru, the tokens' releasedUntil, moved back, as if the release had come then).
     await client.send(
       new UpdateItemCommand({
         TableName: table,
         Key: { pk: { S: recordIdText(id.scope, id.key) } },
-        UpdateExpression: "SET releasedUntil = :past",
+        UpdateExpression: "SET ru = :past",
         ExpressionAttributeValues: { ":past": { N: String(Date.now() - 1_000) } },
       }),
     );
@@ -103,30 +103,46 @@ describe("dynamoStore's released tokens", () => {
   });
 });
 
-describe("dynamoStore's released tokens are bounded", () => {
-  const token = (i: number) => `late-${String(i).padStart(59, "0")}`;
+describe("dynamoStore keeps every token released within the day", () => {
+  it("answers every release on a key, past 128 in a day, and a late claim of each released token stays out", async () => {
+    const { store, table } = await setup();
+    const tokens = Array.from({ length: 200 }, (_, i) => `given-up-${String(i).padStart(23, "0")}`);
+    for (const token of tokens) {
+      // A claim that landed with its reply lost, as far as the caller knows, and the release it sends next.
+      expect((await store.claim(claimRequest({ token }))).claimed, token).toBe(true);
+      expect(await store.release({ ...id, token }), token).toBe(true);
+    }
+    expect((await rawItem(table))?.released?.SS).toHaveLength(tokens.length);
+    // Then copies of those claims arrive, the oldest first among them: none lands.
+    for (const token of [tokens[0]!, tokens[1]!, tokens[127]!, tokens[128]!, tokens[199]!]) {
+      await expect(store.claim(claimRequest({ token })), token).rejects.toThrow(/released before it arrived/);
+    }
+    expect(await store.get(id, Date.now())).toBeUndefined();
+    expect((await store.claim(claimRequest({ token: "a-new-call" }))).claimed).toBe(true);
+  });
 
-  it("keeps at most 128 within a day, so a result of maxStoredResultBytes still settles on the key", async () => {
-    const { store } = await setup();
+  it("refuses a release the item has no room for, writing nothing, and keeps the record and the tokens it had", async () => {
+    const { store, table } = await setup();
     await store.claim(claimRequest());
-    // Claims of the longest tokens the store takes, given up on and released while token-a ran.
-    for (let i = 0; i < 128; i++) expect(await store.release({ ...id, token: token(i) })).toBe(false);
-    await expect(store.release({ ...id, token: token(128) })).rejects.toThrow(/128 claims were released/);
-    // The same release sent again is no new token: it is answered as before.
-    expect(await store.release({ ...id, token: token(5) })).toBe(false);
-    const settled = await store.settle({
-      ...id,
-      token: "token-a",
-      status: "completed",
-      result: "x".repeat(store.maxStoredResultBytes ?? 0),
-      error: null,
-      ttlMs: 60_000,
-      now: Date.now(),
-    });
-    expect(settled?.status).toBe("completed");
-    await expect(store.claim(claimRequest({ token: token(7), now: Date.now() + 120_000 }))).rejects.toThrow(
-      /released before it arrived/,
-    );
+    // A result that leaves the item room for a few dozen tokens, past what maxStoredResultBytes reserves.
+    const result = "x".repeat(400 * 1024 - 3_000);
+    expect(await store.settle(settleRequest({ result }))).not.toBeNull();
+    const token = (i: number) => `late-${String(i).padStart(59, "0")}`;
+    let refused = -1;
+    for (let i = 0; i < 200 && refused < 0; i++) {
+      try {
+        expect(await store.release({ ...id, token: token(i) })).toBe(false);
+      } catch (error) {
+        expect(String(error)).toMatch(/400 KB limit/);
+        refused = i;
+      }
+    }
+    expect(refused, "the item had room for some tokens, and not for 200").toBeGreaterThan(0);
+    expect((await rawItem(table))?.released?.SS).toHaveLength(refused);
+    expect((await store.get(id, Date.now()))?.result).toBe(result);
+    await expect(
+      store.claim(claimRequest({ token: token(0), now: Date.now() + 2 * 86_400_000 })),
+    ).rejects.toThrow(/released before it arrived/);
   });
 
   it("refuses an owner token longer than 64 characters before it writes", async () => {

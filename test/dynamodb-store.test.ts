@@ -282,12 +282,12 @@ describe("dynamoStore round trips", () => {
       store: dynamoStore({ client: direct.wrapped, table }),
     });
     await tool({ n: 2 }, { key: "k" });
-    expect(direct.sent).toEqual(["UpdateItem", "UpdateItem"]);
+    expect(direct.sent).toEqual(["PutItem", "UpdateItem"]);
 
     direct.sent.length = 0;
     expect(await tool({ n: 2 }, { key: "k" })).toMatchObject({ result: 4, was_replay: true });
     expect(direct.sent, "dynalite sends no item with a refusal: one consistent read").toEqual([
-      "UpdateItem",
+      "PutItem",
       "GetItem",
     ]);
 
@@ -297,7 +297,33 @@ describe("dynamoStore round trips", () => {
       store: dynamoStore({ client: dynamo.wrapped, table }),
     });
     expect(await replaying({ n: 2 }, { key: "k" })).toMatchObject({ result: 4, was_replay: true });
-    expect(dynamo.sent, "the refusal carries the holder").toEqual(["UpdateItem"]);
+    expect(dynamo.sent, "the refusal carries the holder").toEqual(["PutItem"]);
+  });
+
+  it("claims with updates when the role may not put (0.1's grants), after one refused put", async () => {
+    const table = await db.table("trips-no-put");
+    // A role granted GetItem, UpdateItem and DeleteItem only, as 0.1's docs asked for.
+    const role: DynamoDBClientLike = {
+      send(command) {
+        if (command.constructor.name === "PutItemCommand") {
+          return Promise.reject(
+            Object.assign(new Error("not authorized to perform: dynamodb:PutItem"), {
+              name: "AccessDeniedException",
+            }),
+          );
+        }
+        return client.send(command as never);
+      },
+    };
+    const { wrapped, sent } = counted(role);
+    const tool = idempotent(async (args: { n: number }) => args.n * 2, {
+      name: "double",
+      store: dynamoStore({ client: wrapped, table }),
+    });
+    expect(await tool({ n: 2 }, { key: "a" })).toMatchObject({ result: 4, was_replay: false });
+    expect(await tool({ n: 3 }, { key: "b" })).toMatchObject({ result: 6, was_replay: false });
+    expect(await tool({ n: 3 }, { key: "b" })).toMatchObject({ result: 6, was_replay: true });
+    expect(sent.filter((name) => name === "PutItem")).toHaveLength(1);
   });
 
   it("renew and release are one write each", async () => {

@@ -11,26 +11,26 @@ import {
   claimedRecord,
   type IdempotencyRecord,
   type IdempotencyStore,
-  type ListQuery,
   type RecordId,
 } from "../core/store.js";
 import {
-  type AttributeName,
   type AttributeValue,
-  attributes,
+  claimAttributes,
   type Item,
+  isLegacy,
+  legacyItem,
   n,
-  namesOf,
   numberOf,
   partitionKey,
   readItem,
   recordAttributes,
-  recordItem,
   released,
   releasedOn,
   releasedUntil,
   s,
   ss,
+  statusCode,
+  tokenValue,
   ttlSeconds,
 } from "./record-item.js";
 
@@ -79,22 +79,29 @@ const maxSkewMarginMs = 3_600_000;
  */
 const tombstoneMs = 86_400_000;
 /**
- * How many released tokens a key's item keeps at most within a day, and how long each may be: the core's
- * tokens are 32 characters. A release that would keep more fails (the core tries it again later), so the
- * item never grows past its limit.
+ * How long an owner token may be: the core's are 32 characters. The item keeps every token released on
+ * its key within the day, however many (forgetting one to make room could let its late claim land), so
+ * the set's only bound is the item's: past 400 KB DynamoDB refuses the release, which fails closed.
  */
-const maxReleasedTokens = 128;
 const maxTokenLength = 64;
+/**
+ * Room kept in the item for released tokens beside a result of maxStoredResultBytes: 256 of the core's
+ * tokens, 128 of the longest. Past it, a release still lands while the item has room.
+ */
+const releasedTokensReserveBytes = 8 * 1024;
 /**
  * The largest result an item keeps: DynamoDB's 400 KB item limit, less room for the item's other attributes
  * (the longest key and scope twice over, the tool's name, fingerprint, token, times and a failure's text,
- * and the released tokens at their most).
+ * and the released tokens' reserve).
  */
-const maxStoredResultBytes = 400 * 1024 - 24 * 1024 - maxReleasedTokens * maxTokenLength;
-/** How many times a claim tries again when the record it was refused by is gone before it could be read. */
-const claimTries = 3;
+const maxStoredResultBytes = 400 * 1024 - 24 * 1024 - releasedTokensReserveBytes;
+/**
+ * How many times a claim tries again when the record it was refused by is gone before it could be read, or
+ * was a 0.1 item it rewrote first.
+ */
+const claimTries = 4;
 /** How many times a release looks again when the key's item changed under it (or kept tokens unseen). */
-const releaseTries = 4;
+const releaseTries = 5;
 
 type Sdk = typeof import("@aws-sdk/client-dynamodb");
 let sdk: Promise<Sdk> | undefined;
@@ -121,22 +128,27 @@ type Conditional =
   | { readonly applied: true; readonly item: Item | undefined }
   | { readonly applied: false; readonly item: Item | undefined };
 
+// The attribute names are those of record-item.ts; only `ttl`, a reserved word, needs a placeholder.
 // A live record blocks a claim; an expired one, nothing at all, or another claim's tombstone does not.
 // A claim whose token was released on this key never lands.
 const claimCondition =
-  "(attribute_not_exists(#pk) OR (#status = :released AND #token <> :token) OR (#status <> :released AND #expiresAt <= :now)) AND NOT contains(#released, :token)";
+  "(attribute_not_exists(pk) OR (s = :released AND o <> :token) OR (s <> :released AND e <= :now)) AND NOT contains(released, :tokenText)";
+// The same, for a claim that replaces the whole item: only where no released tokens are kept.
+const putClaimCondition =
+  "attribute_not_exists(pk) OR (attribute_not_exists(released) AND s <> :released AND e <= :now)";
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
-const releaseCondition =
-  "attribute_not_exists(#pk) OR (#token = :token AND (#status = :inProgress OR #status = :unknown))";
+const releaseCondition = "attribute_not_exists(pk) OR (o = :token AND (s = :inProgress OR s = :unknown))";
 // Whether the item keeps tokens released within the last day (see record-item.ts).
-const keepingTokens = "#releasedUntil > :now";
-const notKeepingTokens = "(attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)";
-// Room in the set for one more token (see maxReleasedTokens), or the token already in it.
-const roomForToken = "(size(#released) < :room OR contains(#released, :token))";
-const settleCondition = "#token = :token AND (#status = :inProgress OR #status = :unknown)";
-const renewCondition = "#token = :token AND #status = :inProgress";
-const takeoverCondition =
-  "#token = :fromToken AND #expiresAt > :now AND (#status = :unknown OR (#status = :inProgress AND #leaseExpiresAt <= :now))";
+const keepingTokens = "ru > :now";
+const notKeepingTokens = "(attribute_not_exists(ru) OR ru <= :now)";
+// Nor a 0.1 item (see legacyItem): a delete or purge must not drop the tokens it keeps under its names.
+const noneKept = `${notKeepingTokens} AND (attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)`;
+const settleCondition = "o = :token AND (s = :inProgress OR s = :unknown)";
+const renewCondition = "o = :token AND s = :inProgress";
+const takeoverCondition = "o = :fromToken AND e > :now AND (s = :unknown OR (s = :inProgress AND l <= :now))";
+const inProgress = statusCode("in_progress");
+const unknown = statusCode("unknown");
+const tombstone = statusCode(released);
 
 /**
  * A store on DynamoDB for workers anywhere (Lambda, containers), on a table in one Region. One item
@@ -166,6 +178,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   const keptTtl = (expiresAt: number): number =>
     ttlSeconds(Math.max(expiresAt, Date.now() + tombstoneMs), marginMs);
 
+  /** Whether DynamoDB refused this role a PutItem (see `claimOnce`). */
+  let putDenied = false;
+
   const judged = (now: number): number => {
     if (!Number.isFinite(now)) throw new TypeError(`dynamoStore: now must be epoch ms, got ${String(now)}.`);
     return now - marginMs;
@@ -181,7 +196,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const output = await send<{ Attributes?: Item }>(make);
       return { applied: true, item: output.Attributes };
     } catch (error) {
-      const refusal = error as { name?: unknown; Item?: Item } | null;
+      const refusal = error as { name?: unknown; message?: unknown; Item?: Item } | null;
+      if (refusal?.name === "ValidationException" && /maximum allowed size/.test(String(refusal.message)))
+        throw itemFull(error);
       if (refusal?.name !== "ConditionalCheckFailedException") throw error;
       return { applied: false, item: refusal.Item };
     }
@@ -209,7 +226,6 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     id: RecordId,
     condition: string,
     set: string,
-    names: AttributeName[],
     values: Record<string, AttributeValue>,
     expiresAt: number,
     tail = "",
@@ -220,13 +236,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
           new sdk.UpdateItemCommand({
             TableName: table,
             Key: partitionKey(id.scope, id.key),
-            ConditionExpression: `(${condition}) AND #expiresAt ${moveExpiry ? "<=" : ">"} :expiresAt`,
-            UpdateExpression: `SET ${set}${moveExpiry ? ", #expiresAt = :expiresAt, #ttl = :ttl" : ""}${tail}`,
-            ExpressionAttributeNames: namesOf(
-              ...names,
-              "expiresAt",
-              ...(moveExpiry ? (["ttl"] as const) : []),
-            ),
+            ConditionExpression: `(${condition}) AND e ${moveExpiry ? "<=" : ">"} :expiresAt`,
+            UpdateExpression: `SET ${set}${moveExpiry ? ", e = :expiresAt, #ttl = :ttl" : ""}${tail}`,
+            ...(moveExpiry ? { ExpressionAttributeNames: { "#ttl": "ttl" } } : {}),
             ExpressionAttributeValues: {
               ...values,
               ":expiresAt": n(expiresAt),
@@ -241,6 +253,25 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     return kept.applied ? (kept.item ?? {}) : undefined;
   }
 
+  /**
+   * Rewrite a 0.1 item in this version's form, as it was (see `legacyItem`), before writing to it. Refused
+   * when the item changed since it was read: the caller reads it again either way.
+   */
+  async function upgrade(pk: AttributeValue, item: Item): Promise<void> {
+    const { condition, update, names, values } = legacyItem(item);
+    await conditional(
+      (sdk) =>
+        new sdk.UpdateItemCommand({
+          TableName: table,
+          Key: { pk },
+          ConditionExpression: condition,
+          UpdateExpression: update,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        }),
+    );
+  }
+
   return {
     client,
     table,
@@ -252,7 +283,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const now = judged(request.now);
       const record = claimedRecord(request, request.now);
       for (let attempt = 0; attempt < claimTries; attempt++) {
-        const update = await conditional((sdk) => claimCommand(sdk, record, now));
+        // The first try is a put, unless the key's item turns out to keep released tokens it must keep.
+        const update = await claimOnce(record, now, attempt === 0);
         if (update.applied) return { claimed: true, record, now };
         const item = update.item ?? (await read(request));
         if (releasedOn(item, request.token)) throw releasedBeforeArrival();
@@ -260,6 +292,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         if (found.kind === "record" && found.record.expiresAt > now)
           return { claimed: false, record: found.record, now };
         if (found.kind === "tombstone" && found.token === request.token) throw releasedBeforeArrival();
+        // A 0.1 item this claim may replace: rewritten in this form first, then claimed as any other.
+        if (isLegacy(item)) await upgrade(partitionKey(request.scope, request.key).pk, item as Item);
         // The holder went (released, deleted, expired) between the refusal and the read: claim again.
       }
       throw new Error("dynamoStore: the record kept changing under the claim; nothing was claimed.");
@@ -268,53 +302,59 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     async takeover(request) {
       const now = judged(request.now);
       const leaseExpiresAt = request.now + request.leaseMs;
-      const item = await updateKeepingLaterExpiry(
-        request,
-        takeoverCondition,
-        "#token = :token, #status = :inProgress, #leaseExpiresAt = :lease, #updatedAt = :at, #attempts = #attempts + :one",
-        ["token", "status", "leaseExpiresAt", "updatedAt", "attempts", "result"],
-        {
-          ":fromToken": s(request.fromToken),
-          ":token": s(request.token),
-          ":now": n(now),
-          ":unknown": s("unknown"),
-          ":inProgress": s("in_progress"),
-          ":lease": n(leaseExpiresAt),
-          ":at": n(request.now),
-          ":one": n(1),
-        },
-        leaseExpiresAt + request.ttlMs,
-        // The new owner starts without a result; an error (why the record was unknown) stays.
-        " REMOVE #result",
-      );
+      const take = () =>
+        updateKeepingLaterExpiry(
+          request,
+          takeoverCondition,
+          "o = :token, s = :inProgress, l = :lease, u = :at - c, a = if_not_exists(a, :one) + :one",
+          {
+            ":fromToken": tokenValue(request.fromToken),
+            ":token": tokenValue(request.token),
+            ":now": n(now),
+            ":unknown": unknown,
+            ":inProgress": inProgress,
+            ":lease": n(leaseExpiresAt),
+            ":at": n(request.now),
+            ":one": n(1),
+          },
+          leaseExpiresAt + request.ttlMs,
+          // The new owner starts without a result; an error (why the record was unknown) stays.
+          " REMOVE r",
+        );
+      let item = await take();
+      if (item === undefined) {
+        // A 0.1 record (taken from a 0.1 worker): rewritten in this form first, then taken as any other.
+        const seen = await read(request);
+        if (!isLegacy(seen)) return null;
+        await upgrade(partitionKey(request.scope, request.key).pk, seen as Item);
+        item = await take();
+      }
       return item === undefined ? null : recordOf(item);
     },
 
     async settle(request) {
       const expiresAt = request.now + request.ttlMs;
-      const set = [
-        "#status = :status",
-        "#leaseExpiresAt = :at",
-        "#updatedAt = :at",
-        "#expiresAt = :expiresAt",
-        "#ttl = :ttl",
-      ];
-      const remove: string[] = [];
+      const set = ["s = :status", "u = :at - c", "e = :expiresAt", "#ttl = :ttl"];
+      // A settled record's lease ends when it settled (record-item.ts): l goes.
+      const remove = ["l"];
       const values: Record<string, AttributeValue> = {
-        ":token": s(request.token),
-        ":inProgress": s("in_progress"),
-        ":unknown": s("unknown"),
-        ":status": s(request.status),
+        ":token": tokenValue(request.token),
+        ":inProgress": inProgress,
+        ":unknown": unknown,
+        ":status": statusCode(request.status),
         ":at": n(request.now),
         ":expiresAt": n(expiresAt),
         ":ttl": n(keptTtl(expiresAt)),
       };
-      for (const field of ["result", "error"] as const) {
+      for (const [field, name] of [
+        ["result", "r"],
+        ["error", "x"],
+      ] as const) {
         const value = request[field];
-        if (value === null) remove.push(`#${field}`);
+        if (value === null) remove.push(name);
         else {
-          set.push(`#${field} = :${field}`);
-          values[`:${field}`] = s(value);
+          set.push(`${name} = :${name}`);
+          values[`:${name}`] = s(value);
         }
       }
       const update = await conditional(
@@ -323,17 +363,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
             TableName: table,
             Key: partitionKey(request.scope, request.key),
             ConditionExpression: settleCondition,
-            UpdateExpression: `SET ${set.join(", ")}${remove.length > 0 ? ` REMOVE ${remove.join(", ")}` : ""}`,
-            ExpressionAttributeNames: namesOf(
-              "token",
-              "status",
-              "leaseExpiresAt",
-              "updatedAt",
-              "expiresAt",
-              "ttl",
-              "result",
-              "error",
-            ),
+            UpdateExpression: `SET ${set.join(", ")} REMOVE ${remove.join(", ")}`,
+            ExpressionAttributeNames: { "#ttl": "ttl" },
             ExpressionAttributeValues: values,
             // The record as it was: the outcome is the request's, so a large result is not sent back.
             ReturnValues: "ALL_OLD",
@@ -357,11 +388,10 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const item = await updateKeepingLaterExpiry(
         request,
         renewCondition,
-        "#leaseExpiresAt = :lease, #updatedAt = :at",
-        ["token", "status", "leaseExpiresAt", "updatedAt"],
+        "l = :lease, u = :at - c",
         {
-          ":token": s(request.token),
-          ":inProgress": s("in_progress"),
+          ":token": tokenValue(request.token),
+          ":inProgress": inProgress,
           ":lease": n(leaseExpiresAt),
           ":at": n(request.now),
         },
@@ -385,34 +415,23 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Tokens released more than a day ago are dropped (the set starts afresh), so that a key released
         // often keeps only the last day's tokens; the write says which case it is in its condition.
         const keeping = releasedUntil(seen) > now;
-        if (keeping) refuseIfFull(seen, request.token);
         const own = await conditional(
           (sdk) =>
             new sdk.UpdateItemCommand({
               TableName: table,
               Key: partitionKey(request.scope, request.key),
-              ConditionExpression: `(${releaseCondition}) AND ${keeping ? `${keepingTokens} AND ${roomForToken}` : notKeepingTokens}`,
-              UpdateExpression: `SET #status = :released, #token = :token, #expiresAt = :until, #ttl = :ttl, #releasedUntil = :until${keeping ? " ADD #released :tokens" : ", #released = :tokens"} REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
-              ExpressionAttributeNames: namesOf(
-                "pk",
-                "status",
-                "token",
-                "expiresAt",
-                "ttl",
-                "released",
-                "releasedUntil",
-                ...recordAttributes,
-              ),
+              ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
+              UpdateExpression: `SET s = :released, o = :token, e = :until, #ttl = :ttl, ru = :until${keeping ? " ADD released :tokens" : ", released = :tokens"} REMOVE ${recordAttributes.join(", ")}`,
+              ExpressionAttributeNames: { "#ttl": "ttl" },
               ExpressionAttributeValues: {
-                ":token": s(request.token),
+                ":token": tokenValue(request.token),
                 ":tokens": tokens,
                 ":until": n(until),
                 ":ttl": n(ttl),
                 ":now": n(now),
-                ":released": s(released),
-                ":inProgress": s("in_progress"),
-                ":unknown": s("unknown"),
-                ...(keeping ? { ":room": n(maxReleasedTokens) } : {}),
+                ":released": tombstone,
+                ":inProgress": inProgress,
+                ":unknown": unknown,
               },
               ReturnValues: "ALL_OLD",
               ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -423,12 +442,17 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // at least as long as the token must be kept. The write is conditional on what the refusal showed.
         const item = own.item ?? (await read(request));
         seen = item;
+        if (isLegacy(item)) {
+          // A 0.1 item: rewritten in this form first, then released on as any other.
+          await upgrade(partitionKey(request.scope, request.key).pk, item as Item);
+          seen = undefined;
+          continue;
+        }
         // Nothing there, or this token's own claim, keeping tokens or not as the write guessed otherwise.
         const found = readItem(item);
         if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
           continue;
         const fresh = releasedUntil(item) <= now;
-        if (!fresh) refuseIfFull(item, request.token);
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
           (sdk) =>
@@ -436,19 +460,19 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               TableName: table,
               Key: partitionKey(request.scope, request.key),
               ConditionExpression: [
-                "attribute_exists(#pk)",
+                // An item in this form (a 0.1 item is rewritten first, above).
+                "attribute_exists(s)",
                 // Tokens kept past releasedUntil are dropped: the set starts afresh.
-                fresh ? notKeepingTokens : `${keepingTokens} AND ${roomForToken}`,
+                fresh ? notKeepingTokens : keepingTokens,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
-              UpdateExpression: `SET #releasedUntil = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", #released = :tokens" : " ADD #released :tokens"}`,
-              ExpressionAttributeNames: namesOf("pk", "released", "releasedUntil", "ttl"),
+              UpdateExpression: `SET ru = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", released = :tokens" : " ADD released :tokens"}`,
+              ExpressionAttributeNames: { "#ttl": "ttl" },
               ExpressionAttributeValues: {
                 ":tokens": tokens,
                 ":until": n(until),
                 ":ttl": n(ttl),
                 ":now": n(now),
-                ...(fresh ? {} : { ":room": n(maxReleasedTokens), ":token": s(request.token) }),
               },
             }),
         );
@@ -467,24 +491,28 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     async delete(id) {
       // An item keeping tokens released within the day stays, as a tombstone: a claim of one of them
       // still on its way must not land because the record went.
+      const { pk } = partitionKey(id.scope, id.key);
       for (let attempt = 0; attempt < releaseTries; attempt++) {
         const now = n(judged(Date.now()));
         const gone = await conditional(
           (sdk) =>
             new sdk.DeleteItemCommand({
               TableName: table,
-              Key: partitionKey(id.scope, id.key),
-              ConditionExpression: notKeepingTokens,
-              ExpressionAttributeNames: namesOf("releasedUntil"),
+              Key: { pk },
+              ConditionExpression: noneKept,
+              ExpressionAttributeNames: { "#releasedUntil": "releasedUntil" },
               ExpressionAttributeValues: { ":now": now },
               ReturnValues: "ALL_OLD",
             }),
         );
         if (gone.applied) return readItem(gone.item).kind === "record";
-        const retired = await retire(partitionKey(id.scope, id.key).pk, keepingTokens, {}, now);
+        const retired = await retire(pk, keepingTokens, {}, now);
         if (retired !== undefined) return retired;
-        // A tombstone already, or the item changed between the two writes: look again.
-        if (readItem(await read(id)).kind !== "record") return false;
+        // A tombstone already, a 0.1 item (rewritten first), or the item changed between the two writes:
+        // look again.
+        const item = await read(id);
+        if (isLegacy(item)) await upgrade(pk, item as Item);
+        else if (readItem(item).kind !== "record") return false;
       }
       throw new Error("dynamoStore: the record kept changing under the delete; nothing was deleted.");
     },
@@ -492,16 +520,26 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     async list(query) {
       const limit = listLimit("dynamoStore", query.limit);
       const after = query.cursor === undefined ? undefined : decodeListCursor("dynamoStore", query.cursor);
-      const filter = listFilter(query);
-      // A scan finds items in DynamoDB's order, not (scope, key)'s: the whole table is read, filtered on
-      // the server, and sorted here. list is for operators and the CLI, not for a request's path.
+      // A scan finds items in DynamoDB's order, not (scope, key)'s: the whole table is read, filtered and
+      // sorted here (scope and key live in pk). list is for operators and the CLI, not a request's path.
+      // With a scope, DynamoDB filters by pk: it begins with the scope (its length pins it) and the prefix.
+      const filter: ScanFilter =
+        query.scope === undefined
+          ? {}
+          : {
+              expression: "begins_with(pk, :id)",
+              values: { ":id": partitionKey(query.scope, query.keyPrefix ?? "").pk },
+            };
       const records: IdempotencyRecord[] = [];
       for await (const items of scan(filter)) {
         for (const item of items) {
           const found = readItem(item);
           if (found.kind !== "record") continue;
-          if (after && compareIds(found.record, after) <= 0) continue;
-          if (listMatches(found.record, query)) records.push(found.record);
+          const record = found.record;
+          if (after && compareIds(record, after) <= 0) continue;
+          if (query.scope !== undefined && record.scope !== query.scope) continue;
+          if (query.keyPrefix !== undefined && !record.key.startsWith(query.keyPrefix)) continue;
+          if (listMatches(record, query)) records.push(record);
         }
       }
       records.sort(compareIds);
@@ -515,45 +553,51 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const judgedNow = judged(now);
       const cutoff = n(judgedNow);
       let deleted = 0;
-      const expired = "#expiresAt <= :now";
+      // Expired in this form, or in 0.1's.
+      const expired = "(e <= :now OR #expiresAt <= :now)";
       const filter = {
         expression: expired,
-        names: namesOf("expiresAt", "status", "releasedUntil"),
+        names: { "#expiresAt": "expiresAt", "#status": "status", "#releasedUntil": "releasedUntil" },
         values: { ":now": cutoff },
+        projection: "pk, s, ru, #status, #releasedUntil",
       };
-      for await (const items of scan({ ...filter, projection: "pk, #status, #releasedUntil" })) {
+      const purgeOne = async (found: Item): Promise<boolean> => {
+        const pk = found.pk as AttributeValue;
+        let item: Item | undefined = found;
+        if (isLegacy(item)) {
+          // A 0.1 item: rewritten in this form first (it is read whole for that), then purged as any other.
+          const whole = await readPk(pk);
+          if (isLegacy(whole)) await upgrade(pk, whole as Item);
+          item = await readPk(pk);
+          if (item === undefined || isLegacy(item)) return false;
+        }
+        // An item that keeps released tokens stays until they pass (see record-item.ts); its record
+        // goes, and the item stays as a tombstone.
+        if (releasedUntil(item) > judgedNow) {
+          if ((item.s as { S?: unknown } | undefined)?.S === (tombstone as { S: string }).S) return false;
+          return (await retire(pk, `e <= :now AND ${keepingTokens}`, {}, cutoff)) === true;
+        }
+        const gone = await conditional(
+          (sdk) =>
+            new sdk.DeleteItemCommand({
+              TableName: table,
+              Key: { pk },
+              // Claimed again, or given a released token, since the scan: it stays.
+              ConditionExpression: `${expired} AND ${noneKept}`,
+              ExpressionAttributeNames: { "#expiresAt": "expiresAt", "#releasedUntil": "releasedUntil" },
+              ExpressionAttributeValues: { ":now": cutoff },
+              ReturnValues: "ALL_OLD",
+            }),
+        );
+        // Tombstones go too, uncounted: they are not records.
+        return gone.applied && readItem(gone.item).kind === "record";
+      };
+      for await (const items of scan(filter)) {
         // In batches no larger than what is left to delete, so the limit is never overshot.
         for (let next = 0; next < items.length && deleted < max; ) {
           const batch = items.slice(next, next + Math.min(max - deleted, 25));
           next += batch.length;
-          const answers = await Promise.all(
-            batch.map(async (item) => {
-              const pk = item.pk as AttributeValue;
-              // An item that keeps released tokens stays until they pass (see record-item.ts); its
-              // record goes, and the item stays as a tombstone.
-              if (releasedUntil(item) > judgedNow) {
-                const status = (item.status as { S?: unknown } | undefined)?.S;
-                if (status === released) return false;
-                return (
-                  (await retire(pk, `${expired} AND ${keepingTokens}`, { ":now": cutoff }, cutoff)) === true
-                );
-              }
-              const gone = await conditional(
-                (sdk) =>
-                  new sdk.DeleteItemCommand({
-                    TableName: table,
-                    Key: { pk },
-                    // Claimed again, or given a released token, since the scan: it stays.
-                    ConditionExpression: `${expired} AND ${notKeepingTokens}`,
-                    ExpressionAttributeNames: namesOf("expiresAt", "releasedUntil"),
-                    ExpressionAttributeValues: { ":now": cutoff },
-                    ReturnValues: "ALL_OLD",
-                  }),
-              );
-              // Tombstones go too, uncounted: they are not records.
-              return gone.applied && readItem(gone.item).kind === "record";
-            }),
-          );
+          const answers = await Promise.all(batch.map(purgeOne));
           deleted += answers.filter(Boolean).length;
         }
         if (deleted >= max) break;
@@ -572,9 +616,13 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
           new sdk.ScanCommand({
             TableName: table,
             ConsistentRead: true,
-            FilterExpression: filter.expression,
-            ExpressionAttributeNames: filter.names,
-            ExpressionAttributeValues: filter.values,
+            ...(filter.expression
+              ? {
+                  FilterExpression: filter.expression,
+                  ExpressionAttributeNames: filter.names,
+                  ExpressionAttributeValues: filter.values,
+                }
+              : {}),
             ...(filter.projection ? { ProjectionExpression: filter.projection } : {}),
             ...(exclusiveStart
               ? { ExclusiveStartKey: exclusiveStart as Record<string, AttributeValue> }
@@ -586,10 +634,18 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
     } while (start !== undefined);
   }
 
+  /** The item at `pk` as it is now (a strongly consistent read). */
+  async function readPk(pk: AttributeValue): Promise<Item | undefined> {
+    const output = await send<{ Item?: Item }>(
+      (sdk) => new sdk.GetItemCommand({ TableName: table, Key: { pk }, ConsistentRead: true }),
+    );
+    return output.Item;
+  }
+
   /**
    * Make the record at `pk` a tombstone that keeps the key's released tokens (its own token stays its
-   * token), on `condition` (which uses `:now` and may use `#expiresAt`). Returns true when a record was
-   * made a tombstone, undefined when the condition or the item refused.
+   * token), on `condition` (which uses `:now`). Returns true when a record was made a tombstone,
+   * undefined when the condition or the item refused (a 0.1 item always does: the caller rewrites it).
    */
   async function retire(
     pk: AttributeValue,
@@ -602,15 +658,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         new sdk.UpdateItemCommand({
           TableName: table,
           Key: { pk },
-          ConditionExpression: `${condition} AND #status <> :released`,
-          UpdateExpression: `SET #status = :released REMOVE ${recordAttributes.map((a) => `#${a}`).join(", ")}`,
-          ExpressionAttributeNames: namesOf(
-            ...(condition.includes("#expiresAt") ? (["expiresAt"] as const) : []),
-            "status",
-            "releasedUntil",
-            ...recordAttributes,
-          ),
-          ExpressionAttributeValues: { ...values, ":now": now, ":released": s(released) },
+          ConditionExpression: `${condition} AND attribute_exists(s) AND s <> :released`,
+          UpdateExpression: `SET s = :released REMOVE ${recordAttributes.join(", ")}`,
+          ExpressionAttributeValues: { ...values, ":now": now, ":released": tombstone },
           ReturnValues: "ALL_OLD",
         }),
     );
@@ -618,32 +668,66 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   }
 
   /**
+   * One claim write: a put when `put` and the role may put (0.1's documented grants lacked PutItem: a
+   * refused put wrote nothing, and every claim is an update from then on), else the update.
+   */
+  async function claimOnce(record: IdempotencyRecord, now: number, put: boolean): Promise<Conditional> {
+    if (put && !putDenied) {
+      try {
+        return await conditional((sdk) => putClaimCommand(sdk, record, now));
+      } catch (error) {
+        if ((error as { name?: unknown } | null)?.name !== "AccessDeniedException") throw error;
+        putDenied = true;
+      }
+    }
+    return conditional((sdk) => claimCommand(sdk, record, now));
+  }
+
+  /**
+   * A claim as a put: the record written over nothing, or over an expired record that keeps no released
+   * tokens (a tombstone always keeps its own). Cheaper for DynamoDB (and dynalite) to parse than the
+   * update below, which a claim sends when the put was refused by an item it may still replace.
+   */
+  function putClaimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
+    return new sdk.PutItemCommand({
+      TableName: table,
+      Item: {
+        ...partitionKey(record.scope, record.key),
+        ttl: n(keptTtl(record.expiresAt)),
+        ...claimAttributes(record),
+      },
+      ConditionExpression: putClaimCondition,
+      ExpressionAttributeValues: { ":released": tombstone, ":now": n(now) },
+      ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+    });
+  }
+
+  /**
    * A claim: the record written over nothing, an expired record or a tombstone, unless its token was
    * released on this key. An update rather than a put, so that the item keeps its released tokens.
    */
   function claimCommand(sdk: Sdk, record: IdempotencyRecord, now: number) {
-    const item: Record<string, AttributeValue> = {
-      ...recordItem(record, marginMs),
-      ttl: n(keptTtl(record.expiresAt)),
-    };
-    const set: string[] = [];
+    const attributes = claimAttributes(record);
     const values: Record<string, AttributeValue> = {
-      ":released": s(released),
-      ":token": s(record.token),
+      ":released": tombstone,
+      ":token": tokenValue(record.token),
+      ":tokenText": s(record.token),
       ":now": n(now),
+      ":ttl": n(keptTtl(record.expiresAt)),
     };
-    for (const [name, value] of Object.entries(item)) {
-      if (name === "pk") continue;
-      set.push(`#${name} = :${name}`);
+    const set = ["#ttl = :ttl"];
+    for (const [name, value] of Object.entries(attributes)) {
+      set.push(`${name} = :${name}`);
       values[`:${name}`] = value;
     }
-    const remove = (["result", "error"] as const).filter((name) => item[name] === undefined);
+    // What an expired record before it may have kept (the claim keeps the key's released tokens).
+    const remove = ["u", "a", "r", "x"].filter((name) => !(name in attributes));
     return new sdk.UpdateItemCommand({
       TableName: table,
       Key: partitionKey(record.scope, record.key),
       ConditionExpression: claimCondition,
-      UpdateExpression: `SET ${set.join(", ")}${remove.length > 0 ? ` REMOVE ${remove.map((name) => `#${name}`).join(", ")}` : ""}`,
-      ExpressionAttributeNames: namesOf(...attributes.filter((name) => name !== "releasedUntil")),
+      UpdateExpression: `SET ${set.join(", ")}${remove.length > 0 ? ` REMOVE ${remove.join(", ")}` : ""}`,
+      ExpressionAttributeNames: { "#ttl": "ttl" },
       ExpressionAttributeValues: values,
       // DynamoDB sends the holder with the refusal; a server that does not costs one read more.
       ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -671,14 +755,15 @@ function checkToken(token: string): void {
   }
 }
 
-/** A release that would keep more than maxReleasedTokens within the day fails, before it writes. */
-function refuseIfFull(item: Item | undefined, token: string): void {
-  const tokens = (item?.released as { SS?: unknown } | undefined)?.SS;
-  if (Array.isArray(tokens) && tokens.length >= maxReleasedTokens && !tokens.includes(token)) {
-    throw new Error(
-      `dynamoStore: ${maxReleasedTokens} claims were released on this key within a day, the most its item keeps; the release is refused, and the claim, if it landed, is judged like a crashed worker's once its lease passes.`,
-    );
-  }
+/**
+ * DynamoDB refused a write that would take the item past 400 KB: its result, and the tokens released on
+ * its key, which are all kept for their day (see docs/stores.md). Nothing was written.
+ */
+function itemFull(cause: unknown): Error {
+  return new Error(
+    "dynamoStore: the write would take the key's item past DynamoDB's 400 KB limit (its result and the tokens of the claims released on the key, each kept for a day); nothing was written. A refused release is tried again by the core, and its claim, if it landed, is judged like a crashed worker's once its lease passes.",
+    { cause },
+  );
 }
 
 function releasedBeforeArrival(): Error {
@@ -688,32 +773,10 @@ function releasedBeforeArrival(): Error {
 }
 
 interface ScanFilter {
-  readonly expression: string;
-  readonly names: Record<string, string>;
-  readonly values: Record<string, AttributeValue>;
+  readonly expression?: string;
+  readonly names?: Record<string, string>;
+  readonly values?: Record<string, AttributeValue>;
   readonly projection?: string;
-}
-
-/** list's filters, applied by DynamoDB to what it reads so that only matches travel back. */
-function listFilter(query: ListQuery): ScanFilter {
-  const terms = ["#status <> :released"];
-  const names: AttributeName[] = ["status"];
-  const values: Record<string, AttributeValue> = { ":released": s(released) };
-  const add = (term: string, name: AttributeName, value: string, attribute: AttributeValue) => {
-    terms.push(term);
-    names.push(name);
-    values[value] = attribute;
-  };
-  if (query.scope !== undefined) add("#scope = :scope", "scope", ":scope", s(query.scope));
-  if (query.tool !== undefined) add("#tool = :tool", "tool", ":tool", s(query.tool));
-  if (query.status !== undefined) add("#status = :status", "status", ":status", s(query.status));
-  // begins_with of "" is refused by DynamoDB; every key starts with it anyway.
-  if (query.keyPrefix) add("begins_with(#key, :keyPrefix)", "key", ":keyPrefix", s(query.keyPrefix));
-  if (query.createdBefore !== undefined)
-    add("#createdAt < :before", "createdAt", ":before", n(query.createdBefore));
-  if (query.createdAfter !== undefined)
-    add("#createdAt >= :after", "createdAt", ":after", n(query.createdAfter));
-  return { expression: terms.join(" AND "), names: namesOf(...new Set(names)), values };
 }
 
 function resolveOptions(options: DynamoStoreOptions) {

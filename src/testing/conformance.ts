@@ -1399,6 +1399,20 @@ const lateClaimSpecs: readonly Spec[] = [
     },
   ],
   [
+    "every claim released on a key stays out, past 128 releases within a day (none is forgotten to make room)",
+    async (t) => {
+      const tokens = Array.from({ length: 150 }, (_, i) => `${i.toString(16).padStart(32, "0")}`);
+      for (const token of tokens) {
+        // A claim that landed with its reply lost, as far as its caller knows, and the release it sends next.
+        await claimFree(t, { token });
+        assert.equal(await t.store.release({ scope: SCOPE, key: KEY, token }), true, `release ${token}`);
+      }
+      for (const token of [tokens[0]!, tokens[127]!, tokens[128]!, tokens.at(-1)!])
+        await claimNeverLands(t, KEY, token);
+      await claimFree(t, { token: "token-new" });
+    },
+  ],
+  [
     "releases of many given-up claims on a held key, all at once, each answer false and leave the holder",
     async (t) => {
       const holder = await claimFree(t);

@@ -53,6 +53,11 @@ export interface BackendSetup {
   readonly backends: readonly Backend[];
   /** Server or library versions worth recording. */
   readonly info: Readonly<Record<string, string>>;
+  /**
+   * Counted costs (requests, units, bytes) measured after the timed runs with keys from `nextKey`, as
+   * Markdown lines printed under the tables, and as `notes` in the JSON.
+   */
+  notes?(nextKey: () => string): Promise<readonly string[]>;
   close(): Promise<void>;
 }
 

@@ -13,6 +13,7 @@ import {
   wrapperSubject,
 } from "../subject.js";
 import { BackendName, type BackendSetup } from "./backend.js";
+import { costCounter, costLines, measureCost } from "./dynamodb-cost.js";
 import { idempotoolSubject } from "./memory.js";
 
 type PowertoolsDynamo = typeof import("@aws-lambda-powertools/idempotency/dynamodb");
@@ -66,6 +67,13 @@ export async function dynamoBackends(lib: Library, candidate?: Library): Promise
     region: "us-east-1",
     credentials: { accessKeyId: "bench", secretAccessKey: "bench" },
   });
+  // Counts requests and units for the notes, after the timed runs; it only passes requests on before.
+  const counter = costCounter(client);
+  const raw = new DynamoDBClient({
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    region: "us-east-1",
+    credentials: { accessKeyId: "bench", secretAccessKey: "bench" },
+  });
   const table = async (key: string) => {
     const name = `bench-${key}-${randomUUID()}`;
     await client.send(
@@ -86,28 +94,34 @@ export async function dynamoBackends(lib: Library, candidate?: Library): Promise
   };
   const subjects: Subject[] = [];
   // Without a built idempotool/dynamodb (run.ts reports why) Powertools' row still runs.
-  const store = lib.dynamodb?.dynamoStore({ client, table: await table("pk") });
-  if (store) subjects.push(idempotoolSubject(lib, () => store, "dynamoStore({ client: DynamoDBClient })"));
+  const storeTable = await table("pk");
+  const store = lib.dynamodb?.dynamoStore({ client, table: storeTable });
+  if (store) {
+    const subject = idempotoolSubject(lib, () => store, "dynamoStore({ client: DynamoDBClient })");
+    subjects.push(subject);
+  }
   // Powertools' layer needs @aws-sdk/lib-dynamodb, a peer dependency of it: without it, its row is skipped.
   let powertools: PowertoolsDynamo | undefined;
   let missing = "";
   try {
     powertools = await import("@aws-lambda-powertools/idempotency/dynamodb");
-    subjects.push(powertoolsDynamoSubject(powertools.DynamoDBPersistenceLayer, client, await table("id")));
+    const powertoolsTable = await table("id");
+    const subject = powertoolsDynamoSubject(powertools.DynamoDBPersistenceLayer, client, powertoolsTable);
+    subjects.push(subject);
   } catch (error) {
     missing = `; Powertools' row skipped: ${(error as Error).message.split("\n")[0]}`;
   }
-  const candidateStore = candidate?.dynamodb?.dynamoStore({ client, table: await table("pk") });
+  const candidateTable = await table("pk");
+  const candidateStore = candidate?.dynamodb?.dynamoStore({ client, table: candidateTable });
   if (candidate && candidateStore) {
-    subjects.push(
-      idempotoolSubject(
-        candidate,
-        () => candidateStore,
-        `dynamoStore from ${candidate.dir}`,
-        false,
-        SubjectName.candidate,
-      ),
+    const subject = idempotoolSubject(
+      candidate,
+      () => candidateStore,
+      `dynamoStore from ${candidate.dir}`,
+      false,
+      SubjectName.candidate,
     );
+    subjects.push(subject);
   }
   return {
     backends: [
@@ -119,7 +133,31 @@ export async function dynamoBackends(lib: Library, candidate?: Library): Promise
       },
     ],
     info: { dynalite: "4.0.0" },
+    async notes(nextKey) {
+      const costs = [];
+      // On tables of their own, so that every item a scan finds is one of the probe's settled calls.
+      for (const subject of subjects) {
+        const own = await table(subject.name === SubjectName.powertools ? "id" : "pk");
+        const probed =
+          subject.name === SubjectName.powertools && powertools
+            ? powertoolsDynamoSubject(powertools.DynamoDBPersistenceLayer, client, own)
+            : subject.name === SubjectName.candidate && candidate?.dynamodb
+              ? idempotoolSubject(
+                  candidate,
+                  () => candidate.dynamodb!.dynamoStore({ client, table: own }),
+                  "",
+                  false,
+                  SubjectName.candidate,
+                )
+              : lib.dynamodb
+                ? idempotoolSubject(lib, () => lib.dynamodb!.dynamoStore({ client, table: own }), "")
+                : undefined;
+        if (probed) costs.push(await measureCost(counter, raw, own, probed, nextKey));
+      }
+      return costLines(costs);
+    },
     async close() {
+      raw.destroy();
       client.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -1,0 +1,181 @@
+/**
+ * A fleet mid-deploy: workers still on 0.1's dynamoStore (frozen in test/fixtures/dynamodb-0.1) and
+ * workers on this version share one table. This version reads every item 0.1 wrote and rewrites one in its
+ * own form before writing to it; 0.1 refuses every item in this form (its conditions do not hold on
+ * attributes it does not know, and it throws on reading one): it may fail, but never claims over a record
+ * of this version, settles or takes one over, or replays one wrongly (docs/stores.md, "Upgrading from 0.1").
+ */
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { IdempotencyRecord, IdempotencyStore, RecordId } from "../src/core/store.js";
+import { dynamoStore } from "../src/dynamodb/index.js";
+import { claimRequest, settleRequest } from "./fixtures/claim-request.js";
+import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
+import { dynamoStore as dynamoStore01 } from "./fixtures/dynamodb-0.1/dynamo-store.js";
+
+let db: Dynalite;
+let client: DynamoDBClient;
+beforeAll(async () => {
+  db = await startDynalite();
+  client = db.client();
+});
+afterAll(() => db?.close());
+
+async function stores() {
+  const table = await db.table("mixed");
+  return {
+    old: dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore,
+    current: dynamoStore({ client, table, clockSkewMarginMs: 0 }),
+  };
+}
+
+const hour = 3_600_000;
+const id = (key: string): RecordId => ({ scope: "tenant-a", key });
+const token = (n: number) => n.toString(16).padStart(32, "0");
+
+/** One record of each status, in progress to unknown, written by `store` under keys named for them. */
+async function everyStatus(store: IdempotencyStore): Promise<Record<string, IdempotencyRecord>> {
+  const now = Date.now();
+  const records: Record<string, IdempotencyRecord> = {};
+  const outcomes = [
+    ["in_progress", null],
+    ["completed", { result: '{"id":"msg_1"}', error: null }],
+    ["failed", { result: null, error: '{"message":"declined"}' }],
+    ["unknown", { result: null, error: '{"message":"crashed"}' }],
+  ] as const;
+  for (const [i, [status, outcome]] of outcomes.entries()) {
+    const claim = claimRequest({ ...id(status), token: token(i + 1), now });
+    const claimed = await store.claim(claim);
+    expect(claimed.claimed).toBe(true);
+    records[status] = outcome
+      ? ((await store.settle(
+          settleRequest({ ...id(status), token: claim.token, status, ...outcome, now }),
+        )) ?? expect.fail(`${status}: settle refused`))
+      : claimed.record;
+  }
+  return records;
+}
+
+describe("this version on a table 0.1 workers wrote", () => {
+  it("reads every status 0.1 wrote as 0.1 does, and a claim of its key finds it", async () => {
+    const { old, current } = await stores();
+    const written = await everyStatus(old);
+    for (const [status, record] of Object.entries(written)) {
+      expect(await current.get(id(status), Date.now()), status).toEqual(record);
+      expect(await current.get(id(status), Date.now()), status).toEqual(
+        await old.get(id(status), Date.now()),
+      );
+      const found = await current.claim(claimRequest({ ...id(status), token: token(99) }));
+      expect(found, status).toMatchObject({ claimed: false, record });
+    }
+  });
+
+  it("claims over 0.1's tombstone and expired record, never with a token 0.1 released", async () => {
+    const { old, current } = await stores();
+    await old.claim(claimRequest({ ...id("released"), token: token(1) }));
+    expect(await old.release({ ...id("released"), token: token(1) })).toBe(true);
+    await expect(current.claim(claimRequest({ ...id("released"), token: token(1) }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+    const over = await current.claim(claimRequest({ ...id("released"), token: token(2) }));
+    expect(over.claimed).toBe(true);
+    expect(await current.get(id("released"), Date.now())).toEqual(over.record);
+
+    await old.claim(
+      claimRequest({ ...id("expired"), token: token(3), now: Date.now() - 3 * hour, ttlMs: hour }),
+    );
+    const again = await current.claim(claimRequest({ ...id("expired"), token: token(4) }));
+    expect(again.claimed).toBe(true);
+    // The old worker, past its lease and window, is fenced out.
+    expect(await old.settle(settleRequest({ ...id("expired"), token: token(3) }))).toBeNull();
+    expect(await current.get(id("expired"), Date.now())).toEqual(again.record);
+  });
+
+  it("takes over a 0.1 worker's lapsed lease, and fences that worker out", async () => {
+    const { old, current } = await stores();
+    const t0 = Date.now() - 2 * 60_000;
+    await old.claim(claimRequest({ ...id("lapsed"), token: token(1), now: t0 }));
+    const taken = await current.takeover({
+      ...id("lapsed"),
+      fromToken: token(1),
+      token: token(2),
+      leaseMs: 60_000,
+      ttlMs: hour,
+      now: Date.now(),
+    });
+    expect(taken).toMatchObject({ token: token(2), status: "in_progress", attempts: 2 });
+    expect(await old.settle(settleRequest({ ...id("lapsed"), token: token(1) }))).toBeNull();
+    expect(
+      await old.renew({ ...id("lapsed"), token: token(1), leaseMs: 60_000, ttlMs: hour, now: Date.now() }),
+    ).toBe(false);
+    const settled = await current.settle(settleRequest({ ...id("lapsed"), token: token(2) }));
+    expect(settled).toMatchObject({ status: "completed", attempts: 2, result: '{"id":"msg_1"}' });
+    expect(await current.get(id("lapsed"), Date.now())).toEqual(settled);
+  });
+
+  it("keeps the tokens 0.1 released on another's record, through claims, releases and a delete", async () => {
+    const { old, current } = await stores();
+    await old.claim(claimRequest({ ...id("held"), token: token(1) }));
+    // A claim by token 2 that lost its answer, released by its 0.1 caller while token 1 holds the key.
+    expect(await old.release({ ...id("held"), token: token(2) })).toBe(false);
+    expect(await current.release({ ...id("held"), token: token(3) })).toBe(false);
+    expect(await current.delete(id("held"))).toBe(true);
+    for (const late of [token(2), token(3)]) {
+      await expect(current.claim(claimRequest({ ...id("held"), token: late })), late).rejects.toThrow(
+        /released before it arrived/,
+      );
+    }
+    expect((await current.claim(claimRequest({ ...id("held"), token: token(4) }))).claimed).toBe(true);
+  });
+
+  it("purges 0.1's expired records, and keeps the tombstone of one whose key keeps released tokens", async () => {
+    const { old, current } = await stores();
+    const past = Date.now() - 3 * hour;
+    for (const key of ["a", "b"]) {
+      await old.claim(claimRequest({ ...id(key), token: token(1), now: past, ttlMs: hour }));
+      await old.settle(settleRequest({ ...id(key), token: token(1), now: past, ttlMs: hour }));
+    }
+    await old.release({ ...id("b"), token: token(2) });
+    expect(await current.purge({ now: Date.now(), limit: 100 })).toEqual({ deleted: 2 });
+    expect(await current.list({ limit: 100 })).toEqual({ records: [] });
+    await expect(current.claim(claimRequest({ ...id("b"), token: token(2) }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
+});
+
+describe("a 0.1 worker on items this version wrote", () => {
+  it("never claims, settles, renews, takes over or releases them, and fails closed on reading them", async () => {
+    const { old, current } = await stores();
+    const written = await everyStatus(current);
+    await current.claim(claimRequest({ ...id("tombstone"), token: token(7) }));
+    await current.release({ ...id("tombstone"), token: token(7) });
+    const later = Date.now() + 3 * 86_400_000;
+    for (const key of [...Object.keys(written), "tombstone"]) {
+      // However late: this version's records are expired by then, and 0.1 still does not claim them.
+      for (const now of [Date.now(), later]) {
+        const claim = old.claim(claimRequest({ ...id(key), token: token(50), now }));
+        await expect(claim, key).rejects.toThrow(/not an idempotool record/);
+      }
+      await expect(old.get(id(key), Date.now()), key).rejects.toThrow(/not an idempotool record/);
+    }
+    for (const [status, record] of Object.entries(written)) {
+      const own = { ...id(status), token: record.token };
+      expect(
+        await old.settle(settleRequest({ ...own, status: "completed", result: "wrong" })),
+        status,
+      ).toBeNull();
+      expect(await old.renew({ ...own, leaseMs: 60_000, ttlMs: hour, now: Date.now() }), status).toBe(false);
+      const takeover = { ...id(status), fromToken: record.token, token: token(51), leaseMs: 1, ttlMs: hour };
+      expect(await old.takeover({ ...takeover, now: later }), status).toBeNull();
+      await expect(old.release(own), status).rejects.toThrow(/not an idempotool record/);
+    }
+    expect(await old.purge({ now: later, limit: 100 })).toEqual({ deleted: 0 });
+    // Every record is as this version wrote it.
+    for (const [status, record] of Object.entries(written))
+      expect(await current.get(id(status), Date.now()), status).toEqual(record);
+    await expect(current.claim(claimRequest({ ...id("tombstone"), token: token(7) }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
+});
