@@ -10,6 +10,7 @@ import { fakeClock } from "../testing/fake-clock.js";
 import { modelOutputOf } from "../tool-calls/model-output.js";
 import { type ResolveOptions, readTrail, resolveRecord, reviewQueue, type TrailEntry } from "./index.js";
 import { resolveRecordAsked } from "./resolve.js";
+import { trailEntryOf, trailScope } from "./trail.js";
 
 /** An irreversible tool whose first call throws after its effect may have happened: its outcome is unknown. */
 function flakyMailer(
@@ -287,6 +288,19 @@ describe("an operator's resolution, as the tool's next caller sees it", () => {
       tool: "send_email",
       before: { status: "unknown", attempts: 1 },
     });
+  });
+
+  it("a trail record whose entry names no known resolution is not read as an entry", async () => {
+    const store = memoryStore();
+    const mailer = flakyMailer(store);
+    await codeOf(mailer.tool({ to: "ada@example.com" }, { key: "k1" }));
+    const entry = await resolveRecord(resolution(mailer, {}));
+    const { records } = await store.list({ scope: trailScope, limit: 10 });
+    expect(records).toHaveLength(1);
+    const record = records[0]!;
+    expect(trailEntryOf(record)).toEqual(entry);
+    const odd = { ...record, result: JSON.stringify({ ...JSON.parse(record.result!), as: "erased" }) };
+    expect(trailEntryOf(odd)).toBeUndefined();
   });
 
   it("a store failure after the intent leaves the entry as interrupted, and the record untouched", async () => {

@@ -92,6 +92,7 @@ export function trailEntryOf(record: IdempotencyRecord): TrailEntry | undefined 
 
 type EntryBody = Omit<TrailEntry, "id" | "state">;
 
+/** What an entry may say a record was resolved as: an entry saying anything else is not read. */
 const resolvedAs = new Set<string>(["completed", "failed", "not_executed"]);
 
 /** A record of the trail itself, not a call's: its scope and its tool are the trail's. */
@@ -106,6 +107,7 @@ function isEntryBody(value: unknown): value is EntryBody {
     ["scope", "key", "tool", "as", "by", "at", "evidence", "via"].every(
       (name) => typeof entry[name] === "string",
     ) &&
+    resolvedAs.has(entry.as as string) &&
     typeof entry.before === "object" &&
     entry.before !== null
   );
