@@ -69,7 +69,7 @@ export const targets: readonly Target[] = [
     concurrency: 1,
     against: [floor],
   },
-  // First calls on the same client library as @node-idempotency's adapter (node-redis 4.7.1), issue 36.
+  // First calls on the same client library as @node-idempotency's adapter (node-redis 4.7.1).
   ...([1, 32] as const).map(
     (c): Target => ({
       id: `redis.first.c${c}.node-redis.vs-node-idempotency`,
