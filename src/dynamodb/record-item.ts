@@ -27,7 +27,8 @@
  * every write keeps `ttl` at least a day ahead (see dynamo-store.ts).
  *
  * Items of 0.1 (long attribute names: `status`, `token`, `expiresAt`, `releasedUntil`, …) are read as
- * they are, and rewritten in this form, as they were, before the store writes to one (see `legacyItem`).
+ * they are, and rewritten in this form, as they were, before the store writes a record field of one (see
+ * `legacyItem`); a release of another caller's token keeps it on a 0.1 item in 0.1's form.
  * 0.1's store refuses this form: none of its conditions holds on an item without its names, and it throws
  * on reading one (docs/stores.md, "Upgrading from 0.1").
  */
@@ -318,12 +319,17 @@ function readLegacyItem(item: Item): ItemKind {
 }
 
 /**
- * The update that rewrites a 0.1 item in this form, exactly as it was, on condition that it still is: a
- * store writes to a 0.1 item only after this, so that every write of its own sees one form. The condition
- * pins what the rewrite copies (the token, status, times and `releasedUntil`; any write of 0.1 changes
- * `updatedAt` or the token with a record's result or error), so a 0.1 worker's write in between refuses it.
+ * The update that rewrites a 0.1 item in this form, exactly as it was, on condition that it still is and
+ * that `guard` (a condition on 0.1's names, `#status` for `status` and so on) holds: a store writes a
+ * record field of a 0.1 item only after this, so that every such write of its own sees one form. The
+ * condition pins what the rewrite copies (the token, status, times and `releasedUntil`; any write of 0.1
+ * changes `updatedAt` or the token with a record's result or error), so a 0.1 worker's write in between
+ * refuses it.
  */
-export function legacyItem(item: Item): {
+export function legacyItem(
+  item: Item,
+  guard?: { readonly condition: string; readonly values: Record<string, AttributeValue> },
+): {
   readonly condition: string;
   readonly update: string;
   readonly names: Record<string, string>;
@@ -331,8 +337,8 @@ export function legacyItem(item: Item): {
 } {
   const found = readLegacyItem(item);
   if (found.kind === "absent") throw notARecord(undefined);
-  const values: Record<string, AttributeValue> = {};
-  const conditions = ["attribute_exists(#status)"];
+  const values: Record<string, AttributeValue> = { ...guard?.values };
+  const conditions = ["attribute_exists(#status)", ...(guard ? [guard.condition] : [])];
   const pin = (name: string, value: AttributeValue) => {
     conditions.push(`#${name} = :was_${name}`);
     values[`:was_${name}`] = value;
