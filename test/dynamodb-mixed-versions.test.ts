@@ -296,4 +296,43 @@ describe("tokens released on a key that both versions write", () => {
       );
     }
   });
+
+  it("keeps a token this version released when a 0.1 release read the item before the rewrite", async () => {
+    const table = await db.table("mixed");
+    const gated = gatedClient();
+    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+    const oldReleaser = dynamoStore01({
+      client: gated.client,
+      table,
+      clockSkewMarginMs: 0,
+    }) as IdempotencyStore;
+    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
+    // A 0.1 record kept three days (its ttl more than a day ahead), with no released tokens yet; settled,
+    // so this version may rewrite it.
+    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    // A 0.1 worker releases token 2 on the key: it read the 0.1 item, and is held before the write that
+    // starts the key's set of released tokens afresh.
+    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
+    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
+    await gated.hit;
+    // Meanwhile an operator deletes the record with this version, and this version releases token 3.
+    expect(await current.delete(id("k"))).toBe(true);
+    expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
+    gated.open();
+    // The 0.1 release fails (it finds an item it cannot read) or keeps token 3 beside its own.
+    await oldRelease.catch(() => undefined);
+    expect((await itemOf(table, id("k")))?.rt?.SS).toEqual([token(3)]);
+    for (const late of [token(2), token(3)]) {
+      await expect(current.claim(claimRequest({ ...id("k"), token: late })), late).rejects.toThrow(
+        /released before it arrived/,
+      );
+    }
+    // A claim made since, and an operator's delete of it, keep both sets.
+    expect((await current.claim(claimRequest({ ...id("k"), token: token(4) }))).claimed).toBe(true);
+    expect(await current.delete(id("k"))).toBe(true);
+    await expect(current.claim(claimRequest({ ...id("k"), token: token(2) }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
 });

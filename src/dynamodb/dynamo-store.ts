@@ -132,11 +132,12 @@ type Conditional =
 // The attribute names are those of record-item.ts; only `ttl`, a reserved word, needs a placeholder.
 // A live record blocks a claim; an expired one, nothing at all, or another claim's tombstone does not.
 // A claim whose token was released on this key never lands.
+// (`released` is 0.1's set, see record-item.ts.)
 const claimCondition =
-  "(attribute_not_exists(pk) OR (s = :released AND o <> :token) OR (s <> :released AND e <= :now)) AND NOT contains(released, :tokenText)";
+  "(attribute_not_exists(pk) OR (s = :released AND o <> :token) OR (s <> :released AND e <= :now)) AND NOT contains(rt, :tokenText) AND NOT contains(released, :tokenText)";
 // The same, for a claim that replaces the whole item: only where no released tokens are kept.
 const putClaimCondition =
-  "attribute_not_exists(pk) OR (attribute_not_exists(released) AND s <> :released AND e <= :now)";
+  "attribute_not_exists(pk) OR (attribute_not_exists(rt) AND attribute_not_exists(released) AND s <> :released AND e <= :now)";
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition = "attribute_not_exists(pk) OR (o = :token AND (s = :inProgress OR s = :unknown))";
 // Whether the item keeps tokens released within the last day (see record-item.ts).
@@ -441,7 +442,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               TableName: table,
               Key: partitionKey(request.scope, request.key),
               ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
-              UpdateExpression: `SET s = :released, o = :token, e = :until, #ttl = :ttl, ru = :until${keeping ? " ADD released :tokens" : ", released = :tokens"} REMOVE ${recordAttributes.join(", ")}`,
+              UpdateExpression: `SET s = :released, o = :token, e = :until, #ttl = :ttl, ru = :until${keeping ? " ADD rt :tokens" : ", rt = :tokens"} REMOVE ${recordAttributes.join(", ")}`,
               ExpressionAttributeNames: { "#ttl": "ttl" },
               ExpressionAttributeValues: {
                 ":token": tokenValue(request.token),
@@ -476,6 +477,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Another caller's item. A 0.1 item keeps the token as 0.1 kept it, under its names, and is not
         // rewritten: a 0.1 worker holding its claim must still be able to renew and settle it.
         const untilName = legacy ? "#releasedUntil" : "ru";
+        const setName = legacy ? "released" : "rt";
         const fresh = releasedUntil(item) <= now;
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
@@ -492,7 +494,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
                   : `${untilName} > :now`,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
-              UpdateExpression: `SET ${untilName} = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", released = :tokens" : " ADD released :tokens"}`,
+              UpdateExpression: `SET ${untilName} = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? `, ${setName} = :tokens` : ` ADD ${setName} :tokens`}`,
               ExpressionAttributeNames: {
                 "#ttl": "ttl",
                 ...(legacy ? { "#status": "status", "#releasedUntil": "releasedUntil" } : {}),

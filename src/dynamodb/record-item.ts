@@ -15,13 +15,17 @@
  *   a         N   attempts; absent when 1
  *   r, x      S   result and error, absent when null (so null stays apart from "")
  *   ttl       N   epoch seconds, for DynamoDB's own TTL deletion (never read back)
- *   released  SS  the tokens of claims released on this key, which must never land after their release
+ *   rt        SS  the tokens of claims released on this key, which must never land after their release
  *   ru        N   until when (epoch ms) those tokens are kept; both absent when none are
+ *   released, releasedUntil   the same under 0.1's names: only where a 0.1 release that read the item in
+ *                 0.1's form wrote them after it was rewritten. Claims are refused by either set, and
+ *                 delete and purge keep the item until either time passes. The two sets have two names so
+ *                 that such a 0.1 write, which may start its set afresh, never drops this version's tokens.
  *
  * A released claim leaves a tombstone instead of nothing: `s` "r", the released token in `o`, `e` and no
  * other record field. It is not a record: get and list skip it, and a claim by any token not released
  * replaces it. A release that finds another caller's item (its record, live or expired, or its
- * tombstone) adds its token to that item's `released` set instead. Claims keep the set and are refused
+ * tombstone) adds its token to that item's `rt` set instead. Claims keep the set and are refused
  * when their own token is in it; a release after `ru` has passed starts the set afresh.
  * Until then purge and delete turn the item's record into a tombstone instead of deleting the item, and
  * every write keeps `ttl` at least a day ahead (see dynamo-store.ts).
@@ -110,10 +114,12 @@ export function releasedUntil(item: Item | undefined): number {
   return isLegacy(item) ? numberOf(item, "releasedUntil") : numberOf(item, "ru");
 }
 
-/** Whether the item keeps `token` among its released claims' tokens (see `released` above). */
+/** Whether the item keeps `token` among its released claims' tokens, in this form's set or 0.1's. */
 export function releasedOn(item: Item | undefined, token: string): boolean {
-  const tokens = (item?.released as { SS?: unknown } | undefined)?.SS;
-  return Array.isArray(tokens) && tokens.includes(token);
+  return [item?.rt, item?.released].some((set) => {
+    const tokens = (set as { SS?: unknown } | undefined)?.SS;
+    return Array.isArray(tokens) && tokens.includes(token);
+  });
 }
 
 /**
@@ -362,12 +368,14 @@ export function legacyItem(
     if (record.status !== RecordStatus.inProgress) delete set.l;
   }
   if (item.releasedUntil !== undefined) set.ru = n(until);
+  const tokens = (item.released as { SS?: unknown } | undefined)?.SS;
+  if (Array.isArray(tokens) && tokens.length > 0) set.rt = ss(...(tokens as string[]));
   for (const [name, value] of Object.entries(set)) values[`:${name}`] = value;
   return {
     condition: conditions.join(" AND "),
     update: `SET ${Object.keys(set)
       .map((name) => `${name} = :${name}`)
-      .join(", ")} REMOVE ${legacyAttributes.map((name) => `#${name}`).join(", ")}`,
+      .join(", ")} REMOVE ${legacyAttributes.map((name) => `#${name}`).join(", ")}, released`,
     names: Object.fromEntries(legacyAttributes.map((name) => [`#${name}`, name])),
     values,
   };
