@@ -5,9 +5,14 @@
  * attributes it does not know, and it throws on reading one): it may fail, but never claims over a record
  * of this version, settles or takes one over, or replays one wrongly (docs/stores.md, "Upgrading from 0.1").
  */
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { IdempotencyRecord, IdempotencyStore, RecordId } from "../src/core/store.js";
+import {
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type RecordId,
+  recordIdText,
+} from "../src/core/store.js";
 import { dynamoStore } from "../src/dynamodb/index.js";
 import { claimRequest, settleRequest } from "./fixtures/claim-request.js";
 import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
@@ -30,6 +35,7 @@ async function stores() {
 }
 
 const hour = 3_600_000;
+const day = 24 * hour;
 const id = (key: string): RecordId => ({ scope: "tenant-a", key });
 const token = (n: number) => n.toString(16).padStart(32, "0");
 
@@ -175,6 +181,157 @@ describe("a 0.1 worker on items this version wrote", () => {
     for (const [status, record] of Object.entries(written))
       expect(await current.get(id(status), Date.now()), status).toEqual(record);
     await expect(current.claim(claimRequest({ ...id("tombstone"), token: token(7) }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
+});
+
+/** A client that holds back the first command `pause` matches until `open()`; `hit` says it arrived. */
+function gatedClient() {
+  let arrived: () => void = () => {};
+  let opened: () => void = () => {};
+  const hit = new Promise<void>((resolve) => (arrived = resolve));
+  const gate = new Promise<void>((resolve) => (opened = resolve));
+  let pause: ((command: { input?: Record<string, unknown> }) => boolean) | undefined;
+  return {
+    client: {
+      async send(command: object) {
+        if (pause?.(command as { input?: Record<string, unknown> })) {
+          pause = undefined;
+          arrived();
+          await gate;
+        }
+        return client.send(command as never);
+      },
+    },
+    pauseOn(matches: (command: { input?: Record<string, unknown> }) => boolean) {
+      pause = matches;
+    },
+    hit,
+    open: () => opened(),
+  };
+}
+
+/** The key's item as DynamoDB holds it. */
+async function itemOf(table: string, key: RecordId) {
+  const { Item } = await client.send(
+    new GetItemCommand({
+      TableName: table,
+      Key: { pk: { S: recordIdText(key.scope, key.key) } },
+      ConsistentRead: true,
+    }),
+  );
+  return Item;
+}
+
+describe("a 0.1 worker's live claim beside this version", () => {
+  it("stays its owner's to renew and settle when this version releases another token on the key", async () => {
+    const { old, current } = await stores();
+    expect((await old.claim(claimRequest({ ...id("live"), token: token(1) }))).claimed).toBe(true);
+    // Another caller, on this version, whose claim's answer was lost releases its own token.
+    expect(await current.release({ ...id("live"), token: token(2) })).toBe(false);
+    expect(
+      await old.renew({ ...id("live"), token: token(1), leaseMs: 60_000, ttlMs: day, now: Date.now() }),
+    ).toBe(true);
+    expect(await old.settle(settleRequest({ ...id("live"), token: token(1) }))).not.toBeNull();
+    await expect(current.claim(claimRequest({ ...id("live"), token: token(2) }))).rejects.toThrow(
+      /released before it arrived/,
+    );
+  });
+
+  it("stays its owner's when this version's takeover is refused because the lease is live", async () => {
+    const { old, current } = await stores();
+    await old.claim(claimRequest({ ...id("live"), token: token(1) }));
+    const takeover = { ...id("live"), fromToken: token(1), token: token(2), leaseMs: 60_000, ttlMs: day };
+    expect(await current.takeover({ ...takeover, now: Date.now() })).toBeNull();
+    expect(await old.settle(settleRequest({ ...id("live"), token: token(1) }))).not.toBeNull();
+  });
+
+  it("stays its owner's when a purge that found the key's old record expired meets the new claim", async () => {
+    const table = await db.table("mixed");
+    const gated = gatedClient();
+    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+    const purger = dynamoStore({ client: gated.client, table, clockSkewMarginMs: 0 });
+    const past = Date.now() - 3 * hour;
+    await old.claim(claimRequest({ ...id("k"), token: token(1), now: past, ttlMs: hour }));
+    await old.settle(settleRequest({ ...id("k"), token: token(1), now: past, ttlMs: hour }));
+    // The purge's scan found the expired record; it is held before it reads the item whole.
+    gated.pauseOn((command) => command.constructor.name === "GetItemCommand");
+    const purge = purger.purge({ now: Date.now(), limit: 100 });
+    await gated.hit;
+    expect((await old.claim(claimRequest({ ...id("k"), token: token(2) }))).claimed).toBe(true);
+    gated.open();
+    expect(await purge).toEqual({ deleted: 0 });
+    expect(
+      await old.renew({ ...id("k"), token: token(2), leaseMs: 60_000, ttlMs: day, now: Date.now() }),
+    ).toBe(true);
+    expect(await old.settle(settleRequest({ ...id("k"), token: token(2) }))).not.toBeNull();
+  });
+});
+
+describe("tokens released on a key that both versions write", () => {
+  it("keeps both tokens when a 0.1 release and this version's release race on a 0.1 record", async () => {
+    const table = await db.table("mixed");
+    const gated = gatedClient();
+    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+    const oldReleaser = dynamoStore01({
+      client: gated.client,
+      table,
+      clockSkewMarginMs: 0,
+    }) as IdempotencyStore;
+    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
+    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
+    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
+    await gated.hit;
+    expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
+    gated.open();
+    expect(await oldRelease).toBe(false);
+    expect((await itemOf(table, id("k")))?.released?.SS?.sort()).toEqual([token(2), token(3)]);
+    // Once the holder's claim is released too, neither late claim lands.
+    expect(await current.release({ ...id("k"), token: token(1) })).toBe(true);
+    for (const late of [token(2), token(3)]) {
+      await expect(current.claim(claimRequest({ ...id("k"), token: late })), late).rejects.toThrow(
+        /released before it arrived/,
+      );
+    }
+  });
+
+  it("keeps a token this version released when a 0.1 release read the item before the rewrite", async () => {
+    const table = await db.table("mixed");
+    const gated = gatedClient();
+    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+    const oldReleaser = dynamoStore01({
+      client: gated.client,
+      table,
+      clockSkewMarginMs: 0,
+    }) as IdempotencyStore;
+    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
+    // A 0.1 record kept three days (its ttl more than a day ahead), with no released tokens yet; settled,
+    // so this version may rewrite it.
+    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    // A 0.1 worker releases token 2 on the key: it read the 0.1 item, and is held before the write that
+    // starts the key's set of released tokens afresh.
+    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
+    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
+    await gated.hit;
+    // Meanwhile an operator deletes the record with this version, and this version releases token 3.
+    expect(await current.delete(id("k"))).toBe(true);
+    expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
+    gated.open();
+    // The 0.1 release fails (it finds an item it cannot read) or keeps token 3 beside its own.
+    await oldRelease.catch(() => undefined);
+    expect((await itemOf(table, id("k")))?.rt?.SS).toEqual([token(3)]);
+    for (const late of [token(2), token(3)]) {
+      await expect(current.claim(claimRequest({ ...id("k"), token: late })), late).rejects.toThrow(
+        /released before it arrived/,
+      );
+    }
+    // A claim made since, and an operator's delete of it, keep both sets.
+    expect((await current.claim(claimRequest({ ...id("k"), token: token(4) }))).claimed).toBe(true);
+    expect(await current.delete(id("k"))).toBe(true);
+    await expect(current.claim(claimRequest({ ...id("k"), token: token(2) }))).rejects.toThrow(
       /released before it arrived/,
     );
   });

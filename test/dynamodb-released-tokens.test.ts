@@ -69,7 +69,7 @@ describe("dynamoStore's released tokens", () => {
       await prepare(store);
       const item = await rawItem(table);
       const until = Number(item?.ru?.N);
-      expect(item?.released?.SS).toContain("token-late");
+      expect(item?.rt?.SS).toContain("token-late");
       expect(
         Number(item?.ttl?.N) * 1000,
         "DynamoDB may delete the item, tokens and all, from ttl on",
@@ -82,7 +82,7 @@ describe("dynamoStore's released tokens", () => {
     await store.claim(claimRequest({ token: "token-b" }));
     await store.release({ ...id, token: "token-late" });
     expect(await store.release({ ...id, token: "token-b" })).toBe(true);
-    expect((await rawItem(table))?.released?.SS?.sort()).toEqual(["token-b", "token-late"]);
+    expect((await rawItem(table))?.rt?.SS?.sort()).toEqual(["token-b", "token-late"]);
     await expect(store.claim(claimRequest({ token: "token-late" }))).rejects.toThrow(
       /released before it arrived/,
     );
@@ -99,7 +99,7 @@ describe("dynamoStore's released tokens", () => {
       }),
     );
     expect(await store.release({ ...id, token: "token-a" })).toBe(true);
-    expect((await rawItem(table))?.released?.SS).toEqual(["token-a"]);
+    expect((await rawItem(table))?.rt?.SS).toEqual(["token-a"]);
   });
 });
 
@@ -112,7 +112,7 @@ describe("dynamoStore keeps every token released within the day", () => {
       expect((await store.claim(claimRequest({ token }))).claimed, token).toBe(true);
       expect(await store.release({ ...id, token }), token).toBe(true);
     }
-    expect((await rawItem(table))?.released?.SS).toHaveLength(tokens.length);
+    expect((await rawItem(table))?.rt?.SS).toHaveLength(tokens.length);
     // Then copies of those claims arrive, the oldest first among them: none lands.
     for (const token of [tokens[0]!, tokens[1]!, tokens[127]!, tokens[128]!, tokens[199]!]) {
       await expect(store.claim(claimRequest({ token })), token).rejects.toThrow(/released before it arrived/);
@@ -138,7 +138,7 @@ describe("dynamoStore keeps every token released within the day", () => {
       }
     }
     expect(refused, "the item had room for some tokens, and not for 200").toBeGreaterThan(0);
-    expect((await rawItem(table))?.released?.SS).toHaveLength(refused);
+    expect((await rawItem(table))?.rt?.SS).toHaveLength(refused);
     expect((await store.get(id, Date.now()))?.result).toBe(result);
     await expect(
       store.claim(claimRequest({ token: token(0), now: Date.now() + 2 * 86_400_000 })),

@@ -12,6 +12,7 @@ import {
   type IdempotencyRecord,
   type IdempotencyStore,
   type RecordId,
+  RecordStatus,
 } from "../core/store.js";
 import {
   type AttributeValue,
@@ -131,11 +132,12 @@ type Conditional =
 // The attribute names are those of record-item.ts; only `ttl`, a reserved word, needs a placeholder.
 // A live record blocks a claim; an expired one, nothing at all, or another claim's tombstone does not.
 // A claim whose token was released on this key never lands.
+// (`released` is 0.1's set, see record-item.ts.)
 const claimCondition =
-  "(attribute_not_exists(pk) OR (s = :released AND o <> :token) OR (s <> :released AND e <= :now)) AND NOT contains(released, :tokenText)";
+  "(attribute_not_exists(pk) OR (s = :released AND o <> :token) OR (s <> :released AND e <= :now)) AND NOT contains(rt, :tokenText) AND NOT contains(released, :tokenText)";
 // The same, for a claim that replaces the whole item: only where no released tokens are kept.
 const putClaimCondition =
-  "attribute_not_exists(pk) OR (attribute_not_exists(released) AND s <> :released AND e <= :now)";
+  "attribute_not_exists(pk) OR (attribute_not_exists(rt) AND attribute_not_exists(released) AND s <> :released AND e <= :now)";
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition = "attribute_not_exists(pk) OR (o = :token AND (s = :inProgress OR s = :unknown))";
 // Whether the item keeps tokens released within the last day (see record-item.ts).
@@ -146,6 +148,11 @@ const noneKept = `${notKeepingTokens} AND (attribute_not_exists(#releasedUntil) 
 const settleCondition = "o = :token AND (s = :inProgress OR s = :unknown)";
 const renewCondition = "o = :token AND s = :inProgress";
 const takeoverCondition = "o = :fromToken AND e > :now AND (s = :unknown OR (s = :inProgress AND l <= :now))";
+// A 0.1 record is never rewritten (see legacyItem) while its 0.1 owner may still renew or settle it: those
+// are conditions on 0.1's names, which the rewrite would refuse, and the effect's outcome would be lost.
+// A takeover rewrites it only where the takeover itself lands (0.1's takeover condition, on 0.1's names).
+const legacyTakeover =
+  "#token = :fromToken AND #expiresAt > :now AND (#status = :legacyUnknown OR (#status = :legacyInProgress AND #leaseExpiresAt <= :now))";
 const inProgress = statusCode("in_progress");
 const unknown = statusCode("unknown");
 const tombstone = statusCode(released);
@@ -257,8 +264,12 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
    * Rewrite a 0.1 item in this version's form, as it was (see `legacyItem`), before writing to it. Refused
    * when the item changed since it was read: the caller reads it again either way.
    */
-  async function upgrade(pk: AttributeValue, item: Item): Promise<void> {
-    const { condition, update, names, values } = legacyItem(item);
+  async function upgrade(
+    pk: AttributeValue,
+    item: Item,
+    guard?: { condition: string; values: Record<string, AttributeValue> },
+  ): Promise<void> {
+    const { condition, update, names, values } = legacyItem(item, guard);
     await conditional(
       (sdk) =>
         new sdk.UpdateItemCommand({
@@ -292,7 +303,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         if (found.kind === "record" && found.record.expiresAt > now)
           return { claimed: false, record: found.record, now };
         if (found.kind === "tombstone" && found.token === request.token) throw releasedBeforeArrival();
-        // A 0.1 item this claim may replace: rewritten in this form first, then claimed as any other.
+        // A 0.1 item this claim may replace: rewritten in this form first, then claimed as any other. It is
+        // expired or a tombstone, so no 0.1 owner can still settle it.
         if (isLegacy(item)) await upgrade(partitionKey(request.scope, request.key).pk, item as Item);
         // The holder went (released, deleted, expired) between the refusal and the read: claim again.
       }
@@ -323,10 +335,19 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         );
       let item = await take();
       if (item === undefined) {
-        // A 0.1 record (taken from a 0.1 worker): rewritten in this form first, then taken as any other.
+        // A 0.1 record (taken from a 0.1 worker): rewritten in this form first, then taken as any other;
+        // only where the takeover would land, so that a refused one leaves the 0.1 owner its record.
         const seen = await read(request);
         if (!isLegacy(seen)) return null;
-        await upgrade(partitionKey(request.scope, request.key).pk, seen as Item);
+        await upgrade(partitionKey(request.scope, request.key).pk, seen as Item, {
+          condition: legacyTakeover,
+          values: {
+            ":fromToken": s(request.fromToken),
+            ":now": n(now),
+            ":legacyUnknown": s(RecordStatus.unknown),
+            ":legacyInProgress": s(RecordStatus.inProgress),
+          },
+        });
         item = await take();
       }
       return item === undefined ? null : recordOf(item);
@@ -421,7 +442,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               TableName: table,
               Key: partitionKey(request.scope, request.key),
               ConditionExpression: `(${releaseCondition}) AND ${keeping ? keepingTokens : notKeepingTokens}`,
-              UpdateExpression: `SET s = :released, o = :token, e = :until, #ttl = :ttl, ru = :until${keeping ? " ADD released :tokens" : ", released = :tokens"} REMOVE ${recordAttributes.join(", ")}`,
+              UpdateExpression: `SET s = :released, o = :token, e = :until, #ttl = :ttl, ru = :until${keeping ? " ADD rt :tokens" : ", rt = :tokens"} REMOVE ${recordAttributes.join(", ")}`,
               ExpressionAttributeNames: { "#ttl": "ttl" },
               ExpressionAttributeValues: {
                 ":token": tokenValue(request.token),
@@ -442,16 +463,21 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // at least as long as the token must be kept. The write is conditional on what the refusal showed.
         const item = own.item ?? (await read(request));
         seen = item;
-        if (isLegacy(item)) {
-          // A 0.1 item: rewritten in this form first, then released on as any other.
+        const found = readItem(item);
+        const legacy = isLegacy(item);
+        if (legacy && found.kind === "record" && ownClaim(found.record, request.token)) {
+          // This token's own 0.1 claim: rewritten in this form first, then released as any other.
           await upgrade(partitionKey(request.scope, request.key).pk, item as Item);
           seen = undefined;
           continue;
         }
         // Nothing there, or this token's own claim, keeping tokens or not as the write guessed otherwise.
-        const found = readItem(item);
         if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
           continue;
+        // Another caller's item. A 0.1 item keeps the token as 0.1 kept it, under its names, and is not
+        // rewritten: a 0.1 worker holding its claim must still be able to renew and settle it.
+        const untilName = legacy ? "#releasedUntil" : "ru";
+        const setName = legacy ? "released" : "rt";
         const fresh = releasedUntil(item) <= now;
         const bumpTtl = numberOf(item, "ttl") < ttl;
         const kept = await conditional(
@@ -460,14 +486,19 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               TableName: table,
               Key: partitionKey(request.scope, request.key),
               ConditionExpression: [
-                // An item in this form (a 0.1 item is rewritten first, above).
-                "attribute_exists(s)",
-                // Tokens kept past releasedUntil are dropped: the set starts afresh.
-                fresh ? notKeepingTokens : keepingTokens,
+                // An item in the form it was read in.
+                legacy ? "attribute_exists(#status)" : "attribute_exists(s)",
+                // Tokens kept past their time are dropped: the set starts afresh.
+                fresh
+                  ? `(attribute_not_exists(${untilName}) OR ${untilName} <= :now)`
+                  : `${untilName} > :now`,
                 bumpTtl ? "(attribute_not_exists(#ttl) OR #ttl < :ttl)" : "#ttl >= :ttl",
               ].join(" AND "),
-              UpdateExpression: `SET ru = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? ", released = :tokens" : " ADD released :tokens"}`,
-              ExpressionAttributeNames: { "#ttl": "ttl" },
+              UpdateExpression: `SET ${untilName} = :until${bumpTtl ? ", #ttl = :ttl" : ""}${fresh ? `, ${setName} = :tokens` : ` ADD ${setName} :tokens`}`,
+              ExpressionAttributeNames: {
+                "#ttl": "ttl",
+                ...(legacy ? { "#status": "status", "#releasedUntil": "releasedUntil" } : {}),
+              },
               ExpressionAttributeValues: {
                 ":tokens": tokens,
                 ":until": n(until),
@@ -566,8 +597,10 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         let item: Item | undefined = found;
         if (isLegacy(item)) {
           // A 0.1 item: rewritten in this form first (it is read whole for that), then purged as any other.
+          // Only while it is still expired: a 0.1 claim made since the scan stays its owner's.
           const whole = await readPk(pk);
-          if (isLegacy(whole)) await upgrade(pk, whole as Item);
+          if (isLegacy(whole))
+            await upgrade(pk, whole as Item, { condition: "#expiresAt <= :now", values: { ":now": cutoff } });
           item = await readPk(pk);
           if (item === undefined || isLegacy(item)) return false;
         }

@@ -15,19 +15,24 @@
  *   a         N   attempts; absent when 1
  *   r, x      S   result and error, absent when null (so null stays apart from "")
  *   ttl       N   epoch seconds, for DynamoDB's own TTL deletion (never read back)
- *   released  SS  the tokens of claims released on this key, which must never land after their release
+ *   rt        SS  the tokens of claims released on this key, which must never land after their release
  *   ru        N   until when (epoch ms) those tokens are kept; both absent when none are
+ *   released, releasedUntil   the same under 0.1's names: only where a 0.1 release that read the item in
+ *                 0.1's form wrote them after it was rewritten. Claims are refused by either set, and
+ *                 delete and purge keep the item until either time passes. The two sets have two names so
+ *                 that such a 0.1 write, which may start its set afresh, never drops this version's tokens.
  *
  * A released claim leaves a tombstone instead of nothing: `s` "r", the released token in `o`, `e` and no
  * other record field. It is not a record: get and list skip it, and a claim by any token not released
  * replaces it. A release that finds another caller's item (its record, live or expired, or its
- * tombstone) adds its token to that item's `released` set instead. Claims keep the set and are refused
+ * tombstone) adds its token to that item's `rt` set instead. Claims keep the set and are refused
  * when their own token is in it; a release after `ru` has passed starts the set afresh.
  * Until then purge and delete turn the item's record into a tombstone instead of deleting the item, and
  * every write keeps `ttl` at least a day ahead (see dynamo-store.ts).
  *
  * Items of 0.1 (long attribute names: `status`, `token`, `expiresAt`, `releasedUntil`, …) are read as
- * they are, and rewritten in this form, as they were, before the store writes to one (see `legacyItem`).
+ * they are, and rewritten in this form, as they were, before the store writes a record field of one (see
+ * `legacyItem`); a release of another caller's token keeps it on a 0.1 item in 0.1's form.
  * 0.1's store refuses this form: none of its conditions holds on an item without its names, and it throws
  * on reading one (docs/stores.md, "Upgrading from 0.1").
  */
@@ -109,10 +114,12 @@ export function releasedUntil(item: Item | undefined): number {
   return isLegacy(item) ? numberOf(item, "releasedUntil") : numberOf(item, "ru");
 }
 
-/** Whether the item keeps `token` among its released claims' tokens (see `released` above). */
+/** Whether the item keeps `token` among its released claims' tokens, in this form's set or 0.1's. */
 export function releasedOn(item: Item | undefined, token: string): boolean {
-  const tokens = (item?.released as { SS?: unknown } | undefined)?.SS;
-  return Array.isArray(tokens) && tokens.includes(token);
+  return [item?.rt, item?.released].some((set) => {
+    const tokens = (set as { SS?: unknown } | undefined)?.SS;
+    return Array.isArray(tokens) && tokens.includes(token);
+  });
 }
 
 /**
@@ -318,12 +325,17 @@ function readLegacyItem(item: Item): ItemKind {
 }
 
 /**
- * The update that rewrites a 0.1 item in this form, exactly as it was, on condition that it still is: a
- * store writes to a 0.1 item only after this, so that every write of its own sees one form. The condition
- * pins what the rewrite copies (the token, status, times and `releasedUntil`; any write of 0.1 changes
- * `updatedAt` or the token with a record's result or error), so a 0.1 worker's write in between refuses it.
+ * The update that rewrites a 0.1 item in this form, exactly as it was, on condition that it still is and
+ * that `guard` (a condition on 0.1's names, `#status` for `status` and so on) holds: a store writes a
+ * record field of a 0.1 item only after this, so that every such write of its own sees one form. The
+ * condition pins what the rewrite copies (the token, status, times and `releasedUntil`; any write of 0.1
+ * changes `updatedAt` or the token with a record's result or error), so a 0.1 worker's write in between
+ * refuses it.
  */
-export function legacyItem(item: Item): {
+export function legacyItem(
+  item: Item,
+  guard?: { readonly condition: string; readonly values: Record<string, AttributeValue> },
+): {
   readonly condition: string;
   readonly update: string;
   readonly names: Record<string, string>;
@@ -331,8 +343,8 @@ export function legacyItem(item: Item): {
 } {
   const found = readLegacyItem(item);
   if (found.kind === "absent") throw notARecord(undefined);
-  const values: Record<string, AttributeValue> = {};
-  const conditions = ["attribute_exists(#status)"];
+  const values: Record<string, AttributeValue> = { ...guard?.values };
+  const conditions = ["attribute_exists(#status)", ...(guard ? [guard.condition] : [])];
   const pin = (name: string, value: AttributeValue) => {
     conditions.push(`#${name} = :was_${name}`);
     values[`:was_${name}`] = value;
@@ -356,12 +368,14 @@ export function legacyItem(item: Item): {
     if (record.status !== RecordStatus.inProgress) delete set.l;
   }
   if (item.releasedUntil !== undefined) set.ru = n(until);
+  const tokens = (item.released as { SS?: unknown } | undefined)?.SS;
+  if (Array.isArray(tokens) && tokens.length > 0) set.rt = ss(...(tokens as string[]));
   for (const [name, value] of Object.entries(set)) values[`:${name}`] = value;
   return {
     condition: conditions.join(" AND "),
     update: `SET ${Object.keys(set)
       .map((name) => `${name} = :${name}`)
-      .join(", ")} REMOVE ${legacyAttributes.map((name) => `#${name}`).join(", ")}`,
+      .join(", ")} REMOVE ${legacyAttributes.map((name) => `#${name}`).join(", ")}, released`,
     names: Object.fromEntries(legacyAttributes.map((name) => [`#${name}`, name])),
     values,
   };
