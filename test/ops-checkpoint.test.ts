@@ -291,6 +291,52 @@ describe("checkpoint lease", () => {
     expect((await store.get({ scope: "default", key: "k1" }, clock.now()))?.token).toBe("other-worker");
   });
 
+  it("refuses a claim answered a whole lease after it was sent, frees the key, and runs on the retry", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    let slow = true;
+    const store: IdempotencyStore = {
+      ...inner,
+      claim: async (request) => {
+        const answer = await inner.claim(request);
+        if (slow) await clock.advance(1_000);
+        slow = false;
+        return answer;
+      },
+    };
+    await expect(checkpoint(store, sms(clock))).rejects.toMatchObject({
+      code: "store_unavailable",
+      message: expect.stringContaining("its answer came 1000 ms after it was sent, past the 1000 ms lease"),
+    });
+    expect(await inner.get({ scope: "default", key: "k1" }, clock.now())).toBeUndefined();
+    const retry = await checkpoint<{ sid: string }>(store, sms(clock));
+    expect(retry.shouldRun).toBe(true);
+    await retry.complete({ sid: "sms-1" });
+  });
+
+  it("counts its lease from the claim's sending: the first renewal is due a third of the lease after it", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    const renewedAt: number[] = [];
+    const sentAt = clock.now();
+    const store: IdempotencyStore = {
+      ...inner,
+      claim: async (request) => {
+        const answer = await inner.claim(request);
+        await clock.advance(300);
+        return answer;
+      },
+      renew: (request) => {
+        renewedAt.push(clock.now() - sentAt);
+        return inner.renew(request);
+      },
+    };
+    const cp = await checkpoint(store, sms(clock));
+    await clock.advance(700);
+    expect(renewedAt).toEqual([333, 666, 999]);
+    await cp.release();
+  });
+
   it("gives a replay a signal that never aborts", async () => {
     const store = memoryStore();
     const clock = fakeClock();

@@ -58,6 +58,25 @@ describe("reconcile decisions", () => {
     expect((await store.get({ scope: "default", key: "k" }, clock.now()))?.status).toBe("unknown");
   });
 
+  it("asks no hook when its takeover was answered a whole lease after it was sent: another may hold the record", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    await stale(inner, clock, ["k"]);
+    const store: IdempotencyStore = {
+      ...inner,
+      takeover: async (request) => {
+        const taken = await inner.takeover(request);
+        await clock.advance(request.leaseMs);
+        return taken;
+      },
+    };
+    const { tools, refunds } = recallingTools();
+    const summary = await reconcileOnce({ store, clock, tools, leaseMs: 5_000 });
+    expect(summary).toMatchObject({ examined: 1, errors: 1, compensated: 0 });
+    expect(summary.decisions[0]?.reason).toContain("the takeover was answered too late");
+    expect(refunds()).toBe(0);
+  });
+
   it("flags a compensate answer for review when the tool has no compensate step", async () => {
     const store = memoryStore();
     const clock = fakeClock();

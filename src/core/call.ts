@@ -5,7 +5,7 @@
  * on); a refusal that may be this owner's own earlier write, resent, is read back first.
  */
 import { Buffer } from "node:buffer";
-import type { SleepOptions } from "./clock.js";
+import { monotonicNow, type SleepOptions } from "./clock.js";
 import {
   ErrorCode,
   IdempotencyError,
@@ -87,6 +87,11 @@ export interface Call<A, R> {
   callId: string | undefined;
   /** While the call holds its claim: its flight, which its settle tells the waiters in this process about. */
   flight: Flight | undefined;
+  /**
+   * When the call's latest claim or takeover was sent, by {@link monotonicNow}: the store
+   * began the lease it answers with no earlier, so the call counts its lease from here.
+   */
+  claimSentAt: number;
 }
 
 export function envelope<A, R>(
@@ -164,6 +169,7 @@ export const settleAttempts = 3;
 /** Claim the key under the call's token (a store that throws at once gives a rejected claim). */
 export function claim<A, R>(call: Call<A, R>): Promise<ClaimResult> {
   const { options } = call;
+  call.claimSentAt = monotonicNow(options.clock);
   try {
     return options.store.claim({
       scope: call.scope,
@@ -232,6 +238,7 @@ export async function takeOver<A, R>(
   const id = { scope: call.scope, key: call.key };
   const token = ownerToken();
   let answer: IdempotencyRecord | null;
+  call.claimSentAt = monotonicNow(options.clock);
   try {
     answer = await options.store.takeover({
       ...id,

@@ -41,6 +41,14 @@ export const systemClock: Clock = {
 };
 
 /**
+ * Time that only moves forward, for how long something took: `performance.now()` on the system clock (a
+ * `Date` set back, frozen or mocked would stretch or hide it), the clock's own otherwise (a test's fake clock).
+ */
+export function monotonicNow(clock: Clock): number {
+  return clock === systemClock ? performance.now() : clock.now();
+}
+
+/**
  * Whether a pending timer keeps the process alive, where the runtime's timers can say: Node's, Bun's and
  * Deno's Node-compatible ones have `ref()` and `unref()`. In a Cloudflare Worker `setTimeout` returns a
  * number (on many compatibility dates) and there is nothing to set: a Worker lives as long as its requests.

@@ -25,7 +25,7 @@ import {
   type StoreUnavailableError,
 } from "./errors.js";
 import { beginFlight, endFlight, type Flight } from "./in-flight.js";
-import { type Lease, startLease } from "./lease.js";
+import { type Lease, lateClaim, startLease } from "./lease.js";
 import { DefinitiveFailure, messageOf, NotExecuted, ReplayedFailureError } from "./outcomes.js";
 import type { RecordBinding } from "./result-codec.js";
 import {
@@ -55,6 +55,9 @@ export async function execute<A, R>(
   call: Call<A, R>,
   record: IdempotencyRecord,
 ): Promise<Envelope<Awaited<R>>> {
+  const late = lateClaim(call.options, call.claimSentAt);
+  if (late !== undefined)
+    return await afterTool(call, record, { returned: false, error: new NotExecuted(late) });
   let flight: Flight;
   try {
     flight = beginFlight(call.options.store, call.scope, call.key, record.token);
@@ -70,7 +73,7 @@ export async function execute<A, R>(
       // Started before the near-duplicate lookup, which a slow store could make outlast the claim's lease;
       // with a lookup to wait for in between, its timer is armed at once.
       const renewals = call.similarKey === undefined ? "unless-stopped-at-once" : "now";
-      lease = startLease(call.options, record, call.signal, onStoreError, renewals);
+      lease = startLease(call.options, record, call.signal, onStoreError, renewals, call.claimSentAt);
     } catch (error) {
       return await afterTool(call, record, { returned: false, error: new NotExecuted(error) });
     }
@@ -179,8 +182,13 @@ export async function verifyEarlierAttempt<A, R>(
   // The table asks verify only when the tool has a hook (its `needs`, in decide.test.ts).
   const verify = call.options.verify!;
   emit(call, "verify", taken.attempts);
-  const lease = startLease(call.options, taken, call.signal, (error) =>
-    emit(call, "store_error", undefined, error),
+  const lease = startLease(
+    call.options,
+    taken,
+    call.signal,
+    (error) => emit(call, "store_error", undefined, error),
+    "now",
+    call.claimSentAt,
   );
   let outcome: Awaited<ReturnType<typeof verify>> | undefined;
   let verifyError: unknown;

@@ -833,3 +833,98 @@ describe("a worker cut off from the store while its tool runs", () => {
     expect(sent).toBe(1);
   });
 });
+
+// The store began the lease it answers with no earlier than the claim was sent: by the time an answer that
+// took a whole lease arrives, another caller may have taken the key over and be running the tool.
+describe("a claim or takeover answered late", () => {
+  /** A memory store whose next claim (or takeover) is answered `lateMs` after it landed, on `clock`. */
+  function slowStore(clock: ReturnType<typeof fakeClock>, lateMs: number, operation: "claim" | "takeover") {
+    const inner = memoryStore();
+    let slow = true;
+    const late = async <T>(answer: Promise<T>): Promise<T> => {
+      const result = await answer;
+      if (slow) {
+        slow = false;
+        await clock.advance(lateMs);
+      }
+      return result;
+    };
+    const store: IdempotencyStore =
+      operation === "claim"
+        ? { ...inner, claim: (request) => late(inner.claim(request)) }
+        : { ...inner, takeover: (request) => late(inner.takeover(request)) };
+    return { inner, store };
+  }
+
+  it("a claim answered as long as its lease after it was sent: the tool does not run, the key is freed", async () => {
+    const clock = fakeClock();
+    const { inner, store } = slowStore(clock, LEASE_MS, "claim");
+    const { tool, runs } = smsTool({ store, effect: "native-key", clock });
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).toBe(
+      `The idempotency store failed during claim: its answer came ${LEASE_MS} ms after it was sent, past the ` +
+        `${LEASE_MS} ms lease. The tool did not run: by then another caller may have taken the key over. Retry the call.`,
+    );
+    expect(runs()).toBe(0);
+    expect(await inner.get({ scope: "default", key: "k" }, clock.now())).toBeUndefined();
+    const retry = await tool(sms, { key: "k" });
+    expect(retry).toMatchObject({ result: "msg-1", was_replay: false });
+    expect(runs()).toBe(1);
+  });
+
+  it("a claim answered a moment inside its lease runs the tool", async () => {
+    const clock = fakeClock();
+    const { store } = slowStore(clock, LEASE_MS - 1, "claim");
+    const { tool, runs } = smsTool({ store, effect: "native-key", clock });
+    expect(await tool(sms, { key: "k" })).toMatchObject({ result: "msg-1", was_replay: false });
+    expect(runs()).toBe(1);
+  });
+
+  it("a takeover answered as long as its lease after it was sent: the tool does not run, the key is freed", async () => {
+    const clock = fakeClock();
+    const { inner, store } = slowStore(clock, LEASE_MS, "takeover");
+    const { tool, runs } = smsTool({ store, effect: "native-key", clock });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).toMatch(/^The idempotency store failed during claim: its answer came/);
+    expect(runs()).toBe(0);
+    expect(await inner.get({ scope: "default", key: "k" }, clock.now())).toBeUndefined();
+  });
+
+  it("counts the lease from the claim's sending: cut off from the store, the tool is told to stop a lease after it", async () => {
+    const clock = fakeClock();
+    const inner = memoryStore();
+    let claims = 0;
+    const store: IdempotencyStore = {
+      ...inner,
+      // The claim's answer takes 2 s of the 3 s lease; every renewal fails.
+      claim: async (request) => {
+        const answer = await inner.claim(request);
+        if (claims++ === 0) await clock.advance(2_000);
+        return answer;
+      },
+      renew: () => Promise.reject(new Error("connection reset")),
+    };
+    const sentAt = clock.now();
+    let stoppedAt: number | undefined;
+    const tool = idempotent(
+      async (_args: Sms, context: ToolContext) => {
+        await clock.sleep(10_000, context.signal).catch((reason: unknown) => {
+          stoppedAt = clock.now();
+          throw reason;
+        });
+        return "msg-1";
+      },
+      { name: "send_sms", store, clock, effect: "native-key", leaseMs: 3_000 },
+    );
+    const failed = rejection(tool(sms, { key: "k" }));
+    await clock.advance(999);
+    expect(stoppedAt).toBeUndefined();
+    await clock.advance(1);
+    expect(stoppedAt).toBe(sentAt + 3_000);
+    expect(await failed).toBeInstanceOf(LeaseLostError);
+  });
+});

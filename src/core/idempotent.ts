@@ -200,6 +200,7 @@ async function callOnce<A, R>(
     signal: callOptions.signal,
     callId: undefined,
     flight: undefined,
+    claimSentAt: 0,
   };
   const waiting: Waiting = { since: undefined, pollMs: 10, joined: undefined, handed: undefined };
   for (;;) {

@@ -1,5 +1,5 @@
 import { unreachable } from "./call.js";
-import { type Clock, keepsProcessAlive, type SleepOptions, systemClock } from "./clock.js";
+import { type Clock, keepsProcessAlive, monotonicNow, type SleepOptions, systemClock } from "./clock.js";
 import { decide } from "./decide.js";
 import { LeaseLostError, StoreUnavailableError } from "./errors.js";
 import type { IdempotencyRecord, IdempotencyStore } from "./store.js";
@@ -39,8 +39,10 @@ interface LeaseOptions {
 }
 
 /**
- * Renew the claim every third of its lease until stopped. The lease is counted from now (just after the
- * claim's answer), then from when each renewal that landed was sent.
+ * Renew the claim every third of its lease until stopped. The lease is counted from `claimSentAt`, when the
+ * claim (or takeover) that took the record was sent, by {@link monotonicNow}: the store began the
+ * lease no earlier. Then it is counted from when each renewal that landed was sent. Without `claimSentAt`,
+ * from now: later than the store's by up to the claim's round trip.
  */
 export function startLease(
   o: LeaseOptions,
@@ -48,8 +50,28 @@ export function startLease(
   callerSignal: AbortSignal | undefined,
   onStoreError: (error: StoreUnavailableError) => void,
   renewals: RenewalStart = "now",
+  claimSentAt: number = monotonicNow(o.clock),
 ): Lease {
-  return new HeldLease(o, record, callerSignal, onStoreError, renewals);
+  return new HeldLease(o, record, callerSignal, onStoreError, renewals, claimSentAt);
+}
+
+/**
+ * The failure to report, without running anything, when a claim or takeover sent at `claimSentAt` (by
+ * {@link monotonicNow}) was answered as long as its lease after: the store may have let that lease pass
+ * already, and another caller may have taken the key over. Undefined when the answer came in time.
+ */
+export function lateClaim(
+  o: { readonly clock: Clock; readonly leaseMs: number },
+  claimSentAt: number,
+): StoreUnavailableError | undefined {
+  const tookMs = monotonicNow(o.clock) - claimSentAt;
+  if (tookMs < o.leaseMs) return undefined;
+  return new StoreUnavailableError("claim", {
+    cause: new Error(
+      `its answer came ${Math.round(tookMs)} ms after it was sent, past the ${o.leaseMs} ms lease`,
+    ),
+    consequence: "The tool did not run: by then another caller may have taken the key over. Retry the call.",
+  });
 }
 
 const cancelled = new Error("lease stopped");
@@ -81,7 +103,7 @@ class HeldLease implements Lease {
   /** The pending renewal: a timer on the system clock, a stopper of the clock's sleep on any other. */
   #timer: NodeJS.Timeout | AbortController | undefined;
   #onCallerAbort: (() => void) | undefined;
-  /** When the lease was last known to hold, on {@link HeldLease.#monotonicNow}: its start, or a landed renewal's sending. */
+  /** When the lease was last known to hold, on {@link monotonicNow}: its claim's sending, or a landed renewal's. */
   #heldSince: number;
   /** While the renewals wait to begin: the timers to use. */
   #waitingSetTimeout: typeof setTimeout | undefined;
@@ -92,13 +114,14 @@ class HeldLease implements Lease {
     callerSignal: AbortSignal | undefined,
     onStoreError: (error: StoreUnavailableError) => void,
     renewals: RenewalStart,
+    claimSentAt: number,
   ) {
     this.#o = o;
     this.#record = record;
     this.#callerSignal = callerSignal;
     this.#onStoreError = onStoreError;
     this.#everyMs = Math.max(1, Math.floor(o.leaseMs / 3));
-    this.#heldSince = this.#monotonicNow();
+    this.#heldSince = claimSentAt;
     if (callerSignal?.aborted) this.#aborter.abort(callerSignal.reason);
     else if (callerSignal) {
       this.#onCallerAbort = () => this.#aborter.abort(callerSignal.reason);
@@ -111,7 +134,16 @@ class HeldLease implements Lease {
       // Queued now, before the tool runs, so the check (and every renewal) runs in the call's own async
       // context, whatever the tool enters meanwhile.
       void settledPromise.then(nothing).then(() => this.#begin());
-    } else this.#schedule(this.#everyMs, set);
+    } else this.#schedule(this.#firstRenewalInMs(), set);
+  }
+
+  /**
+   * The first renewal is due a third of the lease after the claim was sent: sooner when the claim took long to
+   * answer, or the tool computed for long before its first await.
+   */
+  #firstRenewalInMs(): number {
+    const elapsed = monotonicNow(this.#o.clock) - this.#heldSince;
+    return Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed)));
   }
 
   get signal(): AbortSignal {
@@ -121,13 +153,8 @@ class HeldLease implements Lease {
   /** Two microtask turns in, a lease not yet stopped starts its renewals, due from when it began. */
   #begin(): void {
     if (this.#stopped) return;
-    // The tool may have computed for long before its first await: the first renewal stays due from the start.
-    // Monotonic: a `Date` frozen or mocked (as tests do, beside real timers) or a clock set back would hide
-    // how long that took.
-    const elapsed = performance.now() - this.#heldSince;
-    const ms = Math.min(this.#everyMs, Math.max(1, Math.ceil(this.#everyMs - elapsed)));
     try {
-      this.#schedule(ms, this.#waitingSetTimeout!);
+      this.#schedule(this.#firstRenewalInMs(), this.#waitingSetTimeout!);
     } catch (error) {
       // The tool runs already and this lease cannot be renewed: tell the tool to stop.
       this.#aborter.abort(error);
@@ -167,19 +194,10 @@ class HeldLease implements Lease {
     lease.#renewal = lease.#renewOnce();
   }
 
-  /**
-   * Time that only moves forward, for how long the lease has gone unrenewed: `performance.now()` on the system
-   * clock (a `Date` set back would stretch the lease), the clock's own otherwise (a test's fake clock).
-   */
-  #monotonicNow(): number {
-    const clock = this.#o.clock;
-    return clock === systemClock ? performance.now() : clock.now();
-  }
-
   async #renewOnce(): Promise<void> {
     const { store, clock, leaseMs, ttlMs } = this.#o;
     const { scope, key, token } = this.#record;
-    const sentAt = this.#monotonicNow();
+    const sentAt = monotonicNow(this.#o.clock);
     let answer: "renewed" | "refused" | "store_failed";
     let failure: unknown;
     try {
@@ -191,7 +209,7 @@ class HeldLease implements Lease {
     }
     if (answer === "renewed") this.#heldSince = sentAt;
     // Counted from the sending of the last renewal that landed: the store's lease began no earlier.
-    const leftMs = this.#heldSince + leaseMs - this.#monotonicNow();
+    const leftMs = this.#heldSince + leaseMs - monotonicNow(this.#o.clock);
     const lease = leftMs > 0 ? "live" : "passed";
     let storeError: StoreUnavailableError | undefined;
     if (answer === "store_failed") {

@@ -6,7 +6,7 @@
  */
 
 import { randomUUID } from "node:crypto";
-import { systemClock } from "../core/clock.js";
+import { monotonicNow, systemClock } from "../core/clock.js";
 import {
   ErrorCode,
   IdempotencyError,
@@ -21,7 +21,7 @@ import {
 } from "../core/errors.js";
 import { fingerprintMatches, fingerprintWith } from "../core/keyed-fingerprint.js";
 import { validateKey } from "../core/keys.js";
-import { startLease } from "../core/lease.js";
+import { lateClaim, startLease } from "../core/lease.js";
 import {
   durationOption,
   invalidOptionFor,
@@ -156,6 +156,7 @@ export async function checkpoint<R = unknown>(
 
   for (;;) {
     let claim: ClaimResult;
+    let sentAt = monotonicNow(clock);
     try {
       claim = await store.claim({
         scope,
@@ -173,14 +174,15 @@ export async function checkpoint<R = unknown>(
       throw error instanceof IdempotencyError ? error : new StoreUnavailableError("claim", { cause: error });
     }
     const record = claim.record;
-    if (claim.claimed) return owned(record);
+    if (claim.claimed) return await owned(record, sentAt);
     if (record.token === token) {
       // Our own claim, seen through a resent command: nothing ran under it yet.
-      if (record.leaseExpiresAt > claim.now) return owned(record);
+      if (record.leaseExpiresAt > claim.now) return await owned(record, sentAt);
+      sentAt = monotonicNow(clock);
       const taken = await storeCall("takeover", () =>
         store.takeover({ scope, key, fromToken: token, token, leaseMs, ttlMs, now: clock.now() }),
       );
-      if (taken) return owned(taken);
+      if (taken) return await owned(taken, sentAt);
       continue;
     }
     if (record.tool !== options.tool || !fingerprintMatches(codec, record.fingerprint, print, options.args)) {
@@ -249,9 +251,16 @@ export async function checkpoint<R = unknown>(
     };
   }
 
-  function owned(record: IdempotencyRecord): Checkpoint<R> {
+  /** The claim (or takeover) sent at `sentAt` took `record`: the caller runs the effect under its lease. */
+  async function owned(record: IdempotencyRecord, sentAt: number): Promise<Checkpoint<R>> {
+    const late = lateClaim({ clock, leaseMs }, sentAt);
+    if (late !== undefined) {
+      // Nothing ran under it: free the key if it is still ours.
+      await store.release({ scope, key, token }).catch(() => false);
+      throw late;
+    }
     // A failed renewal is retried on the next beat: the settle's fencing decides whether the claim held.
-    const lease = startLease({ store, clock, leaseMs, ttlMs }, record, undefined, () => {});
+    const lease = startLease({ store, clock, leaseMs, ttlMs }, record, undefined, () => {}, "now", sentAt);
     let settled = false;
     const settle = async (
       status: "completed" | "failed" | "unknown",

@@ -4,10 +4,10 @@
  * compensates or flags each one. It works over any store, through the store contract alone.
  */
 import { randomUUID } from "node:crypto";
-import { type Clock, systemClock } from "../core/clock.js";
+import { type Clock, monotonicNow, systemClock } from "../core/clock.js";
 import { type Compensation, compensation } from "../core/compensation.js";
 import { IdempotencyError, StoreUnavailableError } from "../core/errors.js";
-import { startLease } from "../core/lease.js";
+import { lateClaim, startLease } from "../core/lease.js";
 import {
   durationOption,
   invalidOption,
@@ -207,6 +207,7 @@ async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: D
   }
 
   let taken: IdempotencyRecord | null;
+  const sentAt = monotonicNow(o.clock);
   try {
     taken = await o.store.takeover({
       scope: record.scope,
@@ -230,7 +231,25 @@ async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: D
   // Held while the hook (and a compensation) runs, renewed as `idempotent()` renews its own, so a slow hook's
   // record never looks stale to another reconciler or caller. A failed renewal is retried on the next beat:
   // the settle's fencing decides whether the claim held.
-  const lease = startLease({ ...o, ttlMs: tool.ttlMs ?? defaults.ttlMs }, taken, o.signal, () => {});
+  const late = lateClaim(o, sentAt);
+  if (late !== undefined) {
+    // Nothing ran under it: its lease passes, and the next run finds the record stale again.
+    decide({
+      decision: Decision.error,
+      record,
+      reason: `${found}; the takeover was answered too late`,
+      error: late,
+    });
+    return;
+  }
+  const lease = startLease(
+    { ...o, ttlMs: tool.ttlMs ?? defaults.ttlMs },
+    taken,
+    o.signal,
+    () => {},
+    "now",
+    sentAt,
+  );
   try {
     const answer = await ask(tool, taken, lease.signal);
     const planned = plan(answer, tool);
