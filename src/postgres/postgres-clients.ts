@@ -1,4 +1,5 @@
 import { invalidOption } from "../core/option-checks.js";
+import { holdDataDirectory } from "./pglite-lock.js";
 import type { PgQueryable, PgQueryConfig } from "./postgres-options.js";
 
 /**
@@ -43,6 +44,10 @@ export interface PostgresJsQuery extends PromiseLike<readonly unknown[]> {
  */
 export interface PGliteClient {
   readonly waitReady: Promise<void>;
+  /** Where it keeps its data: a directory (which the store locks for it), or none in memory. */
+  readonly dataDir?: string | undefined;
+  /** True once closed: another instance on its directory may then take the directory's lock. */
+  readonly closed?: boolean | undefined;
   query(
     text: string,
     values: unknown[],
@@ -83,8 +88,11 @@ export type StatementAnswer = Promise<{ readonly rows: readonly unknown[] }> & {
 /** How the store sends statements: pg's `query(config)`, or an adapter for another client. */
 export interface StatementClient {
   query(config: PgQueryConfig): StatementAnswer;
-  /** Settles once the client can take statements: a PGlite instance starting up. Not bounded by the timeout. */
-  readonly ready?: Promise<unknown>;
+  /**
+   * Settles once the client can take statements: a PGlite instance starting up, then holding its data
+   * directory. Not bounded by the timeout; asked again after it failed.
+   */
+  readonly ready?: () => Promise<unknown>;
 }
 
 // The types the store's statements return (see postgres-statements.ts), parsed as pg parses them by default.
@@ -177,6 +185,6 @@ function pgliteStatements(pglite: PGliteClient): StatementClient {
     // its own plans), and a statement the store gave up on cannot be stopped, only its answer handled.
     query: (config) => pglite.query(config.text, config.values ?? [], options),
     // Starting up (initdb, on a fresh instance) takes seconds on a busy machine: not a statement.
-    ready: pglite.waitReady,
+    ready: () => pglite.waitReady.then(() => holdDataDirectory(pglite)),
   };
 }

@@ -91,7 +91,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   let migrated: Promise<void> | undefined;
   let ready = false;
   const migrate = () => {
-    migrated ??= Promise.resolve(o.statements.ready)
+    migrated ??= Promise.resolve(o.statements.ready?.())
       .then(() => runMigration(send, s.migrate))
       .then(
         () => {
