@@ -73,7 +73,10 @@ export async function execute<A, R>(
       // Started before the near-duplicate lookup, which a slow store could make outlast the claim's lease;
       // with a lookup to wait for in between, its timer is armed at once.
       const renewals = call.similarKey === undefined ? "unless-stopped-at-once" : "now";
-      lease = startLease(call.options, record, call.signal, onStoreError, renewals, call.claimSentAt);
+      lease = startLease(call.options, record, call.signal, onStoreError, {
+        renewals,
+        claimSentAt: call.claimSentAt,
+      });
     } catch (error) {
       return await afterTool(call, record, { returned: false, error: new NotExecuted(error) });
     }
@@ -182,14 +185,8 @@ export async function verifyEarlierAttempt<A, R>(
   // The table asks verify only when the tool has a hook (its `needs`, in decide.test.ts).
   const verify = call.options.verify!;
   emit(call, "verify", taken.attempts);
-  const lease = startLease(
-    call.options,
-    taken,
-    call.signal,
-    (error) => emit(call, "store_error", undefined, error),
-    "now",
-    call.claimSentAt,
-  );
+  const onStoreError = (error: StoreUnavailableError) => emit(call, "store_error", undefined, error);
+  const lease = startLease(call.options, taken, call.signal, onStoreError, { claimSentAt: call.claimSentAt });
   let outcome: Awaited<ReturnType<typeof verify>> | undefined;
   let verifyError: unknown;
   try {

@@ -606,6 +606,31 @@ describe("a store error is reported as such", () => {
     expect(runs()).toBe(0);
   });
 
+  it("a takeover whose reply was lost is not taken as this call's when its lease, by a store behind, has passed here", async () => {
+    const inner = memoryStore();
+    const clock = fakeClock();
+    const store: IdempotencyStore = {
+      ...inner,
+      takeover: async (request) => {
+        // A store whose clock runs half a lease behind this process's: the lease it wrote ends half a lease
+        // from now here. The reply is lost three quarters of a lease later, within the lease since sending.
+        await inner.takeover({ ...request, now: request.now - LEASE_MS / 2 });
+        await clock.advance((LEASE_MS * 3) / 4);
+        throw new Error("ECONNRESET after commit");
+      },
+    };
+    const { tool, runs } = smsTool({ store, effect: "native-key", clock });
+    await crashedClaim(store, clock.now());
+    // Past the crashed claim's lease by the store's clock too.
+    await clock.advance(2 * LEASE_MS);
+    const error = await rejection(tool(sms, { key: "k" }));
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as Error).message).toMatch(
+      /^The idempotency store failed during takeover: ECONNRESET after commit/,
+    );
+    expect(runs()).toBe(0);
+  });
+
   it("a takeover whose reply was lost and whose read-back fails is store_unavailable during the takeover", async () => {
     for (const takeover of [
       () => Promise.reject(new Error("ECONNRESET")),

@@ -347,7 +347,9 @@ describe("startLease with renewals unless stopped at once", () => {
   /** A lease that waits, under the timers in place now (proven first by a lease that arms at once). */
   function waitingLease(store: IdempotencyStore, leaseMs?: number) {
     void startLease(options(store, leaseMs), record, undefined, noStoreErrors).stop();
-    return startLease(options(store, leaseMs), record, undefined, noStoreErrors, "unless-stopped-at-once");
+    return startLease(options(store, leaseMs), record, undefined, noStoreErrors, {
+      renewals: "unless-stopped-at-once",
+    });
   }
   /** Every microtask queued so far, and those they queue, have run. */
   const drained = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -447,13 +449,15 @@ describe("startLease with renewals unless stopped at once", () => {
         throw new Error("no timers here");
       });
       expect(() =>
-        startLease(options(store), record, undefined, noStoreErrors, "unless-stopped-at-once"),
+        startLease(options(store), record, undefined, noStoreErrors, { renewals: "unless-stopped-at-once" }),
       ).toThrow("no timers here");
       // Returning numbers, as a Worker's does on older compatibility dates: never proven, so every lease
       // arms at once.
       vi.stubGlobal("setTimeout", (...args: Parameters<typeof setTimeout>) => Number(fake(...args)));
       void startLease(options(store), record, undefined, noStoreErrors).stop();
-      const lease = startLease(options(store), record, undefined, noStoreErrors, "unless-stopped-at-once");
+      const lease = startLease(options(store), record, undefined, noStoreErrors, {
+        renewals: "unless-stopped-at-once",
+      });
       expect(vi.getTimerCount()).toBe(1);
       void lease.stop();
     });

@@ -38,21 +38,36 @@ interface LeaseOptions {
   readonly ttlMs: number;
 }
 
+/** How a lease starts. */
+export interface LeaseStart {
+  /** When the renewals begin; default `"now"`. */
+  readonly renewals?: RenewalStart | undefined;
+  /**
+   * When the claim (or takeover) that took the record was sent, by {@link monotonicNow}: the store began
+   * the lease no earlier. Default now, which is later than the store's start by up to the claim's round trip.
+   */
+  readonly claimSentAt?: number | undefined;
+}
+
 /**
- * Renew the claim every third of its lease until stopped. The lease is counted from `claimSentAt`, when the
- * claim (or takeover) that took the record was sent, by {@link monotonicNow}: the store began the
- * lease no earlier. Then it is counted from when each renewal that landed was sent. Without `claimSentAt`,
- * from now: later than the store's by up to the claim's round trip.
+ * Renew the claim every third of its lease until stopped. The lease is counted from its claim's sending,
+ * then from when each renewal that landed was sent.
  */
 export function startLease(
   o: LeaseOptions,
   record: IdempotencyRecord,
   callerSignal: AbortSignal | undefined,
   onStoreError: (error: StoreUnavailableError) => void,
-  renewals: RenewalStart = "now",
-  claimSentAt: number = monotonicNow(o.clock),
+  start: LeaseStart = {},
 ): Lease {
-  return new HeldLease(o, record, callerSignal, onStoreError, renewals, claimSentAt);
+  return new HeldLease(
+    o,
+    record,
+    callerSignal,
+    onStoreError,
+    start.renewals ?? "now",
+    start.claimSentAt ?? monotonicNow(o.clock),
+  );
 }
 
 /**

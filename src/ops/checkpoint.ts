@@ -260,7 +260,9 @@ export async function checkpoint<R = unknown>(
       throw late;
     }
     // A failed renewal is retried on the next beat: the settle's fencing decides whether the claim held.
-    const lease = startLease({ store, clock, leaseMs, ttlMs }, record, undefined, () => {}, "now", sentAt);
+    const lease = startLease({ store, clock, leaseMs, ttlMs }, record, undefined, () => {}, {
+      claimSentAt: sentAt,
+    });
     let settled = false;
     const settle = async (
       status: "completed" | "failed" | "unknown",

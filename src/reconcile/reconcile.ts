@@ -242,14 +242,9 @@ async function reconcileRecord(o: Resolved, record: IdempotencyRecord, decide: D
     });
     return;
   }
-  const lease = startLease(
-    { ...o, ttlMs: tool.ttlMs ?? defaults.ttlMs },
-    taken,
-    o.signal,
-    () => {},
-    "now",
-    sentAt,
-  );
+  const lease = startLease({ ...o, ttlMs: tool.ttlMs ?? defaults.ttlMs }, taken, o.signal, () => {}, {
+    claimSentAt: sentAt,
+  });
   try {
     const answer = await ask(tool, taken, lease.signal);
     const planned = plan(answer, tool);
