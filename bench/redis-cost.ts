@@ -7,6 +7,7 @@
  *
  *   node --import tsx bench/redis-cost.ts [--redis redis://127.0.0.1:6391] [--lib dist] [--compare DIR]
  *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3] [--node-redis 4,6]
+ *     [--subjects NAME,…]
  *
  * Subjects: idempotool (--lib) on ioredis, candidate (--compare), each again on node-redis clients of the
  * majors --node-redis names (default 4: 4.7.1, the version @node-idempotency's adapter opens; 6: the `redis`
@@ -14,42 +15,30 @@
  * Redis adapter. Prints Markdown, the median of --reps runs per cell.
  */
 import { createRequire } from "node:module";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
-import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { createClient as createClient4 } from "redis4";
 import { nodeIdempotencyRedis, nodeIdempotencySubject } from "./lib/anchors.js";
 import { idempotoolSubject } from "./lib/backends/memory.js";
 import { redisFloor } from "./lib/backends/redis.js";
-import { loadLibrary } from "./lib/library.js";
+import { median, redisCostSetup } from "./lib/redis-cost-options.js";
 import { type Subject, SubjectName, toolArgs } from "./lib/subject.js";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const { values } = parseArgs({
-  options: {
-    redis: { type: "string", default: "redis://127.0.0.1:6391" },
-    lib: { type: "string", default: "dist" },
-    compare: { type: "string" },
+const setup = await redisCostSetup(
+  "cost",
+  {
     workload: { type: "string", default: "first,replay,contended" },
     concurrency: { type: "string", default: "1,32" },
     calls: { type: "string", default: "20000" },
-    reps: { type: "string", default: "3" },
     subjects: { type: "string" },
     "node-redis": { type: "string", default: "4" },
   },
-});
+  "3",
+);
+const { values, redis, prefix, lib, candidate, reps, serverStats } = setup;
 const calls = Number(values.calls);
-const reps = Number(values.reps);
-const workloads = values.workload.split(",") as ("first" | "replay" | "contended")[];
-const concurrencies = values.concurrency.split(",").map(Number);
-
-const redis = new Redis(values.redis, { maxRetriesPerRequest: 1 });
-const prefix = `idempotool-cost:${process.pid}:`;
-const lib = await loadLibrary(path.resolve(root, values.lib));
-const candidate = values.compare ? await loadLibrary(path.resolve(root, values.compare)) : undefined;
-const nodeIdempotency = await nodeIdempotencyRedis(values.redis);
+const workloads = (values.workload as string).split(",") as ("first" | "replay" | "contended")[];
+const concurrencies = (values.concurrency as string).split(",").map(Number);
+const nodeIdempotency = await nodeIdempotencyRedis(setup.url);
 const fingerprint = lib.core.sha256Hex(lib.core.canonicalJson(toolArgs));
 
 const subjects: Subject[] = [];
@@ -61,12 +50,12 @@ if (candidate) {
 }
 // idempotool again on node-redis clients (createClient()): version 4 is the one @node-idempotency's adapter uses.
 const nodeRedisClients: { quit(): Promise<unknown> }[] = [];
-for (const major of values["node-redis"].split(",").filter(Boolean)) {
+for (const major of (values["node-redis"] as string).split(",").filter(Boolean)) {
   const client =
     major === "4"
-      ? createClient4({ url: values.redis })
+      ? createClient4({ url: setup.url })
       : major === "6"
-        ? createClient({ url: values.redis })
+        ? createClient({ url: setup.url })
         : undefined;
   if (!client) throw new Error(`--node-redis: 4 or 6, got ${major}`);
   await client.connect();
@@ -92,16 +81,8 @@ for (const major of values["node-redis"].split(",").filter(Boolean)) {
 }
 subjects.push(redisFloor(redis, `${prefix}f:`, fingerprint));
 subjects.push(nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, prefix: `${prefix}n` }));
-const chosen = values.subjects?.split(",");
+const chosen = (values.subjects as string | undefined)?.split(",");
 const measured = chosen ? subjects.filter((s) => chosen.includes(s.name)) : subjects;
-
-async function serverStats(): Promise<{ cpuUs: number; commands: number }> {
-  const info = await redis.info("all");
-  const cpu = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
-  let commands = 0;
-  for (const [, n] of info.matchAll(/^cmdstat_\S+:calls=(\d+)/gm)) commands += Number(n);
-  return { cpuUs: (cpu("used_cpu_user") + cpu("used_cpu_sys")) * 1e6, commands };
-}
 
 let round = 0;
 /** `count` calls of `workload` on `subject`, `concurrency` in flight. */
@@ -133,7 +114,6 @@ async function drive(subject: Subject, workload: string, concurrency: number, co
 
 const versionOf = (name: string) =>
   (createRequire(import.meta.url)(`${name}/package.json`) as { version: string }).version;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 process.stdout.write(
   `Cost per call on Redis (${calls} calls per rep, median of ${reps}; node ${process.version}; ` +
     `node-redis 4 is ${versionOf("redis4")} (@node-idempotency's adapter: ${versionOf("@node-idempotency/storage-adapter-redis/node_modules/redis")}), ` +
@@ -181,12 +161,6 @@ for (const workload of workloads) {
   }
 }
 
-let cursor = "0";
-do {
-  const [nextCursor, names] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-  cursor = nextCursor;
-  if (names.length > 0) await redis.unlink(...names);
-} while (cursor !== "0");
 await nodeIdempotency.close();
 for (const client of nodeRedisClients) await client.quit();
-redis.disconnect();
+await setup.close();
