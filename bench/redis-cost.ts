@@ -7,13 +7,17 @@
  *
  *   node --import tsx bench/redis-cost.ts [--redis redis://127.0.0.1:6391] [--lib dist] [--compare DIR]
  *     [--workload first,replay,contended] [--concurrency 1,32] [--calls 20000] [--reps 3] [--node-redis 4,6]
- *     [--subjects NAME,…]
+ *     [--subjects NAME,…] [--counts [--hooks]]
  *
  * Subjects: idempotool (--lib) on ioredis, candidate (--compare), each again on node-redis clients of the
  * majors --node-redis names (default 4: 4.7.1, the version @node-idempotency's adapter opens; 6: the `redis`
  * devDependency; "" for none), the floor (SET NX PX + SET XX PX; GET) on ioredis, and @node-idempotency's
- * Redis adapter. Prints Markdown, the median of --reps runs per cell.
+ * Redis adapter. Prints Markdown, the median of --reps runs per cell. --counts adds a table of what a call
+ * costs in turns of the event loop, system calls and the server's socket reads (where a call waits rather
+ * than computes); --hooks adds the timers, immediates and nextTicks it creates (the hook costs CPU of its own).
  */
+import { createHook } from "node:async_hooks";
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createClient } from "redis";
 import { createClient as createClient4 } from "redis4";
@@ -31,6 +35,8 @@ const setup = await redisCostSetup(
     calls: { type: "string", default: "20000" },
     subjects: { type: "string" },
     "node-redis": { type: "string", default: "4" },
+    counts: { type: "boolean", default: false },
+    hooks: { type: "boolean", default: false },
   },
   "3",
 );
@@ -84,6 +90,23 @@ subjects.push(nodeIdempotencySubject({ storage: () => nodeIdempotency.storage, p
 const chosen = (values.subjects as string | undefined)?.split(",");
 const measured = chosen ? subjects.filter((s) => chosen.includes(s.name)) : subjects;
 
+/** This process's turns of the event loop and read and write system calls so far (--counts). */
+function clientCounts() {
+  const io = readFileSync("/proc/self/io", "utf8");
+  const field = (name: string) => Number(new RegExp(`${name}: (\\d+)`).exec(io)?.[1] ?? Number.NaN);
+  const { loopCount, events } = performance.nodeTiming.uvMetricsInfo;
+  return { turns: loopCount, events, syscr: field("syscr"), syscw: field("syscw") };
+}
+// Timers, immediates and nextTicks created (--hooks: the hook itself costs CPU, so it is off by default).
+const created = { Timeout: 0, Immediate: 0, TickObject: 0 };
+if (values.hooks) {
+  createHook({
+    init(_id, type) {
+      if (type in created) created[type as keyof typeof created]++;
+    },
+  }).enable();
+}
+
 let round = 0;
 /** `count` calls of `workload` on `subject`, `concurrency` in flight. */
 async function drive(subject: Subject, workload: string, concurrency: number, count: number) {
@@ -121,44 +144,98 @@ process.stdout.write(
     "| workload | in flight | subject | client CPU µs | server CPU µs | commands | calls/s | refused |\n" +
     "|---|---:|---|---:|---:|---:|---:|---:|\n",
 );
+/** Per call: the figures of the main table, then --counts' (each a list, one per repetition). */
+type Cell = Record<string, number[]>;
+const countsTable: string[] = [];
+const ratios: string[] = [];
 for (const workload of workloads) {
   for (const concurrency of concurrencies) {
-    const cells = new Map<
-      string,
-      { client: number[]; server: number[]; commands: number[]; rate: number[]; refused: number[] }
-    >();
+    const cells = new Map<string, Cell>();
     for (let rep = 0; rep < reps; rep++) {
-      for (const subject of measured) {
+      // Every other repetition in reverse, so that drift on a shared machine hits each subject alike.
+      for (const subject of rep % 2 === 0 ? measured : [...measured].reverse()) {
         await drive(subject, workload, concurrency, Math.min(calls, 3000));
         const before = await serverStats();
+        const counts = values.counts ? clientCounts() : undefined;
+        const made = { ...created };
+        const elu = performance.eventLoopUtilization();
         const cpu = process.cpuUsage();
         const start = performance.now();
         const refused = await drive(subject, workload, concurrency, calls);
         const seconds = (performance.now() - start) / 1000;
         const used = process.cpuUsage(cpu);
+        const busy = performance.eventLoopUtilization(elu);
+        const countsAfter = values.counts ? clientCounts() : undefined;
         const after = await serverStats();
-        const cell = cells.get(subject.name) ?? {
-          client: [],
-          server: [],
-          commands: [],
-          rate: [],
-          refused: [],
-        };
+        const cell = cells.get(subject.name) ?? {};
         cells.set(subject.name, cell);
-        cell.client.push((used.user + used.system) / calls);
-        cell.server.push((after.cpuUs - before.cpuUs) / calls);
+        const add = (name: string, value: number) => {
+          cell[name] ??= [];
+          cell[name].push(value);
+        };
+        add("client", (used.user + used.system) / calls);
+        add("server", (after.cpuUs - before.cpuUs) / calls);
         // INFO itself counts once.
-        cell.commands.push((after.commands - before.commands - 1) / calls);
-        cell.rate.push(calls / seconds);
-        cell.refused.push(refused);
+        add("commands", (after.commands - before.commands - 1) / calls);
+        add("rate", calls / seconds);
+        add("refused", refused);
+        if (counts && countsAfter) {
+          add("turns", (countsAfter.turns - counts.turns) / calls);
+          add("events", (countsAfter.events - counts.events) / calls);
+          add("syscw", (countsAfter.syscw - counts.syscw) / calls);
+          add("syscr", (countsAfter.syscr - counts.syscr) / calls);
+          // The INFO before was read and answered inside the window.
+          add("serverReads", (after.reads - before.reads - 1) / calls);
+          add("bytesIn", (after.bytesIn - before.bytesIn) / calls);
+          add("idle", (busy.idle * 1000) / calls);
+          add("timers", (created.Timeout - made.Timeout) / calls);
+          add("immediates", (created.Immediate - made.Immediate) / calls);
+          add("ticks", (created.TickObject - made.TickObject) / calls);
+        }
       }
     }
+    // With --compare: each build over the candidate, repetition by repetition (they ran back to back).
     for (const [name, cell] of cells) {
-      process.stdout.write(
-        `| ${workload} | ${concurrency} | ${name} | ${median(cell.client).toFixed(1)} | ${median(cell.server).toFixed(1)} | ${median(cell.commands).toFixed(2)} | ${Math.round(median(cell.rate))} | ${median(cell.refused)} |\n`,
+      const other = cells.get(name.replace(/^idempotool/, SubjectName.candidate));
+      if (!name.startsWith("idempotool") || !other) continue;
+      const ratio = (field: string) =>
+        median(cell[field]!.map((value, i) => value / other[field]![i]!)).toFixed(2);
+      ratios.push(
+        `| ${workload} | ${concurrency} | ${name.replace(/^idempotool ?/, "") || "ioredis"} | ${ratio("rate")} | ${ratio("client")} | ${ratio("server")} |`,
       );
     }
+    for (const [name, cell] of cells) {
+      const m = (field: string, digits: number) => median(cell[field]!).toFixed(digits);
+      process.stdout.write(
+        `| ${workload} | ${concurrency} | ${name} | ${m("client", 1)} | ${m("server", 1)} | ${m("commands", 2)} | ${m("rate", 0)} | ${m("refused", 0)} |\n`,
+      );
+      if (values.counts) {
+        const hooked = values.hooks
+          ? `${m("timers", 2)} | ${m("immediates", 2)} | ${m("ticks", 2)}`
+          : "– | – | –";
+        countsTable.push(
+          `| ${workload} | ${concurrency} | ${name} | ${m("turns", 3)} | ${m("events", 3)} | ${m("syscw", 3)} | ${m("syscr", 3)} | ${m("serverReads", 3)} | ${m("bytesIn", 0)} | ${m("idle", 1)} | ${hooked} |`,
+        );
+      }
+    }
   }
+}
+if (ratios.length > 0) {
+  process.stdout.write(
+    `\n${setup.libName} over ${setup.candidateName}, the median of per-repetition ratios\n\n` +
+      "| workload | in flight | client library | calls/s | client CPU | server CPU |\n|---|---:|---|---:|---:|---:|\n" +
+      `${ratios.join("\n")}\n`,
+  );
+}
+if (values.counts) {
+  process.stdout.write(
+    "\nPer call (--counts): this process's event-loop turns and I/O events (libuv's metrics), write and read system calls " +
+      "(/proc/self/io), the server's reads from client sockets and bytes in, the event loop's idle µs, and with --hooks the timers, " +
+      "immediates and nextTicks created\n\n" +
+      "| workload | in flight | subject | loop turns | I/O events | client writes | client reads | server reads | bytes in | idle µs | timers | immediates | nextTicks |\n" +
+      "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" +
+      `${countsTable.join("\n")}\n`,
+  );
 }
 
 await nodeIdempotency.close();
