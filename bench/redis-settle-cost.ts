@@ -12,41 +12,19 @@
  * ratios of server CPU.
  */
 import { randomUUID } from "node:crypto";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
-import { Redis } from "ioredis";
-import { type Library, loadLibrary } from "./lib/library.js";
+import type { Library } from "./lib/library.js";
+import { median, redisCostSetup } from "./lib/redis-cost-options.js";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const { values } = parseArgs({
-  options: {
-    redis: { type: "string", default: "redis://127.0.0.1:6391" },
-    lib: { type: "string", default: "dist" },
-    compare: { type: "string" },
-    settles: { type: "string", default: "20000" },
-    "in-flight": { type: "string", default: "32" },
-    reps: { type: "string", default: "5" },
-  },
-});
+const setup = await redisCostSetup(
+  "settle",
+  { settles: { type: "string", default: "20000" }, "in-flight": { type: "string", default: "32" } },
+  "5",
+);
+const { values, redis, prefix, reps, serverStats } = setup;
 const settles = Number(values.settles);
 const inFlight = Number(values["in-flight"]);
-const reps = Number(values.reps);
-const redis = new Redis(values.redis, { maxRetriesPerRequest: 1 });
-const prefix = `idempotool-settle:${process.pid}:`;
-const builds: { name: string; lib: Library }[] = [
-  { name: values.lib, lib: await loadLibrary(path.resolve(root, values.lib)) },
-];
-if (values.compare)
-  builds.push({ name: values.compare, lib: await loadLibrary(path.resolve(root, values.compare)) });
-
-async function serverStats(): Promise<{ cpuUs: number; commands: number }> {
-  const info = await redis.info("all");
-  const cpu = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
-  let commands = 0;
-  for (const [, n] of info.matchAll(/^cmdstat_\S+:calls=(\d+)/gm)) commands += Number(n);
-  return { cpuUs: (cpu("used_cpu_user") + cpu("used_cpu_sys")) * 1e6, commands };
-}
+const builds: { name: string; lib: Library }[] = [{ name: setup.libName, lib: setup.lib }];
+if (setup.candidate) builds.push({ name: setup.candidateName!, lib: setup.candidate });
 
 /** `count` calls of `call(i)`, `inFlight` at once. */
 async function drive(count: number, call: (i: number) => Promise<unknown>): Promise<void> {
@@ -91,7 +69,6 @@ for (let rep = 0; rep < reps; rep++) {
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 process.stdout.write(
   `Redis per settle of a plain claim (${settles} settles, ${inFlight} in flight, median of ${reps}; node ${process.version})\n\n` +
     "| build | server CPU µs | commands |\n|---|---:|---:|\n",
@@ -112,10 +89,4 @@ if (first && second) {
   );
 }
 
-let cursor = "0";
-do {
-  const [next, names] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-  cursor = next;
-  if (names.length > 0) await redis.unlink(...names);
-} while (cursor !== "0");
-redis.disconnect();
+await setup.close();

@@ -21,28 +21,34 @@ import { idempotoolSubject } from "./memory.js";
 const dayMs = 24 * 60 * 60 * 1000;
 const leaseMs = 60_000;
 
+/** The two commands a floor sends, on whichever client library. */
+interface FloorCommands {
+  /** `SET name value PX ms NX|XX`: "OK" when it set the key, null when the condition stopped it. */
+  set(name: string, value: string, ms: number, condition: "NX" | "XX"): Promise<string | null>;
+  get(name: string): Promise<string | null>;
+}
+
 /**
- * The floor on the same ioredis client: a first call is SET NX PX (claim) + SET XX PX (settle), a replay one GET.
+ * The floor on `commands`: a first call is SET NX PX (claim) + SET XX PX (settle), a replay one GET and a
+ * `JSON.parse`.
  */
-export function redisFloor(redis: Redis, prefix: string, fingerprint: string): Subject {
+function floorOf(commands: FloorCommands, description: string, prefix: string, fingerprint: string): Subject {
   const tool = countedTool();
   const first = async (key: string, args: ToolArgs) => {
     const name = prefix + key;
-    const claimed = await redis.set(
+    const claimed = await commands.set(
       name,
       `{"status":"in_progress","fingerprint":"${fingerprint}"}`,
-      "PX",
       leaseMs,
       "NX",
     );
     if (claimed !== "OK") throw new AlreadyClaimed("redis", key);
     const result = await tool.fn(args);
-    const record = JSON.stringify({ status: "completed", fingerprint, result });
-    await redis.set(name, record, "PX", dayMs, "XX");
+    await commands.set(name, JSON.stringify({ status: "completed", fingerprint, result }), dayMs, "XX");
     return result;
   };
   const replay = async (key: string) => {
-    const text = await redis.get(prefix + key);
+    const text = await commands.get(prefix + key);
     const record =
       text === null
         ? undefined
@@ -54,7 +60,7 @@ export function redisFloor(redis: Redis, prefix: string, fingerprint: string): S
   };
   return {
     name: SubjectName.floor,
-    description: "ioredis, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
+    description,
     first,
     replay,
     contended: waitingFlight(first, replay),
@@ -63,46 +69,35 @@ export function redisFloor(redis: Redis, prefix: string, fingerprint: string): S
   };
 }
 
+/** The floor on the same ioredis client ({@link floorOf}'s commands). */
+export function redisFloor(redis: Redis, prefix: string, fingerprint: string): Subject {
+  return floorOf(
+    {
+      set: (name, value, ms, condition) =>
+        condition === "NX" ? redis.set(name, value, "PX", ms, "NX") : redis.set(name, value, "PX", ms, "XX"),
+      get: (name) => redis.get(name),
+    },
+    "ioredis, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
+    prefix,
+    fingerprint,
+  );
+}
+
 /** A node-redis 4 client, as `createClient()` from `redis` 4.7.1 makes it. */
 type NodeRedis4 = ReturnType<typeof createClient>;
 
 /** The floor on a node-redis 4 client: the same commands as {@link redisFloor}. */
 export function nodeRedisFloor(client: NodeRedis4, prefix: string, fingerprint: string): Subject {
-  const tool = countedTool();
-  const first = async (key: string, args: ToolArgs) => {
-    const name = prefix + key;
-    const claimed = await client.set(name, `{"status":"in_progress","fingerprint":"${fingerprint}"}`, {
-      PX: leaseMs,
-      NX: true,
-    });
-    if (claimed !== "OK") throw new AlreadyClaimed("redis", key);
-    const result = await tool.fn(args);
-    await client.set(name, JSON.stringify({ status: "completed", fingerprint, result }), {
-      PX: dayMs,
-      XX: true,
-    });
-    return result;
-  };
-  const replay = async (key: string) => {
-    const text = await client.get(prefix + key);
-    const record =
-      text === null
-        ? undefined
-        : (JSON.parse(text) as { status: string; fingerprint: string; result: unknown });
-    if (record?.status !== "completed" || record.fingerprint !== fingerprint) {
-      throw new Error(`redis floor: ${key} holds no completed record`);
-    }
-    return record.result;
-  };
-  return {
-    name: SubjectName.floor,
-    description: "node-redis 4.7.1, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
-    first,
-    replay,
-    contended: waitingFlight(first, replay),
-    validatesPayload: false,
-    runs: tool.runs,
-  };
+  return floorOf(
+    {
+      set: (name, value, ms, condition) =>
+        client.set(name, value, condition === "NX" ? { PX: ms, NX: true } : { PX: ms, XX: true }),
+      get: (name) => client.get(name),
+    },
+    "node-redis 4.7.1, same client: SET NX PX (claim) + SET XX PX (settle); replay: GET",
+    prefix,
+    fingerprint,
+  );
 }
 
 /** A connected node-redis 4.7.1 client (the version @node-idempotency's adapter opens) on `url`. */
