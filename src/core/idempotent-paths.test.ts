@@ -64,7 +64,10 @@ function smsTool(options: {
   store: IdempotencyStore;
   effect: Effect;
   clock?: ReturnType<typeof fakeClock>;
-  verify?: (record: IdempotencyRecord, context: VerifyContext<Sms>) => VerifyOutcome<string>;
+  verify?: (
+    record: IdempotencyRecord,
+    context: VerifyContext<Sms>,
+  ) => VerifyOutcome<string> | Promise<VerifyOutcome<string>>;
   /** Throw after sending, on these runs (1-based): the effect happened, the reply was lost. */
   throwAfterSendOn?: number[];
   hold?: Promise<void>;
@@ -613,9 +616,9 @@ describe("a store error is reported as such", () => {
       ...inner,
       takeover: async (request) => {
         // A store whose clock runs half a lease behind this process's: the lease it wrote ends half a lease
-        // from now here. The reply is lost three quarters of a lease later, within the lease since sending.
+        // from now here. The reply is lost as that moment comes, within the lease since sending.
         await inner.takeover({ ...request, now: request.now - LEASE_MS / 2 });
-        await clock.advance((LEASE_MS * 3) / 4);
+        await clock.advance(LEASE_MS / 2);
         throw new Error("ECONNRESET after commit");
       },
     };
@@ -917,6 +920,58 @@ describe("a claim or takeover answered late", () => {
     expect((error as Error).message).toMatch(/^The idempotency store failed during claim: its answer came/);
     expect(runs()).toBe(0);
     expect(await inner.get({ scope: "default", key: "k" }, clock.now())).toBeUndefined();
+  });
+
+  it("counts verify's lease from the takeover's sending: cut off from the store, verify is told to stop a lease after it", async () => {
+    const clock = fakeClock();
+    const inner = memoryStore();
+    let sent: (() => void) | undefined;
+    const takeoverSent = new Promise<void>((resolve) => {
+      sent = resolve;
+    });
+    let answer: (() => void) | undefined;
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    const store: IdempotencyStore = {
+      ...inner,
+      // The takeover lands at once, and its answer comes when the test says; every renewal fails.
+      takeover: async (request) => {
+        const taken = await inner.takeover(request);
+        sent?.();
+        await answered;
+        return taken;
+      },
+      renew: () => Promise.reject(new Error("connection reset")),
+    };
+    let stoppedAt: number | undefined;
+    const { tool, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      clock,
+      verify: async (_record, context) => {
+        await clock.sleep(10 * LEASE_MS, context.signal).catch((reason: unknown) => {
+          stoppedAt = clock.now();
+          throw reason;
+        });
+        return { status: "not_executed" };
+      },
+    });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+    const sentAt = clock.now();
+    const failed = rejection(tool(sms, { key: "k" }));
+    await takeoverSent;
+    // Two thirds of the lease pass before the answer comes.
+    await clock.advance((LEASE_MS * 2) / 3);
+    answer?.();
+    await clock.advance(LEASE_MS / 3 - 1);
+    expect(stoppedAt).toBeUndefined();
+    await clock.advance(1);
+    expect(stoppedAt).toBe(sentAt + LEASE_MS);
+    // Cut off from the store, verify could not finish, and the tool did not run.
+    expect((await failed) as Error).toBeInstanceOf(StoreUnavailableError);
+    expect(runs()).toBe(0);
   });
 
   it("counts the lease from the claim's sending: cut off from the store, the tool is told to stop a lease after it", async () => {
