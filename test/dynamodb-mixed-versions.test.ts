@@ -269,24 +269,40 @@ describe("a 0.1 worker's live claim beside this version", () => {
   });
 });
 
+/**
+ * One table, an earlier build's store and this version's. `before` runs on the earlier build's; then an
+ * earlier build's release of `releasedToken` on key "k", which found another caller's item, is held before
+ * the write that keeps the token there (it read the item already) until `open()`, which resolves as the
+ * release does.
+ */
+async function heldEarlierRelease(releasedToken: string, before: (old: IdempotencyStore) => Promise<void>) {
+  const table = await db.table("mixed");
+  const gated = gatedClient();
+  const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+  const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
+  await before(old);
+  const releaser = dynamoStore01({ client: gated.client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+  gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
+  const release = releaser.release({ ...id("k"), token: releasedToken });
+  await gated.hit;
+  return {
+    table,
+    old,
+    current,
+    open: () => {
+      gated.open();
+      return release;
+    },
+  };
+}
+
 describe("tokens released on a key that both versions write", () => {
-  it("keeps both tokens when a 0.1 release and this version's release race on a 0.1 record", async () => {
-    const table = await db.table("mixed");
-    const gated = gatedClient();
-    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
-    const oldReleaser = dynamoStore01({
-      client: gated.client,
-      table,
-      clockSkewMarginMs: 0,
-    }) as IdempotencyStore;
-    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
-    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
-    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
-    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
-    await gated.hit;
+  it("keeps both tokens when an earlier build's release and this version's race on its record", async () => {
+    const { table, current, open } = await heldEarlierRelease(token(2), async (old) => {
+      await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    });
     expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
-    gated.open();
-    expect(await oldRelease).toBe(false);
+    expect(await open()).toBe(false);
     expect((await itemOf(table, id("k")))?.released?.SS?.sort()).toEqual([token(2), token(3)]);
     // Once the holder's claim is released too, neither late claim lands.
     expect(await current.release({ ...id("k"), token: token(1) })).toBe(true);
@@ -297,31 +313,18 @@ describe("tokens released on a key that both versions write", () => {
     }
   });
 
-  it("keeps a token this version released when a 0.1 release read the item before the rewrite", async () => {
-    const table = await db.table("mixed");
-    const gated = gatedClient();
-    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
-    const oldReleaser = dynamoStore01({
-      client: gated.client,
-      table,
-      clockSkewMarginMs: 0,
-    }) as IdempotencyStore;
-    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
-    // A 0.1 record kept three days (its ttl more than a day ahead), with no released tokens yet; settled,
-    // so this version may rewrite it.
-    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
-    await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
-    // A 0.1 worker releases token 2 on the key: it read the 0.1 item, and is held before the write that
-    // starts the key's set of released tokens afresh.
-    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
-    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
-    await gated.hit;
+  it("keeps a token this version released when an earlier build's release read the item before the rewrite", async () => {
+    // A record of an earlier build kept three days (its ttl more than a day ahead), with no released tokens
+    // yet; settled, so this version may rewrite it. The held release of token 2 read it in that form.
+    const { table, current, open } = await heldEarlierRelease(token(2), async (old) => {
+      await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+      await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    });
     // Meanwhile an operator deletes the record with this version, and this version releases token 3.
     expect(await current.delete(id("k"))).toBe(true);
     expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
-    gated.open();
-    // The 0.1 release fails (it finds an item it cannot read) or keeps token 3 beside its own.
-    await oldRelease.catch(() => undefined);
+    // The earlier build's release fails (it finds an item it cannot read) or keeps token 3 beside its own.
+    await open().catch(() => undefined);
     expect((await itemOf(table, id("k")))?.rt?.SS).toEqual([token(3)]);
     for (const late of [token(2), token(3)]) {
       await expect(current.claim(claimRequest({ ...id("k"), token: late })), late).rejects.toThrow(
@@ -335,4 +338,37 @@ describe("tokens released on a key that both versions write", () => {
       /released before it arrived/,
     );
   });
+
+  for (const removal of ["delete", "purge"] as const) {
+    it(`keeps the item on ${removal} when only an earlier build's late release marked it`, async () => {
+      const { table, current, open } = await heldEarlierRelease(token(2), async (old) => {
+        await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+        await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+      });
+      // The record goes, and this version claims the key anew (expired by the purge's time); then the held
+      // release lands on it: a record in this form whose only released set is the earlier build's.
+      expect(await current.delete(id("k"))).toBe(true);
+      const claim =
+        removal === "purge"
+          ? claimRequest({ ...id("k"), token: token(4), now: Date.now() - 3 * hour, ttlMs: hour })
+          : claimRequest({ ...id("k"), token: token(4), ttlMs: 3 * day });
+      expect((await current.claim(claim)).claimed).toBe(true);
+      expect(await open()).toBe(false);
+      const marked = await itemOf(table, id("k"));
+      expect({ s: marked?.s?.S, ru: marked?.ru, releasedUntil: marked?.releasedUntil?.N }).toEqual({
+        s: "p",
+        ru: undefined,
+        releasedUntil: expect.any(String),
+      });
+      if (removal === "delete") expect(await current.delete(id("k"))).toBe(true);
+      else expect(await current.purge({ now: Date.now(), limit: 100 })).toEqual({ deleted: 1 });
+      // The record went; the item stays, as a tombstone keeping the token.
+      expect(await current.get(id("k"), Date.now())).toBeUndefined();
+      expect((await itemOf(table, id("k")))?.s?.S).toBe("r");
+      await expect(current.claim(claimRequest({ ...id("k"), token: token(2) }))).rejects.toThrow(
+        /released before it arrived/,
+      );
+      expect((await current.claim(claimRequest({ ...id("k"), token: token(5) }))).claimed).toBe(true);
+    });
+  }
 });

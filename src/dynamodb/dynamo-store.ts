@@ -19,6 +19,7 @@ import {
   claimAttributes,
   type Item,
   isLegacy,
+  keptUntil,
   legacyItem,
   n,
   numberOf,
@@ -140,11 +141,16 @@ const putClaimCondition =
   "attribute_not_exists(pk) OR (attribute_not_exists(rt) AND attribute_not_exists(released) AND s <> :released AND e <= :now)";
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition = "attribute_not_exists(pk) OR (o = :token AND (s = :inProgress OR s = :unknown))";
-// Whether the item keeps tokens released within the last day (see record-item.ts).
+// Whether the item's own set, rt, keeps tokens released within the last day (see record-item.ts): a
+// release adds to it, or starts it afresh.
 const keepingTokens = "ru > :now";
 const notKeepingTokens = "(attribute_not_exists(ru) OR ru <= :now)";
-// Nor a 0.1 item (see legacyItem): a delete or purge must not drop the tokens it keeps under its names.
+// Whether the item keeps any released tokens: in rt, or in the set an earlier build's release wrote under
+// its names (on its own item, or on one in this form it read before the rewrite). Both count wherever the
+// item is kept or let go (delete, purge): neither set may be dropped while its time runs.
+const anyKept = "(ru > :now OR #releasedUntil > :now)";
 const noneKept = `${notKeepingTokens} AND (attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)`;
+const keptNames = { "#releasedUntil": "releasedUntil" };
 const settleCondition = "o = :token AND (s = :inProgress OR s = :unknown)";
 const renewCondition = "o = :token AND s = :inProgress";
 const takeoverCondition = "o = :fromToken AND e > :now AND (s = :unknown OR (s = :inProgress AND l <= :now))";
@@ -531,13 +537,13 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               TableName: table,
               Key: { pk },
               ConditionExpression: noneKept,
-              ExpressionAttributeNames: { "#releasedUntil": "releasedUntil" },
+              ExpressionAttributeNames: keptNames,
               ExpressionAttributeValues: { ":now": now },
               ReturnValues: "ALL_OLD",
             }),
         );
         if (gone.applied) return readItem(gone.item).kind === "record";
-        const retired = await retire(pk, keepingTokens, {}, now);
+        const retired = await retire(pk, anyKept, now);
         if (retired !== undefined) return retired;
         // A tombstone already, a 0.1 item (rewritten first), or the item changed between the two writes:
         // look again.
@@ -606,9 +612,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         }
         // An item that keeps released tokens stays until they pass (see record-item.ts); its record
         // goes, and the item stays as a tombstone.
-        if (releasedUntil(item) > judgedNow) {
+        if (keptUntil(item) > judgedNow) {
           if ((item.s as { S?: unknown } | undefined)?.S === (tombstone as { S: string }).S) return false;
-          return (await retire(pk, `e <= :now AND ${keepingTokens}`, {}, cutoff)) === true;
+          return (await retire(pk, `e <= :now AND ${anyKept}`, cutoff)) === true;
         }
         const gone = await conditional(
           (sdk) =>
@@ -677,13 +683,12 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
 
   /**
    * Make the record at `pk` a tombstone that keeps the key's released tokens (its own token stays its
-   * token), on `condition` (which uses `:now`). Returns true when a record was made a tombstone,
+   * token), on `condition` (which uses `:now` and `#releasedUntil`). Returns true when a record was made a tombstone,
    * undefined when the condition or the item refused (a 0.1 item always does: the caller rewrites it).
    */
   async function retire(
     pk: AttributeValue,
     condition: string,
-    values: Record<string, AttributeValue>,
     now: AttributeValue,
   ): Promise<true | undefined> {
     const retired = await conditional(
@@ -693,7 +698,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
           Key: { pk },
           ConditionExpression: `${condition} AND attribute_exists(s) AND s <> :released`,
           UpdateExpression: `SET s = :released REMOVE ${recordAttributes.join(", ")}`,
-          ExpressionAttributeValues: { ...values, ":now": now, ":released": tombstone },
+          ExpressionAttributeNames: keptNames,
+          ExpressionAttributeValues: { ":now": now, ":released": tombstone },
           ReturnValues: "ALL_OLD",
         }),
     );

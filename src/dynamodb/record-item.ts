@@ -109,9 +109,20 @@ export function numberOf(item: Item | undefined, name: string): number {
   return Number.isFinite(value) ? value : 0;
 }
 
-/** Until when (epoch ms) the item keeps released tokens; 0 when it keeps none. */
+/**
+ * Until when (epoch ms) the item's own set keeps released tokens (`ru` for `rt`, or an earlier build's
+ * `releasedUntil` on its item); 0 when it keeps none. What a release judges the set it adds to by.
+ */
 export function releasedUntil(item: Item | undefined): number {
   return isLegacy(item) ? numberOf(item, "releasedUntil") : numberOf(item, "ru");
+}
+
+/**
+ * Until when (epoch ms) the item keeps any released tokens, in either set (an item in this form may carry
+ * an earlier build's too, see the header); 0 when it keeps none. What purge and delete judge by.
+ */
+export function keptUntil(item: Item | undefined): number {
+  return Math.max(numberOf(item, "ru"), numberOf(item, "releasedUntil"));
 }
 
 /** Whether the item keeps `token` among its released claims' tokens, in this form's set or 0.1's. */
