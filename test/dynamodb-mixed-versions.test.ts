@@ -1,9 +1,10 @@
 /**
- * A fleet mid-deploy: workers still on 0.1's dynamoStore (frozen in test/fixtures/dynamodb-0.1) and
- * workers on this version share one table. This version reads every item 0.1 wrote and rewrites one in its
- * own form before writing to it; 0.1 refuses every item in this form (its conditions do not hold on
+ * A fleet mid-deploy: workers still on an earlier build's dynamoStore (frozen in
+ * test/fixtures/dynamodb-earlier) and workers on this version share one table. This version reads every item
+ * the earlier build wrote and rewrites one in its own form before writing to it; the earlier build refuses
+ * every item in this form (its conditions do not hold on
  * attributes it does not know, and it throws on reading one): it may fail, but never claims over a record
- * of this version, settles or takes one over, or replays one wrongly (docs/stores.md, "Upgrading from 0.1").
+ * of this version, settles or takes one over, or replays one wrongly (docs/stores.md, "Upgrading from earlier builds").
  */
 import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,7 +17,7 @@ import {
 import { dynamoStore } from "../src/dynamodb/index.js";
 import { claimRequest, settleRequest } from "./fixtures/claim-request.js";
 import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
-import { dynamoStore as dynamoStore01 } from "./fixtures/dynamodb-0.1/dynamo-store.js";
+import { dynamoStore as earlierDynamoStore } from "./fixtures/dynamodb-earlier/dynamo-store.js";
 
 let db: Dynalite;
 let client: DynamoDBClient;
@@ -29,7 +30,7 @@ afterAll(() => db?.close());
 async function stores() {
   const table = await db.table("mixed");
   return {
-    old: dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore,
+    old: earlierDynamoStore({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore,
     current: dynamoStore({ client, table, clockSkewMarginMs: 0 }),
   };
 }
@@ -62,8 +63,8 @@ async function everyStatus(store: IdempotencyStore): Promise<Record<string, Idem
   return records;
 }
 
-describe("this version on a table 0.1 workers wrote", () => {
-  it("reads every status 0.1 wrote as 0.1 does, and a claim of its key finds it", async () => {
+describe("this version on a table an earlier build's workers wrote", () => {
+  it("reads every status the earlier build wrote as that build does, and a claim of its key finds it", async () => {
     const { old, current } = await stores();
     const written = await everyStatus(old);
     for (const [status, record] of Object.entries(written)) {
@@ -76,7 +77,7 @@ describe("this version on a table 0.1 workers wrote", () => {
     }
   });
 
-  it("claims over 0.1's tombstone and expired record, never with a token 0.1 released", async () => {
+  it("claims over the earlier build's tombstone and expired record, never with a token it released", async () => {
     const { old, current } = await stores();
     await old.claim(claimRequest({ ...id("released"), token: token(1) }));
     expect(await old.release({ ...id("released"), token: token(1) })).toBe(true);
@@ -97,7 +98,7 @@ describe("this version on a table 0.1 workers wrote", () => {
     expect(await current.get(id("expired"), Date.now())).toEqual(again.record);
   });
 
-  it("takes over a 0.1 worker's lapsed lease, and fences that worker out", async () => {
+  it("takes over an earlier build's lapsed lease, and fences that worker out", async () => {
     const { old, current } = await stores();
     const t0 = Date.now() - 2 * 60_000;
     await old.claim(claimRequest({ ...id("lapsed"), token: token(1), now: t0 }));
@@ -119,10 +120,10 @@ describe("this version on a table 0.1 workers wrote", () => {
     expect(await current.get(id("lapsed"), Date.now())).toEqual(settled);
   });
 
-  it("keeps the tokens 0.1 released on another's record, through claims, releases and a delete", async () => {
+  it("keeps the tokens the earlier build released on another's record, through claims, releases and a delete", async () => {
     const { old, current } = await stores();
     await old.claim(claimRequest({ ...id("held"), token: token(1) }));
-    // A claim by token 2 that lost its answer, released by its 0.1 caller while token 1 holds the key.
+    // A claim by token 2 that lost its answer, released by its caller on the earlier build while token 1 holds the key.
     expect(await old.release({ ...id("held"), token: token(2) })).toBe(false);
     expect(await current.release({ ...id("held"), token: token(3) })).toBe(false);
     expect(await current.delete(id("held"))).toBe(true);
@@ -134,7 +135,7 @@ describe("this version on a table 0.1 workers wrote", () => {
     expect((await current.claim(claimRequest({ ...id("held"), token: token(4) }))).claimed).toBe(true);
   });
 
-  it("purges 0.1's expired records, and keeps the tombstone of one whose key keeps released tokens", async () => {
+  it("purges the earlier build's expired records, and keeps the tombstone of one whose key keeps released tokens", async () => {
     const { old, current } = await stores();
     const past = Date.now() - 3 * hour;
     for (const key of ["a", "b"]) {
@@ -150,7 +151,7 @@ describe("this version on a table 0.1 workers wrote", () => {
   });
 });
 
-describe("a 0.1 worker on items this version wrote", () => {
+describe("an earlier build's worker on items this version wrote", () => {
   it("never claims, settles, renews, takes over or releases them, and fails closed on reading them", async () => {
     const { old, current } = await stores();
     const written = await everyStatus(current);
@@ -158,7 +159,7 @@ describe("a 0.1 worker on items this version wrote", () => {
     await current.release({ ...id("tombstone"), token: token(7) });
     const later = Date.now() + 3 * 86_400_000;
     for (const key of [...Object.keys(written), "tombstone"]) {
-      // However late: this version's records are expired by then, and 0.1 still does not claim them.
+      // However late: this version's records are expired by then, and the earlier build still does not claim them.
       for (const now of [Date.now(), later]) {
         const claim = old.claim(claimRequest({ ...id(key), token: token(50), now }));
         await expect(claim, key).rejects.toThrow(/not an idempotool record/);
@@ -224,7 +225,7 @@ async function itemOf(table: string, key: RecordId) {
   return Item;
 }
 
-describe("a 0.1 worker's live claim beside this version", () => {
+describe("an earlier build's live claim beside this version", () => {
   it("stays its owner's to renew and settle when this version releases another token on the key", async () => {
     const { old, current } = await stores();
     expect((await old.claim(claimRequest({ ...id("live"), token: token(1) }))).claimed).toBe(true);
@@ -250,7 +251,7 @@ describe("a 0.1 worker's live claim beside this version", () => {
   it("stays its owner's when a purge that found the key's old record expired meets the new claim", async () => {
     const table = await db.table("mixed");
     const gated = gatedClient();
-    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+    const old = earlierDynamoStore({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
     const purger = dynamoStore({ client: gated.client, table, clockSkewMarginMs: 0 });
     const past = Date.now() - 3 * hour;
     await old.claim(claimRequest({ ...id("k"), token: token(1), now: past, ttlMs: hour }));
@@ -278,10 +279,14 @@ describe("a 0.1 worker's live claim beside this version", () => {
 async function heldEarlierRelease(releasedToken: string, before: (old: IdempotencyStore) => Promise<void>) {
   const table = await db.table("mixed");
   const gated = gatedClient();
-  const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+  const old = earlierDynamoStore({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
   const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
   await before(old);
-  const releaser = dynamoStore01({ client: gated.client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+  const releaser = earlierDynamoStore({
+    client: gated.client,
+    table,
+    clockSkewMarginMs: 0,
+  }) as IdempotencyStore;
   gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
   const release = releaser.release({ ...id("k"), token: releasedToken });
   await gated.hit;

@@ -17,10 +17,11 @@
  *   ttl       N   epoch seconds, for DynamoDB's own TTL deletion (never read back)
  *   rt        SS  the tokens of claims released on this key, which must never land after their release
  *   ru        N   until when (epoch ms) those tokens are kept; both absent when none are
- *   released, releasedUntil   the same under 0.1's names: only where a 0.1 release that read the item in
- *                 0.1's form wrote them after it was rewritten. Claims are refused by either set, and
- *                 delete and purge keep the item until either time passes. The two sets have two names so
- *                 that such a 0.1 write, which may start its set afresh, never drops this version's tokens.
+ *   released, releasedUntil   the same under the earlier form's names: only where an earlier build's
+ *                 release that read the item in that form wrote them after it was rewritten. Claims are
+ *                 refused by either set, and delete and purge keep the item until either time passes
+ *                 (`keptUntil`). The two sets have two names so that such a write, which may start its set
+ *                 afresh, never drops this version's tokens.
  *
  * A released claim leaves a tombstone instead of nothing: `s` "r", the released token in `o`, `e` and no
  * other record field. It is not a record: get and list skip it, and a claim by any token not released
@@ -30,11 +31,11 @@
  * Until then purge and delete turn the item's record into a tombstone instead of deleting the item, and
  * every write keeps `ttl` at least a day ahead (see dynamo-store.ts).
  *
- * Items of 0.1 (long attribute names: `status`, `token`, `expiresAt`, `releasedUntil`, …) are read as
- * they are, and rewritten in this form, as they were, before the store writes a record field of one (see
- * `legacyItem`); a release of another caller's token keeps it on a 0.1 item in 0.1's form.
- * 0.1's store refuses this form: none of its conditions holds on an item without its names, and it throws
- * on reading one (docs/stores.md, "Upgrading from 0.1").
+ * Items of earlier builds (long attribute names: `status`, `token`, `expiresAt`, `releasedUntil`, …) are
+ * read as they are, and rewritten in this form, as they were, before the store writes a record field of
+ * one (see `legacyItem`); a release of another caller's token keeps it on such an item in its form.
+ * Their store refuses this form: none of its conditions holds on an item without its names, and it throws
+ * on reading one (docs/stores.md, "Upgrading from earlier builds").
  */
 import { type IdempotencyRecord, RecordStatus, recordIdText } from "../core/store.js";
 
@@ -125,7 +126,7 @@ export function keptUntil(item: Item | undefined): number {
   return Math.max(numberOf(item, "ru"), numberOf(item, "releasedUntil"));
 }
 
-/** Whether the item keeps `token` among its released claims' tokens, in this form's set or 0.1's. */
+/** Whether the item keeps `token` among its released claims' tokens, in this form's set or the earlier form's. */
 export function releasedOn(item: Item | undefined, token: string): boolean {
   return [item?.rt, item?.released].some((set) => {
     const tokens = (set as { SS?: unknown } | undefined)?.SS;
@@ -173,13 +174,13 @@ export type ItemKind =
   | { readonly kind: "tombstone"; readonly token: string; readonly expiresAt: number }
   | { readonly kind: "record"; readonly record: IdempotencyRecord };
 
-/** Whether the item is in 0.1's form (long attribute names), see `legacyItem`. */
+/** Whether the item is in the earlier builds' form (long attribute names), see `legacyItem`. */
 export function isLegacy(item: Item | undefined): boolean {
   return item !== undefined && item.s === undefined && item.status !== undefined;
 }
 
 /**
- * Read an item the store wrote, in this form or 0.1's. An item that is neither a record nor a tombstone
+ * Read an item the store wrote, in this form or the earlier one. An item that is neither a record nor a tombstone
  * (another program's, or edited by hand) fails the operation: guessing would risk a second run or a wrong
  * replay.
  */
@@ -250,7 +251,7 @@ export function readItem(item: Item | undefined): ItemKind {
   };
 }
 
-/** 0.1's attribute names, each of which this form drops or renames. */
+/** The earlier form's attribute names, each of which this form drops or renames. */
 export const legacyAttributes = [
   "scope",
   "key",
@@ -268,7 +269,7 @@ export const legacyAttributes = [
   "releasedUntil",
 ] as const;
 
-/** An item of 0.1: every field an attribute of its own, under its long name. */
+/** An item of an earlier build: every field an attribute of its own, under its long name. */
 function readLegacyItem(item: Item): ItemKind {
   const text = (name: string): string | undefined => {
     const value = item[name] as { S?: unknown } | undefined;
@@ -336,11 +337,11 @@ function readLegacyItem(item: Item): ItemKind {
 }
 
 /**
- * The update that rewrites a 0.1 item in this form, exactly as it was, on condition that it still is and
- * that `guard` (a condition on 0.1's names, `#status` for `status` and so on) holds: a store writes a
- * record field of a 0.1 item only after this, so that every such write of its own sees one form. The
- * condition pins what the rewrite copies (the token, status, times and `releasedUntil`; any write of 0.1
- * changes `updatedAt` or the token with a record's result or error), so a 0.1 worker's write in between
+ * The update that rewrites an earlier build's item in this form, exactly as it was, on condition that it
+ * still is and that `guard` (a condition on the earlier names, `#status` for `status` and so on) holds: a
+ * store writes a record field of such an item only after this, so that every such write of its own sees one
+ * form. The condition pins what the rewrite copies (the token, status, times and `releasedUntil`; any write
+ * of that build changes `updatedAt` or the token with a record's result or error), so its write in between
  * refuses it.
  */
 export function legacyItem(
