@@ -110,6 +110,39 @@ export function numberOf(item: Item | undefined, name: string): number {
   return Number.isFinite(value) ? value : 0;
 }
 
+/** A string attribute of the item, or undefined when it has none (or one of another type). */
+function textOf(item: Item, name: string): string | undefined {
+  const value = item[name] as { S?: unknown } | undefined;
+  return typeof value?.S === "string" ? value.S : undefined;
+}
+
+/** A number attribute of the item as a safe integer, or undefined when it has no such number. */
+function integerOf(item: Item, name: string): number | undefined {
+  const value = item[name] as { N?: unknown } | undefined;
+  const parsed = typeof value?.N === "string" ? Number(value.N) : Number.NaN;
+  return Number.isSafeInteger(parsed) ? parsed : undefined;
+}
+
+/**
+ * An optional string attribute (a result, an error): null when absent, false when it is there but not a
+ * string.
+ */
+function optionalTextOf(item: Item, name: string): string | null | false {
+  return item[name] === undefined ? null : (textOf(item, name) ?? false);
+}
+
+/** A record's fields as read from an item: undefined where one was missing, false where one was malformed. */
+type ReadFields = { [F in keyof IdempotencyRecord]: IdempotencyRecord[F] | undefined | false };
+
+/**
+ * The record of the fields read from the item at `pk`, or the error that says the item is none: any field
+ * missing or malformed fails the operation rather than be guessed.
+ */
+function recordOrThrow(pk: string | undefined, fields: ReadFields): ItemKind {
+  for (const value of Object.values(fields)) if (value === undefined || value === false) throw notARecord(pk);
+  return { kind: "record", record: fields as IdempotencyRecord };
+}
+
 /**
  * Until when (epoch ms) the item's own set keeps released tokens (`ru` for `rt`, or an earlier build's
  * `releasedUntil` on its item); 0 when it keeps none. What a release judges the set it adds to by.
@@ -187,68 +220,32 @@ export function isLegacy(item: Item | undefined): boolean {
 export function readItem(item: Item | undefined): ItemKind {
   if (item === undefined || Object.keys(item).length === 0) return { kind: "absent" };
   if (isLegacy(item)) return readLegacyItem(item);
-  const number = (name: string): number | undefined => {
-    const value = item[name] as { N?: unknown } | undefined;
-    const parsed = typeof value?.N === "string" ? Number(value.N) : Number.NaN;
-    return Number.isSafeInteger(parsed) ? parsed : undefined;
-  };
-  const text = (name: string): string | undefined => {
-    const value = item[name] as { S?: unknown } | undefined;
-    return typeof value?.S === "string" ? value.S : undefined;
-  };
-  const pk = text("pk");
-  const status = statusOfCode.get(text("s") ?? "");
+  const pk = textOf(item, "pk");
+  const status = statusOfCode.get(textOf(item, "s") ?? "");
   const token = textOrHex(item.o);
-  const expiresAt = number("e");
+  const expiresAt = integerOf(item, "e");
   if (status === released && token !== undefined && expiresAt !== undefined)
     return { kind: "tombstone", token, expiresAt };
   const id = pk === undefined ? undefined : idOf(pk);
-  const tool = text("t");
-  const fingerprint = textOrHex(item.f);
-  const createdAt = number("c");
-  const sinceCreated = item.u === undefined ? 0 : number("u");
+  const createdAt = integerOf(item, "c");
+  const sinceCreated = item.u === undefined ? 0 : integerOf(item, "u");
   const updatedAt =
     createdAt === undefined || sinceCreated === undefined ? undefined : createdAt + sinceCreated;
-  const leaseExpiresAt = status === RecordStatus.inProgress ? number("l") : updatedAt;
-  const attempts = item.a === undefined ? 1 : number("a");
-  const optional = (name: "r" | "x"): string | null | false =>
-    item[name] === undefined ? null : (text(name) ?? false);
-  const result = optional("r");
-  const error = optional("x");
-  if (
-    status === undefined ||
-    status === released ||
-    token === undefined ||
-    id === undefined ||
-    tool === undefined ||
-    fingerprint === undefined ||
-    createdAt === undefined ||
-    updatedAt === undefined ||
-    leaseExpiresAt === undefined ||
-    expiresAt === undefined ||
-    attempts === undefined ||
-    result === false ||
-    error === false
-  ) {
-    throw notARecord(pk);
-  }
-  return {
-    kind: "record",
-    record: {
-      ...id,
-      tool,
-      fingerprint,
-      status,
-      token,
-      createdAt,
-      updatedAt,
-      leaseExpiresAt,
-      expiresAt,
-      attempts,
-      result,
-      error,
-    },
-  };
+  return recordOrThrow(pk, {
+    scope: id?.scope,
+    key: id?.key,
+    tool: textOf(item, "t"),
+    fingerprint: textOrHex(item.f),
+    status: status === released ? undefined : status,
+    token,
+    createdAt,
+    updatedAt,
+    leaseExpiresAt: status === RecordStatus.inProgress ? integerOf(item, "l") : updatedAt,
+    expiresAt,
+    attempts: item.a === undefined ? 1 : integerOf(item, "a"),
+    result: optionalTextOf(item, "r"),
+    error: optionalTextOf(item, "x"),
+  });
 }
 
 /** The earlier form's attribute names, each of which this form drops or renames. */
@@ -271,69 +268,30 @@ export const legacyAttributes = [
 
 /** An item of an earlier build: every field an attribute of its own, under its long name. */
 function readLegacyItem(item: Item): ItemKind {
-  const text = (name: string): string | undefined => {
-    const value = item[name] as { S?: unknown } | undefined;
-    return typeof value?.S === "string" ? value.S : undefined;
-  };
-  const number = (name: string): number | undefined => {
-    const value = item[name] as { N?: unknown } | undefined;
-    const parsed = typeof value?.N === "string" ? Number(value.N) : Number.NaN;
-    return Number.isSafeInteger(parsed) ? parsed : undefined;
-  };
-  const status = text("status");
-  const token = text("token");
+  const status = textOf(item, "status");
+  const token = textOf(item, "token");
   if (status === released && token !== undefined)
-    return { kind: "tombstone", token, expiresAt: number("expiresAt") ?? 0 };
-  const scope = text("scope");
-  const key = text("key");
-  const tool = text("tool");
-  const fingerprint = text("fingerprint");
-  const createdAt = number("createdAt");
-  const updatedAt = number("updatedAt");
-  const leaseExpiresAt = number("leaseExpiresAt");
-  const expiresAt = number("expiresAt");
-  const attempts = number("attempts");
-  const optional = (name: "result" | "error"): string | null | false =>
-    item[name] === undefined ? null : (text(name) ?? false);
-  const result = optional("result");
-  const error = optional("error");
-  if (
-    status === undefined ||
-    !statuses.has(status) ||
-    token === undefined ||
-    scope === undefined ||
-    key === undefined ||
-    text("pk") !== recordIdText(scope, key) ||
-    tool === undefined ||
-    fingerprint === undefined ||
-    createdAt === undefined ||
-    updatedAt === undefined ||
-    leaseExpiresAt === undefined ||
-    expiresAt === undefined ||
-    attempts === undefined ||
-    result === false ||
-    error === false
-  ) {
-    throw notARecord(text("pk"));
-  }
-  return {
-    kind: "record",
-    record: {
-      scope,
-      key,
-      tool,
-      fingerprint,
-      status: status as RecordStatus,
-      token,
-      createdAt,
-      updatedAt,
-      leaseExpiresAt,
-      expiresAt,
-      attempts,
-      result,
-      error,
-    },
-  };
+    return { kind: "tombstone", token, expiresAt: integerOf(item, "expiresAt") ?? 0 };
+  const pk = textOf(item, "pk");
+  const scope = textOf(item, "scope");
+  const key = textOf(item, "key");
+  // Scope and key are kept beside pk there: an item whose pk is not theirs is not a record.
+  if (scope !== undefined && key !== undefined && pk !== recordIdText(scope, key)) throw notARecord(pk);
+  return recordOrThrow(pk, {
+    scope,
+    key,
+    tool: textOf(item, "tool"),
+    fingerprint: textOf(item, "fingerprint"),
+    status: status !== undefined && statuses.has(status) ? (status as RecordStatus) : undefined,
+    token,
+    createdAt: integerOf(item, "createdAt"),
+    updatedAt: integerOf(item, "updatedAt"),
+    leaseExpiresAt: integerOf(item, "leaseExpiresAt"),
+    expiresAt: integerOf(item, "expiresAt"),
+    attempts: integerOf(item, "attempts"),
+    result: optionalTextOf(item, "result"),
+    error: optionalTextOf(item, "error"),
+  });
 }
 
 /**
