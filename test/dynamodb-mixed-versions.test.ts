@@ -1,9 +1,10 @@
 /**
- * A fleet mid-deploy: workers still on 0.1's dynamoStore (frozen in test/fixtures/dynamodb-0.1) and
- * workers on this version share one table. This version reads every item 0.1 wrote and rewrites one in its
- * own form before writing to it; 0.1 refuses every item in this form (its conditions do not hold on
+ * A fleet mid-deploy: workers still on an earlier build's dynamoStore (frozen in
+ * test/fixtures/dynamodb-earlier) and workers on this version share one table. This version reads every item
+ * the earlier build wrote and rewrites one in its own form before writing to it; the earlier build refuses
+ * every item in this form (its conditions do not hold on
  * attributes it does not know, and it throws on reading one): it may fail, but never claims over a record
- * of this version, settles or takes one over, or replays one wrongly (docs/stores.md, "Upgrading from 0.1").
+ * of this version, settles or takes one over, or replays one wrongly (docs/stores.md, "Upgrading from earlier builds").
  */
 import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,7 +17,7 @@ import {
 import { dynamoStore } from "../src/dynamodb/index.js";
 import { claimRequest, settleRequest } from "./fixtures/claim-request.js";
 import { type Dynalite, startDynalite } from "./fixtures/dynalite.js";
-import { dynamoStore as dynamoStore01 } from "./fixtures/dynamodb-0.1/dynamo-store.js";
+import { dynamoStore as earlierDynamoStore } from "./fixtures/dynamodb-earlier/dynamo-store.js";
 
 let db: Dynalite;
 let client: DynamoDBClient;
@@ -29,7 +30,7 @@ afterAll(() => db?.close());
 async function stores() {
   const table = await db.table("mixed");
   return {
-    old: dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore,
+    old: earlierDynamoStore({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore,
     current: dynamoStore({ client, table, clockSkewMarginMs: 0 }),
   };
 }
@@ -62,8 +63,8 @@ async function everyStatus(store: IdempotencyStore): Promise<Record<string, Idem
   return records;
 }
 
-describe("this version on a table 0.1 workers wrote", () => {
-  it("reads every status 0.1 wrote as 0.1 does, and a claim of its key finds it", async () => {
+describe("this version on a table an earlier build's workers wrote", () => {
+  it("reads every status the earlier build wrote as that build does, and a claim of its key finds it", async () => {
     const { old, current } = await stores();
     const written = await everyStatus(old);
     for (const [status, record] of Object.entries(written)) {
@@ -76,7 +77,7 @@ describe("this version on a table 0.1 workers wrote", () => {
     }
   });
 
-  it("claims over 0.1's tombstone and expired record, never with a token 0.1 released", async () => {
+  it("claims over the earlier build's tombstone and expired record, never with a token it released", async () => {
     const { old, current } = await stores();
     await old.claim(claimRequest({ ...id("released"), token: token(1) }));
     expect(await old.release({ ...id("released"), token: token(1) })).toBe(true);
@@ -97,7 +98,7 @@ describe("this version on a table 0.1 workers wrote", () => {
     expect(await current.get(id("expired"), Date.now())).toEqual(again.record);
   });
 
-  it("takes over a 0.1 worker's lapsed lease, and fences that worker out", async () => {
+  it("takes over an earlier build's lapsed lease, and fences that worker out", async () => {
     const { old, current } = await stores();
     const t0 = Date.now() - 2 * 60_000;
     await old.claim(claimRequest({ ...id("lapsed"), token: token(1), now: t0 }));
@@ -119,10 +120,10 @@ describe("this version on a table 0.1 workers wrote", () => {
     expect(await current.get(id("lapsed"), Date.now())).toEqual(settled);
   });
 
-  it("keeps the tokens 0.1 released on another's record, through claims, releases and a delete", async () => {
+  it("keeps the tokens the earlier build released on another's record, through claims, releases and a delete", async () => {
     const { old, current } = await stores();
     await old.claim(claimRequest({ ...id("held"), token: token(1) }));
-    // A claim by token 2 that lost its answer, released by its 0.1 caller while token 1 holds the key.
+    // A claim by token 2 that lost its answer, released by its caller on the earlier build while token 1 holds the key.
     expect(await old.release({ ...id("held"), token: token(2) })).toBe(false);
     expect(await current.release({ ...id("held"), token: token(3) })).toBe(false);
     expect(await current.delete(id("held"))).toBe(true);
@@ -134,7 +135,7 @@ describe("this version on a table 0.1 workers wrote", () => {
     expect((await current.claim(claimRequest({ ...id("held"), token: token(4) }))).claimed).toBe(true);
   });
 
-  it("purges 0.1's expired records, and keeps the tombstone of one whose key keeps released tokens", async () => {
+  it("purges the earlier build's expired records, and keeps the tombstone of one whose key keeps released tokens", async () => {
     const { old, current } = await stores();
     const past = Date.now() - 3 * hour;
     for (const key of ["a", "b"]) {
@@ -150,7 +151,7 @@ describe("this version on a table 0.1 workers wrote", () => {
   });
 });
 
-describe("a 0.1 worker on items this version wrote", () => {
+describe("an earlier build's worker on items this version wrote", () => {
   it("never claims, settles, renews, takes over or releases them, and fails closed on reading them", async () => {
     const { old, current } = await stores();
     const written = await everyStatus(current);
@@ -158,7 +159,7 @@ describe("a 0.1 worker on items this version wrote", () => {
     await current.release({ ...id("tombstone"), token: token(7) });
     const later = Date.now() + 3 * 86_400_000;
     for (const key of [...Object.keys(written), "tombstone"]) {
-      // However late: this version's records are expired by then, and 0.1 still does not claim them.
+      // However late: this version's records are expired by then, and the earlier build still does not claim them.
       for (const now of [Date.now(), later]) {
         const claim = old.claim(claimRequest({ ...id(key), token: token(50), now }));
         await expect(claim, key).rejects.toThrow(/not an idempotool record/);
@@ -224,7 +225,7 @@ async function itemOf(table: string, key: RecordId) {
   return Item;
 }
 
-describe("a 0.1 worker's live claim beside this version", () => {
+describe("an earlier build's live claim beside this version", () => {
   it("stays its owner's to renew and settle when this version releases another token on the key", async () => {
     const { old, current } = await stores();
     expect((await old.claim(claimRequest({ ...id("live"), token: token(1) }))).claimed).toBe(true);
@@ -250,7 +251,7 @@ describe("a 0.1 worker's live claim beside this version", () => {
   it("stays its owner's when a purge that found the key's old record expired meets the new claim", async () => {
     const table = await db.table("mixed");
     const gated = gatedClient();
-    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+    const old = earlierDynamoStore({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
     const purger = dynamoStore({ client: gated.client, table, clockSkewMarginMs: 0 });
     const past = Date.now() - 3 * hour;
     await old.claim(claimRequest({ ...id("k"), token: token(1), now: past, ttlMs: hour }));
@@ -269,24 +270,44 @@ describe("a 0.1 worker's live claim beside this version", () => {
   });
 });
 
+/**
+ * One table, an earlier build's store and this version's. `before` runs on the earlier build's; then an
+ * earlier build's release of `releasedToken` on key "k", which found another caller's item, is held before
+ * the write that keeps the token there (it read the item already) until `open()`, which resolves as the
+ * release does.
+ */
+async function heldEarlierRelease(releasedToken: string, before: (old: IdempotencyStore) => Promise<void>) {
+  const table = await db.table("mixed");
+  const gated = gatedClient();
+  const old = earlierDynamoStore({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
+  const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
+  await before(old);
+  const releaser = earlierDynamoStore({
+    client: gated.client,
+    table,
+    clockSkewMarginMs: 0,
+  }) as IdempotencyStore;
+  gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
+  const release = releaser.release({ ...id("k"), token: releasedToken });
+  await gated.hit;
+  return {
+    table,
+    old,
+    current,
+    open: () => {
+      gated.open();
+      return release;
+    },
+  };
+}
+
 describe("tokens released on a key that both versions write", () => {
-  it("keeps both tokens when a 0.1 release and this version's release race on a 0.1 record", async () => {
-    const table = await db.table("mixed");
-    const gated = gatedClient();
-    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
-    const oldReleaser = dynamoStore01({
-      client: gated.client,
-      table,
-      clockSkewMarginMs: 0,
-    }) as IdempotencyStore;
-    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
-    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
-    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
-    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
-    await gated.hit;
+  it("keeps both tokens when an earlier build's release and this version's race on its record", async () => {
+    const { table, current, open } = await heldEarlierRelease(token(2), async (old) => {
+      await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    });
     expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
-    gated.open();
-    expect(await oldRelease).toBe(false);
+    expect(await open()).toBe(false);
     expect((await itemOf(table, id("k")))?.released?.SS?.sort()).toEqual([token(2), token(3)]);
     // Once the holder's claim is released too, neither late claim lands.
     expect(await current.release({ ...id("k"), token: token(1) })).toBe(true);
@@ -297,31 +318,18 @@ describe("tokens released on a key that both versions write", () => {
     }
   });
 
-  it("keeps a token this version released when a 0.1 release read the item before the rewrite", async () => {
-    const table = await db.table("mixed");
-    const gated = gatedClient();
-    const old = dynamoStore01({ client, table, clockSkewMarginMs: 0 }) as IdempotencyStore;
-    const oldReleaser = dynamoStore01({
-      client: gated.client,
-      table,
-      clockSkewMarginMs: 0,
-    }) as IdempotencyStore;
-    const current = dynamoStore({ client, table, clockSkewMarginMs: 0 });
-    // A 0.1 record kept three days (its ttl more than a day ahead), with no released tokens yet; settled,
-    // so this version may rewrite it.
-    await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
-    await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
-    // A 0.1 worker releases token 2 on the key: it read the 0.1 item, and is held before the write that
-    // starts the key's set of released tokens afresh.
-    gated.pauseOn((command) => String(command.input?.UpdateExpression).startsWith("SET #releasedUntil"));
-    const oldRelease = oldReleaser.release({ ...id("k"), token: token(2) });
-    await gated.hit;
+  it("keeps a token this version released when an earlier build's release read the item before the rewrite", async () => {
+    // A record of an earlier build kept three days (its ttl more than a day ahead), with no released tokens
+    // yet; settled, so this version may rewrite it. The held release of token 2 read it in that form.
+    const { table, current, open } = await heldEarlierRelease(token(2), async (old) => {
+      await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+      await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+    });
     // Meanwhile an operator deletes the record with this version, and this version releases token 3.
     expect(await current.delete(id("k"))).toBe(true);
     expect(await current.release({ ...id("k"), token: token(3) })).toBe(false);
-    gated.open();
-    // The 0.1 release fails (it finds an item it cannot read) or keeps token 3 beside its own.
-    await oldRelease.catch(() => undefined);
+    // The earlier build's release fails (it finds an item it cannot read) or keeps token 3 beside its own.
+    await open().catch(() => undefined);
     expect((await itemOf(table, id("k")))?.rt?.SS).toEqual([token(3)]);
     for (const late of [token(2), token(3)]) {
       await expect(current.claim(claimRequest({ ...id("k"), token: late })), late).rejects.toThrow(
@@ -335,4 +343,37 @@ describe("tokens released on a key that both versions write", () => {
       /released before it arrived/,
     );
   });
+
+  for (const removal of ["delete", "purge"] as const) {
+    it(`keeps the item on ${removal} when only an earlier build's late release marked it`, async () => {
+      const { table, current, open } = await heldEarlierRelease(token(2), async (old) => {
+        await old.claim(claimRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+        await old.settle(settleRequest({ ...id("k"), token: token(1), ttlMs: 3 * day }));
+      });
+      // The record goes, and this version claims the key anew (expired by the purge's time); then the held
+      // release lands on it: a record in this form whose only released set is the earlier build's.
+      expect(await current.delete(id("k"))).toBe(true);
+      const claim =
+        removal === "purge"
+          ? claimRequest({ ...id("k"), token: token(4), now: Date.now() - 3 * hour, ttlMs: hour })
+          : claimRequest({ ...id("k"), token: token(4), ttlMs: 3 * day });
+      expect((await current.claim(claim)).claimed).toBe(true);
+      expect(await open()).toBe(false);
+      const marked = await itemOf(table, id("k"));
+      expect({ s: marked?.s?.S, ru: marked?.ru, releasedUntil: marked?.releasedUntil?.N }).toEqual({
+        s: "p",
+        ru: undefined,
+        releasedUntil: expect.any(String),
+      });
+      if (removal === "delete") expect(await current.delete(id("k"))).toBe(true);
+      else expect(await current.purge({ now: Date.now(), limit: 100 })).toEqual({ deleted: 1 });
+      // The record went; the item stays, as a tombstone keeping the token.
+      expect(await current.get(id("k"), Date.now())).toBeUndefined();
+      expect((await itemOf(table, id("k")))?.s?.S).toBe("r");
+      await expect(current.claim(claimRequest({ ...id("k"), token: token(2) }))).rejects.toThrow(
+        /released before it arrived/,
+      );
+      expect((await current.claim(claimRequest({ ...id("k"), token: token(5) }))).claimed).toBe(true);
+    });
+  }
 });

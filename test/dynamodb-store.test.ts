@@ -300,9 +300,9 @@ describe("dynamoStore round trips", () => {
     expect(dynamo.sent, "the refusal carries the holder").toEqual(["PutItem"]);
   });
 
-  it("claims with updates when the role may not put (0.1's grants), after one refused put", async () => {
+  it("claims with updates when the role may not put (earlier builds' grants), after one refused put", async () => {
     const table = await db.table("trips-no-put");
-    // A role granted GetItem, UpdateItem and DeleteItem only, as 0.1's docs asked for.
+    // A role granted GetItem, UpdateItem and DeleteItem only, as earlier builds' docs asked for.
     const role: DynamoDBClientLike = {
       send(command) {
         if (command.constructor.name === "PutItemCommand") {

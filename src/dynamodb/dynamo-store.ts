@@ -19,6 +19,7 @@ import {
   claimAttributes,
   type Item,
   isLegacy,
+  keptUntil,
   legacyItem,
   n,
   numberOf,
@@ -98,7 +99,7 @@ const releasedTokensReserveBytes = 8 * 1024;
 const maxStoredResultBytes = 400 * 1024 - 24 * 1024 - releasedTokensReserveBytes;
 /**
  * How many times a claim tries again when the record it was refused by is gone before it could be read, or
- * was a 0.1 item it rewrote first.
+ * was an earlier build's item it rewrote first.
  */
 const claimTries = 4;
 /** How many times a release looks again when the key's item changed under it (or kept tokens unseen). */
@@ -130,27 +131,36 @@ type Conditional =
   | { readonly applied: false; readonly item: Item | undefined };
 
 // The attribute names are those of record-item.ts; only `ttl`, a reserved word, needs a placeholder.
+// The conditions a call sends on its way lean on DynamoDB's precedence (AND binds tighter than OR) and `IN`
+// rather than parentheses: each group costs a parser dearly (dynalite's: 370 µs for the put claim's with
+// them, 98 without; bench/HISTORY.md, 2026-12-07), and the meaning is the same.
 // A live record blocks a claim; an expired one, nothing at all, or another claim's tombstone does not.
-// A claim whose token was released on this key never lands.
-// (`released` is 0.1's set, see record-item.ts.)
-const claimCondition =
-  "(attribute_not_exists(pk) OR (s = :released AND o <> :token) OR (s <> :released AND e <= :now)) AND NOT contains(rt, :tokenText) AND NOT contains(released, :tokenText)";
+// A claim whose token was released on this key never lands (an absent item keeps no tokens).
+// (`released` is earlier builds' set, see record-item.ts.)
+const notReleasedHere = "NOT contains(rt, :tokenText) AND NOT contains(released, :tokenText)";
+const claimCondition = `attribute_not_exists(pk) OR s = :released AND o <> :token AND ${notReleasedHere} OR s <> :released AND e <= :now AND ${notReleasedHere}`;
 // The same, for a claim that replaces the whole item: only where no released tokens are kept.
 const putClaimCondition =
-  "attribute_not_exists(pk) OR (attribute_not_exists(rt) AND attribute_not_exists(released) AND s <> :released AND e <= :now)";
+  "attribute_not_exists(pk) OR attribute_not_exists(rt) AND attribute_not_exists(released) AND s <> :released AND e <= :now";
 // Only the token's own claim, in progress or unknown; also where nothing is (a claim still on its way).
 const releaseCondition = "attribute_not_exists(pk) OR (o = :token AND (s = :inProgress OR s = :unknown))";
-// Whether the item keeps tokens released within the last day (see record-item.ts).
+// Whether the item's own set, rt, keeps tokens released within the last day (see record-item.ts): a
+// release adds to it, or starts it afresh.
 const keepingTokens = "ru > :now";
 const notKeepingTokens = "(attribute_not_exists(ru) OR ru <= :now)";
-// Nor a 0.1 item (see legacyItem): a delete or purge must not drop the tokens it keeps under its names.
+// Whether the item keeps any released tokens: in rt, or in the set an earlier build's release wrote under
+// its names (on its own item, or on one in this form it read before the rewrite). Both count wherever the
+// item is kept or let go (delete, purge): neither set may be dropped while its time runs.
+const anyKept = "(ru > :now OR #releasedUntil > :now)";
 const noneKept = `${notKeepingTokens} AND (attribute_not_exists(#releasedUntil) OR #releasedUntil <= :now)`;
-const settleCondition = "o = :token AND (s = :inProgress OR s = :unknown)";
+const keptNames = { "#releasedUntil": "releasedUntil" };
+const settleCondition = "s IN (:inProgress, :unknown) AND o = :token";
 const renewCondition = "o = :token AND s = :inProgress";
 const takeoverCondition = "o = :fromToken AND e > :now AND (s = :unknown OR (s = :inProgress AND l <= :now))";
-// A 0.1 record is never rewritten (see legacyItem) while its 0.1 owner may still renew or settle it: those
-// are conditions on 0.1's names, which the rewrite would refuse, and the effect's outcome would be lost.
-// A takeover rewrites it only where the takeover itself lands (0.1's takeover condition, on 0.1's names).
+// An earlier build's record is never rewritten (see legacyItem) while its owner on that build may still
+// renew or settle it: those are conditions on the earlier form's names, which the rewrite would refuse, and
+// the effect's outcome would be lost. A takeover rewrites it only where the takeover itself lands (the
+// earlier build's takeover condition, on its names).
 const legacyTakeover =
   "#token = :fromToken AND #expiresAt > :now AND (#status = :legacyUnknown OR (#status = :legacyInProgress AND #leaseExpiresAt <= :now))";
 const inProgress = statusCode("in_progress");
@@ -243,7 +253,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
           new sdk.UpdateItemCommand({
             TableName: table,
             Key: partitionKey(id.scope, id.key),
-            ConditionExpression: `(${condition}) AND e ${moveExpiry ? "<=" : ">"} :expiresAt`,
+            // In parentheses only where it has an OR (see claimCondition).
+            ConditionExpression: `${condition.includes(" OR ") ? `(${condition})` : condition} AND e ${moveExpiry ? "<=" : ">"} :expiresAt`,
             UpdateExpression: `SET ${set}${moveExpiry ? ", e = :expiresAt, #ttl = :ttl" : ""}${tail}`,
             ...(moveExpiry ? { ExpressionAttributeNames: { "#ttl": "ttl" } } : {}),
             ExpressionAttributeValues: {
@@ -261,7 +272,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   }
 
   /**
-   * Rewrite a 0.1 item in this version's form, as it was (see `legacyItem`), before writing to it. Refused
+   * Rewrite an earlier build's item in this version's form, as it was (see `legacyItem`), before writing to it. Refused
    * when the item changed since it was read: the caller reads it again either way.
    */
   async function upgrade(
@@ -303,8 +314,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         if (found.kind === "record" && found.record.expiresAt > now)
           return { claimed: false, record: found.record, now };
         if (found.kind === "tombstone" && found.token === request.token) throw releasedBeforeArrival();
-        // A 0.1 item this claim may replace: rewritten in this form first, then claimed as any other. It is
-        // expired or a tombstone, so no 0.1 owner can still settle it.
+        // An earlier build's item this claim may replace: rewritten in this form first, then claimed as any
+        // other. It is expired or a tombstone, so no owner on that build can still settle it.
         if (isLegacy(item)) await upgrade(partitionKey(request.scope, request.key).pk, item as Item);
         // The holder went (released, deleted, expired) between the refusal and the read: claim again.
       }
@@ -335,8 +346,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         );
       let item = await take();
       if (item === undefined) {
-        // A 0.1 record (taken from a 0.1 worker): rewritten in this form first, then taken as any other;
-        // only where the takeover would land, so that a refused one leaves the 0.1 owner its record.
+        // An earlier build's record (taken from a worker on it): rewritten in this form first, then taken as
+        // any other; only where the takeover would land, so that a refused one leaves its owner the record.
         const seen = await read(request);
         if (!isLegacy(seen)) return null;
         await upgrade(partitionKey(request.scope, request.key).pk, seen as Item, {
@@ -466,7 +477,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         const found = readItem(item);
         const legacy = isLegacy(item);
         if (legacy && found.kind === "record" && ownClaim(found.record, request.token)) {
-          // This token's own 0.1 claim: rewritten in this form first, then released as any other.
+          // This token's own claim in the earlier form: rewritten in this form first, then released as any other.
           await upgrade(partitionKey(request.scope, request.key).pk, item as Item);
           seen = undefined;
           continue;
@@ -474,8 +485,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         // Nothing there, or this token's own claim, keeping tokens or not as the write guessed otherwise.
         if (found.kind === "absent" || (found.kind === "record" && ownClaim(found.record, request.token)))
           continue;
-        // Another caller's item. A 0.1 item keeps the token as 0.1 kept it, under its names, and is not
-        // rewritten: a 0.1 worker holding its claim must still be able to renew and settle it.
+        // Another caller's item. An earlier build's item keeps the token as that build kept it, under its
+        // names, and is not rewritten: a worker on that build holding its claim must still be able to renew
+        // and settle it.
         const untilName = legacy ? "#releasedUntil" : "ru";
         const setName = legacy ? "released" : "rt";
         const fresh = releasedUntil(item) <= now;
@@ -531,15 +543,15 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
               TableName: table,
               Key: { pk },
               ConditionExpression: noneKept,
-              ExpressionAttributeNames: { "#releasedUntil": "releasedUntil" },
+              ExpressionAttributeNames: keptNames,
               ExpressionAttributeValues: { ":now": now },
               ReturnValues: "ALL_OLD",
             }),
         );
         if (gone.applied) return readItem(gone.item).kind === "record";
-        const retired = await retire(pk, keepingTokens, {}, now);
+        const retired = await retire(pk, anyKept, now);
         if (retired !== undefined) return retired;
-        // A tombstone already, a 0.1 item (rewritten first), or the item changed between the two writes:
+        // A tombstone already, an earlier build's item (rewritten first), or the item changed between the two writes:
         // look again.
         const item = await read(id);
         if (isLegacy(item)) await upgrade(pk, item as Item);
@@ -584,7 +596,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
       const judgedNow = judged(now);
       const cutoff = n(judgedNow);
       let deleted = 0;
-      // Expired in this form, or in 0.1's.
+      // Expired in this form, or in the earlier one.
       const expired = "(e <= :now OR #expiresAt <= :now)";
       const filter = {
         expression: expired,
@@ -596,8 +608,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         const pk = found.pk as AttributeValue;
         let item: Item | undefined = found;
         if (isLegacy(item)) {
-          // A 0.1 item: rewritten in this form first (it is read whole for that), then purged as any other.
-          // Only while it is still expired: a 0.1 claim made since the scan stays its owner's.
+          // An earlier build's item: rewritten in this form first (it is read whole for that), then purged
+          // as any other. Only while it is still expired: a claim made since the scan stays its owner's.
           const whole = await readPk(pk);
           if (isLegacy(whole))
             await upgrade(pk, whole as Item, { condition: "#expiresAt <= :now", values: { ":now": cutoff } });
@@ -606,9 +618,9 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         }
         // An item that keeps released tokens stays until they pass (see record-item.ts); its record
         // goes, and the item stays as a tombstone.
-        if (releasedUntil(item) > judgedNow) {
+        if (keptUntil(item) > judgedNow) {
           if ((item.s as { S?: unknown } | undefined)?.S === (tombstone as { S: string }).S) return false;
-          return (await retire(pk, `e <= :now AND ${keepingTokens}`, {}, cutoff)) === true;
+          return (await retire(pk, `e <= :now AND ${anyKept}`, cutoff)) === true;
         }
         const gone = await conditional(
           (sdk) =>
@@ -677,13 +689,12 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
 
   /**
    * Make the record at `pk` a tombstone that keeps the key's released tokens (its own token stays its
-   * token), on `condition` (which uses `:now`). Returns true when a record was made a tombstone,
-   * undefined when the condition or the item refused (a 0.1 item always does: the caller rewrites it).
+   * token), on `condition` (which uses `:now` and `#releasedUntil`). Returns true when a record was made a tombstone,
+   * undefined when the condition or the item refused (an earlier build's item always does: the caller rewrites it).
    */
   async function retire(
     pk: AttributeValue,
     condition: string,
-    values: Record<string, AttributeValue>,
     now: AttributeValue,
   ): Promise<true | undefined> {
     const retired = await conditional(
@@ -693,7 +704,8 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
           Key: { pk },
           ConditionExpression: `${condition} AND attribute_exists(s) AND s <> :released`,
           UpdateExpression: `SET s = :released REMOVE ${recordAttributes.join(", ")}`,
-          ExpressionAttributeValues: { ...values, ":now": now, ":released": tombstone },
+          ExpressionAttributeNames: keptNames,
+          ExpressionAttributeValues: { ":now": now, ":released": tombstone },
           ReturnValues: "ALL_OLD",
         }),
     );
@@ -701,7 +713,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
   }
 
   /**
-   * One claim write: a put when `put` and the role may put (0.1's documented grants lacked PutItem: a
+   * One claim write: a put when `put` and the role may put (earlier builds' documented grants lacked PutItem: a
    * refused put wrote nothing, and every claim is an update from then on), else the update.
    */
   async function claimOnce(record: IdempotencyRecord, now: number, put: boolean): Promise<Conditional> {

@@ -17,10 +17,11 @@
  *   ttl       N   epoch seconds, for DynamoDB's own TTL deletion (never read back)
  *   rt        SS  the tokens of claims released on this key, which must never land after their release
  *   ru        N   until when (epoch ms) those tokens are kept; both absent when none are
- *   released, releasedUntil   the same under 0.1's names: only where a 0.1 release that read the item in
- *                 0.1's form wrote them after it was rewritten. Claims are refused by either set, and
- *                 delete and purge keep the item until either time passes. The two sets have two names so
- *                 that such a 0.1 write, which may start its set afresh, never drops this version's tokens.
+ *   released, releasedUntil   the same under the earlier form's names: only where an earlier build's
+ *                 release that read the item in that form wrote them after it was rewritten. Claims are
+ *                 refused by either set, and delete and purge keep the item until either time passes
+ *                 (`keptUntil`). The two sets have two names so that such a write, which may start its set
+ *                 afresh, never drops this version's tokens.
  *
  * A released claim leaves a tombstone instead of nothing: `s` "r", the released token in `o`, `e` and no
  * other record field. It is not a record: get and list skip it, and a claim by any token not released
@@ -30,11 +31,11 @@
  * Until then purge and delete turn the item's record into a tombstone instead of deleting the item, and
  * every write keeps `ttl` at least a day ahead (see dynamo-store.ts).
  *
- * Items of 0.1 (long attribute names: `status`, `token`, `expiresAt`, `releasedUntil`, …) are read as
- * they are, and rewritten in this form, as they were, before the store writes a record field of one (see
- * `legacyItem`); a release of another caller's token keeps it on a 0.1 item in 0.1's form.
- * 0.1's store refuses this form: none of its conditions holds on an item without its names, and it throws
- * on reading one (docs/stores.md, "Upgrading from 0.1").
+ * Items of earlier builds (long attribute names: `status`, `token`, `expiresAt`, `releasedUntil`, …) are
+ * read as they are, and rewritten in this form, as they were, before the store writes a record field of
+ * one (see `legacyItem`); a release of another caller's token keeps it on such an item in its form.
+ * Their store refuses this form: none of its conditions holds on an item without its names, and it throws
+ * on reading one (docs/stores.md, "Upgrading from earlier builds").
  */
 import { type IdempotencyRecord, RecordStatus, recordIdText } from "../core/store.js";
 
@@ -109,12 +110,56 @@ export function numberOf(item: Item | undefined, name: string): number {
   return Number.isFinite(value) ? value : 0;
 }
 
-/** Until when (epoch ms) the item keeps released tokens; 0 when it keeps none. */
+/** A string attribute of the item, or undefined when it has none (or one of another type). */
+function textOf(item: Item, name: string): string | undefined {
+  const value = item[name] as { S?: unknown } | undefined;
+  return typeof value?.S === "string" ? value.S : undefined;
+}
+
+/** A number attribute of the item as a safe integer, or undefined when it has no such number. */
+function integerOf(item: Item, name: string): number | undefined {
+  const value = item[name] as { N?: unknown } | undefined;
+  const parsed = typeof value?.N === "string" ? Number(value.N) : Number.NaN;
+  return Number.isSafeInteger(parsed) ? parsed : undefined;
+}
+
+/**
+ * An optional string attribute (a result, an error): null when absent, false when it is there but not a
+ * string.
+ */
+function optionalTextOf(item: Item, name: string): string | null | false {
+  return item[name] === undefined ? null : (textOf(item, name) ?? false);
+}
+
+/** A record's fields as read from an item: undefined where one was missing, false where one was malformed. */
+type ReadFields = { [F in keyof IdempotencyRecord]: IdempotencyRecord[F] | undefined | false };
+
+/**
+ * The record of the fields read from the item at `pk`, or the error that says the item is none: any field
+ * missing or malformed fails the operation rather than be guessed.
+ */
+function recordOrThrow(pk: string | undefined, fields: ReadFields): ItemKind {
+  for (const value of Object.values(fields)) if (value === undefined || value === false) throw notARecord(pk);
+  return { kind: "record", record: fields as IdempotencyRecord };
+}
+
+/**
+ * Until when (epoch ms) the item's own set keeps released tokens (`ru` for `rt`, or an earlier build's
+ * `releasedUntil` on its item); 0 when it keeps none. What a release judges the set it adds to by.
+ */
 export function releasedUntil(item: Item | undefined): number {
   return isLegacy(item) ? numberOf(item, "releasedUntil") : numberOf(item, "ru");
 }
 
-/** Whether the item keeps `token` among its released claims' tokens, in this form's set or 0.1's. */
+/**
+ * Until when (epoch ms) the item keeps any released tokens, in either set (an item in this form may carry
+ * an earlier build's too, see the header); 0 when it keeps none. What purge and delete judge by.
+ */
+export function keptUntil(item: Item | undefined): number {
+  return Math.max(numberOf(item, "ru"), numberOf(item, "releasedUntil"));
+}
+
+/** Whether the item keeps `token` among its released claims' tokens, in this form's set or the earlier form's. */
 export function releasedOn(item: Item | undefined, token: string): boolean {
   return [item?.rt, item?.released].some((set) => {
     const tokens = (set as { SS?: unknown } | undefined)?.SS;
@@ -162,84 +207,48 @@ export type ItemKind =
   | { readonly kind: "tombstone"; readonly token: string; readonly expiresAt: number }
   | { readonly kind: "record"; readonly record: IdempotencyRecord };
 
-/** Whether the item is in 0.1's form (long attribute names), see `legacyItem`. */
+/** Whether the item is in the earlier builds' form (long attribute names), see `legacyItem`. */
 export function isLegacy(item: Item | undefined): boolean {
   return item !== undefined && item.s === undefined && item.status !== undefined;
 }
 
 /**
- * Read an item the store wrote, in this form or 0.1's. An item that is neither a record nor a tombstone
+ * Read an item the store wrote, in this form or the earlier one. An item that is neither a record nor a tombstone
  * (another program's, or edited by hand) fails the operation: guessing would risk a second run or a wrong
  * replay.
  */
 export function readItem(item: Item | undefined): ItemKind {
   if (item === undefined || Object.keys(item).length === 0) return { kind: "absent" };
   if (isLegacy(item)) return readLegacyItem(item);
-  const number = (name: string): number | undefined => {
-    const value = item[name] as { N?: unknown } | undefined;
-    const parsed = typeof value?.N === "string" ? Number(value.N) : Number.NaN;
-    return Number.isSafeInteger(parsed) ? parsed : undefined;
-  };
-  const text = (name: string): string | undefined => {
-    const value = item[name] as { S?: unknown } | undefined;
-    return typeof value?.S === "string" ? value.S : undefined;
-  };
-  const pk = text("pk");
-  const status = statusOfCode.get(text("s") ?? "");
+  const pk = textOf(item, "pk");
+  const status = statusOfCode.get(textOf(item, "s") ?? "");
   const token = textOrHex(item.o);
-  const expiresAt = number("e");
+  const expiresAt = integerOf(item, "e");
   if (status === released && token !== undefined && expiresAt !== undefined)
     return { kind: "tombstone", token, expiresAt };
   const id = pk === undefined ? undefined : idOf(pk);
-  const tool = text("t");
-  const fingerprint = textOrHex(item.f);
-  const createdAt = number("c");
-  const sinceCreated = item.u === undefined ? 0 : number("u");
+  const createdAt = integerOf(item, "c");
+  const sinceCreated = item.u === undefined ? 0 : integerOf(item, "u");
   const updatedAt =
     createdAt === undefined || sinceCreated === undefined ? undefined : createdAt + sinceCreated;
-  const leaseExpiresAt = status === RecordStatus.inProgress ? number("l") : updatedAt;
-  const attempts = item.a === undefined ? 1 : number("a");
-  const optional = (name: "r" | "x"): string | null | false =>
-    item[name] === undefined ? null : (text(name) ?? false);
-  const result = optional("r");
-  const error = optional("x");
-  if (
-    status === undefined ||
-    status === released ||
-    token === undefined ||
-    id === undefined ||
-    tool === undefined ||
-    fingerprint === undefined ||
-    createdAt === undefined ||
-    updatedAt === undefined ||
-    leaseExpiresAt === undefined ||
-    expiresAt === undefined ||
-    attempts === undefined ||
-    result === false ||
-    error === false
-  ) {
-    throw notARecord(pk);
-  }
-  return {
-    kind: "record",
-    record: {
-      ...id,
-      tool,
-      fingerprint,
-      status,
-      token,
-      createdAt,
-      updatedAt,
-      leaseExpiresAt,
-      expiresAt,
-      attempts,
-      result,
-      error,
-    },
-  };
+  return recordOrThrow(pk, {
+    scope: id?.scope,
+    key: id?.key,
+    tool: textOf(item, "t"),
+    fingerprint: textOrHex(item.f),
+    status: status === released ? undefined : status,
+    token,
+    createdAt,
+    updatedAt,
+    leaseExpiresAt: status === RecordStatus.inProgress ? integerOf(item, "l") : updatedAt,
+    expiresAt,
+    attempts: item.a === undefined ? 1 : integerOf(item, "a"),
+    result: optionalTextOf(item, "r"),
+    error: optionalTextOf(item, "x"),
+  });
 }
 
-/** 0.1's attribute names, each of which this form drops or renames. */
+/** The earlier form's attribute names, each of which this form drops or renames. */
 export const legacyAttributes = [
   "scope",
   "key",
@@ -257,79 +266,40 @@ export const legacyAttributes = [
   "releasedUntil",
 ] as const;
 
-/** An item of 0.1: every field an attribute of its own, under its long name. */
+/** An item of an earlier build: every field an attribute of its own, under its long name. */
 function readLegacyItem(item: Item): ItemKind {
-  const text = (name: string): string | undefined => {
-    const value = item[name] as { S?: unknown } | undefined;
-    return typeof value?.S === "string" ? value.S : undefined;
-  };
-  const number = (name: string): number | undefined => {
-    const value = item[name] as { N?: unknown } | undefined;
-    const parsed = typeof value?.N === "string" ? Number(value.N) : Number.NaN;
-    return Number.isSafeInteger(parsed) ? parsed : undefined;
-  };
-  const status = text("status");
-  const token = text("token");
+  const status = textOf(item, "status");
+  const token = textOf(item, "token");
   if (status === released && token !== undefined)
-    return { kind: "tombstone", token, expiresAt: number("expiresAt") ?? 0 };
-  const scope = text("scope");
-  const key = text("key");
-  const tool = text("tool");
-  const fingerprint = text("fingerprint");
-  const createdAt = number("createdAt");
-  const updatedAt = number("updatedAt");
-  const leaseExpiresAt = number("leaseExpiresAt");
-  const expiresAt = number("expiresAt");
-  const attempts = number("attempts");
-  const optional = (name: "result" | "error"): string | null | false =>
-    item[name] === undefined ? null : (text(name) ?? false);
-  const result = optional("result");
-  const error = optional("error");
-  if (
-    status === undefined ||
-    !statuses.has(status) ||
-    token === undefined ||
-    scope === undefined ||
-    key === undefined ||
-    text("pk") !== recordIdText(scope, key) ||
-    tool === undefined ||
-    fingerprint === undefined ||
-    createdAt === undefined ||
-    updatedAt === undefined ||
-    leaseExpiresAt === undefined ||
-    expiresAt === undefined ||
-    attempts === undefined ||
-    result === false ||
-    error === false
-  ) {
-    throw notARecord(text("pk"));
-  }
-  return {
-    kind: "record",
-    record: {
-      scope,
-      key,
-      tool,
-      fingerprint,
-      status: status as RecordStatus,
-      token,
-      createdAt,
-      updatedAt,
-      leaseExpiresAt,
-      expiresAt,
-      attempts,
-      result,
-      error,
-    },
-  };
+    return { kind: "tombstone", token, expiresAt: integerOf(item, "expiresAt") ?? 0 };
+  const pk = textOf(item, "pk");
+  const scope = textOf(item, "scope");
+  const key = textOf(item, "key");
+  // Scope and key are kept beside pk there: an item whose pk is not theirs is not a record.
+  if (scope !== undefined && key !== undefined && pk !== recordIdText(scope, key)) throw notARecord(pk);
+  return recordOrThrow(pk, {
+    scope,
+    key,
+    tool: textOf(item, "tool"),
+    fingerprint: textOf(item, "fingerprint"),
+    status: status !== undefined && statuses.has(status) ? (status as RecordStatus) : undefined,
+    token,
+    createdAt: integerOf(item, "createdAt"),
+    updatedAt: integerOf(item, "updatedAt"),
+    leaseExpiresAt: integerOf(item, "leaseExpiresAt"),
+    expiresAt: integerOf(item, "expiresAt"),
+    attempts: integerOf(item, "attempts"),
+    result: optionalTextOf(item, "result"),
+    error: optionalTextOf(item, "error"),
+  });
 }
 
 /**
- * The update that rewrites a 0.1 item in this form, exactly as it was, on condition that it still is and
- * that `guard` (a condition on 0.1's names, `#status` for `status` and so on) holds: a store writes a
- * record field of a 0.1 item only after this, so that every such write of its own sees one form. The
- * condition pins what the rewrite copies (the token, status, times and `releasedUntil`; any write of 0.1
- * changes `updatedAt` or the token with a record's result or error), so a 0.1 worker's write in between
+ * The update that rewrites an earlier build's item in this form, exactly as it was, on condition that it
+ * still is and that `guard` (a condition on the earlier names, `#status` for `status` and so on) holds: a
+ * store writes a record field of such an item only after this, so that every such write of its own sees one
+ * form. The condition pins what the rewrite copies (the token, status, times and `releasedUntil`; any write
+ * of that build changes `updatedAt` or the token with a record's result or error), so its write in between
  * refuses it.
  */
 export function legacyItem(
