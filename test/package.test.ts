@@ -35,7 +35,7 @@ const foldersLoaded: Record<string, string[]> = {
   "./reconcile": ["core", "reconcile", "review"],
   "./review": ["core", "review"],
   "./saga": ["core", "saga"],
-  "./postgres": ["core", "postgres"],
+  "./postgres": ["core", "postgres", "sqlite"],
   "./mysql": ["core", "mysql"],
   "./redis": ["core", "redis"],
   "./cloudflare": ["cloudflare", "core"],
