@@ -16,6 +16,7 @@ import {
   type ToolContext,
   unreachable,
 } from "./call.js";
+import { monotonicNow } from "./clock.js";
 import { decide, type Facts } from "./decide.js";
 import {
   ErrorCode,
@@ -202,6 +203,9 @@ export async function verifyEarlierAttempt<A, R>(
     await lease.stop();
   }
   const answered = outcome?.status;
+  // The fenced renewal that tells whether the claim still holds restarts its lease when it lands: a tool
+  // run next counts its lease (and whether that answer came in time) from its sending, not the takeover's.
+  call.claimSentAt = monotonicNow(call.options.clock);
   const action = decide({
     event: "verified",
     outcome:

@@ -1008,3 +1008,26 @@ describe("a claim or takeover answered late", () => {
     expect(await failed).toBeInstanceOf(LeaseLostError);
   });
 });
+
+// Review of e0fb42b: the verify path holds the key through renewals, then runs the tool under the same claim.
+describe("a verify hook that answers after a whole lease, renewed meanwhile", () => {
+  it("finds nothing done: the tool runs, counted from the renewal that proved the claim still held", async () => {
+    const clock = fakeClock();
+    const store = memoryStore();
+    const { tool, runs } = smsTool({
+      store,
+      effect: "irreversible",
+      clock,
+      verify: async (_record, context) => {
+        await clock.sleep(2 * LEASE_MS, context.signal);
+        return { status: "not_executed" };
+      },
+    });
+    await crashedClaim(store, clock.now());
+    await clock.advance(LEASE_MS);
+    const call = tool(sms, { key: "k" });
+    await clock.advance(2 * LEASE_MS);
+    expect(await call).toMatchObject({ result: "msg-1", was_replay: false });
+    expect(runs()).toBe(1);
+  });
+});
