@@ -18,6 +18,7 @@ export const needsServerOrProcess = [
   "test/cli-proxy-http.test.ts",
   "test/cli-proxy-server-stores.test.ts",
   "test/cli-proxy.test.ts",
+  "test/pglite-lock.test.ts",
   "test/cli-read-only.test.ts",
   "test/cli-review.test.ts",
   "test/cli-secrets.test.ts",

@@ -89,7 +89,7 @@ const expected: Record<string, string[]> = {
   "./reconcile": ["reconcileOnce", "startReconciler"],
   "./review": ["reviewQueue", "resolveRecord", "readTrail"],
   "./saga": ["saga"],
-  "./postgres": ["postgresStore"],
+  "./postgres": ["postgresStore", "lockPGliteDirectory"],
   "./mysql": ["mysqlStore"],
   "./redis": ["redisStore"],
   "./cloudflare": ["durableObjectStore", "durableObjectStoreClient", "handleStoreCall"],

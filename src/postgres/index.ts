@@ -13,6 +13,8 @@
  *
  * @module
  */
+
+export { lockPGliteDirectory } from "./pglite-lock.js";
 export type {
   PGliteClient,
   PostgresClient,
