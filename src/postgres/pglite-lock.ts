@@ -46,7 +46,7 @@ function dataDirectoryOf(dataDir: string | undefined): string | undefined {
 /**
  * Hold `pglite`'s data directory for it, or throw when another instance holds it: one still open in this
  * process, or any in another process. Nothing to hold for an instance that keeps no files. Call once the
- * instance is ready (the directory exists then); again after a refusal, to try again.
+ * instance is ready (the directory exists then). An instance refused once is refused again at every call.
  */
 export async function holdDataDirectory(pglite: PGliteClient): Promise<void> {
   const directory = dataDirectoryOf(pglite.dataDir);
